@@ -1,0 +1,51 @@
+"""Firmware consistency across the node's HCAs of the same model."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Dict, Iterator, List
+
+from ibdiag import hca_models
+from ibdiag.model import Device, Result, Snapshot, Status
+from ibdiag.registry import check
+from ibdiag.targets import evidence, graded_devices
+from ibdiag.thresholds import Thresholds
+
+
+@check("hca.firmware", title="HCAs of the same model run the same firmware", needs={"sysfs"})
+def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: every HCA of one model on the node reports the same ``fw_ver``.
+
+    Why it matters: a card left behind by a firmware update behaves differently (link
+    training, congestion control, known bugs) from its siblings, and support will ask first.
+
+    What to do: update the odd card to the fleet's version (mlxfwmanager / flint) and reboot
+    or reset it; keep firmware in your node image's release notes.
+    """
+    groups: Dict[str, List[Device]] = defaultdict(list)
+    for dev in graded_devices(snap, th):
+        if dev.fw_ver is not None:
+            groups[hca_models.model_key(dev)].append(dev)
+    for model, devices in groups.items():
+        versions = Counter(dev.fw_ver for dev in devices)
+        common, common_count = versions.most_common(1)[0]
+        tied = sum(1 for count in versions.values() if count == common_count) > 1
+        for dev in devices:
+            source = evidence(dev.path, "fw_ver")
+            if len(versions) == 1:
+                yield Result(target=dev.name, status=Status.PASS,
+                             message=f"firmware {dev.fw_ver}, same as the other {model} HCAs",
+                             observed=dev.fw_ver, evidence=source)
+            elif dev.fw_ver != common or tied:
+                others = ", ".join(sorted(v for v in versions if v != dev.fw_ver))
+                yield Result(
+                    target=dev.name, status=Status.WARN,
+                    message=f"firmware {dev.fw_ver} differs from {others} on other {model} HCAs",
+                    observed=dev.fw_ver, expected=None if tied else common,
+                    hint="bring every card to one firmware version (mlxfwmanager), then reset it",
+                    evidence=source,
+                )
+            else:
+                yield Result(target=dev.name, status=Status.PASS,
+                             message=f"firmware {dev.fw_ver}, the version most {model} HCAs run",
+                             observed=dev.fw_ver, evidence=source)

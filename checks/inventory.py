@@ -1,0 +1,80 @@
+"""HCA inventory: the RDMA devices this node should have are all there."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ibdiag.model import Result, Snapshot, Status
+from ibdiag.registry import check
+from ibdiag.sources.sysfs import INFINIBAND_CLASS
+from ibdiag.targets import graded_devices
+from ibdiag.thresholds import Thresholds
+
+
+@check("hca.inventory", title="Expected InfiniBand HCAs are present", needs={"sysfs"})
+def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: every expected HCA is listed under /sys/class/infiniband.
+
+    Why it matters: an HCA that vanished (firmware fatal error, PCIe link loss, driver not
+    loaded) takes its rail out of every job on the node; NCCL silently uses fewer rails or
+    fails at init.
+
+    What to do: check `lspci -d 15b3:` sees the card, `dmesg` for mlx5_core errors, and that
+    mlx5_ib/ib_core are loaded. Set the expectation with --expect-hcas N (or names).
+    """
+    present = [dev.name for dev in graded_devices(snap, th)]
+    where = f"{snap.sysfs_root.rstrip('/')}/{INFINIBAND_CLASS}"
+    missing_names = [name for name in th.expect_hca_names if name not in present]
+    for name in missing_names:
+        yield Result(
+            target=name,
+            status=Status.FAIL,
+            message=f"expected HCA {name} is missing from {where}",
+            observed="missing",
+            expected="present",
+            hint="check lspci for the card, dmesg for mlx5_core errors, and the driver is loaded",
+            evidence=[INFINIBAND_CLASS],
+        )
+    expected = th.expect_hcas
+    listing = ", ".join(present) if present else "none"
+    if expected is not None and len(present) < expected:
+        yield Result(
+            target="node",
+            status=Status.FAIL,
+            message=f"found {len(present)} of {expected} expected HCAs ({listing})",
+            observed=len(present),
+            expected=expected,
+            hint="a missing HCA: check lspci, dmesg for mlx5_core/PCIe errors, driver loaded",
+            evidence=[INFINIBAND_CLASS],
+        )
+    elif expected is not None and len(present) > expected:
+        yield Result(
+            target="node",
+            status=Status.WARN,
+            message=f"found {len(present)} HCAs, more than the {expected} expected ({listing})",
+            observed=len(present),
+            expected=expected,
+            hint="update the expected count, or ignore non-InfiniBand devices (--ignore-hca)",
+            evidence=[INFINIBAND_CLASS],
+        )
+    elif not present and not missing_names:
+        problem = snap.problems.get(INFINIBAND_CLASS)
+        yield Result(
+            target="node",
+            status=Status.FAIL if expected else Status.SKIP,
+            message=f"no InfiniBand devices found under {where}"
+            + (f" ({problem})" if problem else ""),
+            observed=0,
+            expected=expected,
+            hint="no RDMA driver loaded, or not an InfiniBand node",
+            evidence=[INFINIBAND_CLASS],
+        )
+    elif not missing_names:
+        yield Result(
+            target="node",
+            status=Status.PASS,
+            message=f"{len(present)} HCAs present ({listing})",
+            observed=len(present),
+            expected=expected,
+            evidence=[INFINIBAND_CLASS],
+        )

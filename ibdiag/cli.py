@@ -1,0 +1,230 @@
+"""The ``ibdiag`` command line: the only module that prints or exits.
+
+Exit codes follow the Nagios plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. A usage
+or configuration error is one line on stderr and exit 3 (not click's default 2), so a Slurm
+prolog or NHC never mistakes a typo for a sick node's "critical".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import List, Optional, Sequence, Tuple
+
+import click
+
+from ibdiag import __version__
+
+EXIT_UNKNOWN = 3
+FORMATS = ("text", "json", "html")
+
+
+class UsageFailure(click.ClickException):
+    """A configuration or input problem reported as one line, exit 3."""
+
+    exit_code = EXIT_UNKNOWN
+
+
+class IbdiagGroup(click.Group):
+    """Maps every way of failing to one stderr line and the Nagios exit code 3."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `ibdiag` alone: show help
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+            code = EXIT_UNKNOWN
+        except click.UsageError as exc:
+            hint = f" (try '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            click.echo(f"ibdiag: error: {exc.format_message()}{hint}", err=True)
+            code = EXIT_UNKNOWN
+        except click.ClickException as exc:
+            click.echo(f"ibdiag: error: {exc.format_message()}", err=True)
+            code = EXIT_UNKNOWN
+        except click.Abort:
+            click.echo("ibdiag: interrupted", err=True)
+            code = EXIT_UNKNOWN
+        except Exception as exc:  # noqa: BLE001 - a bug must still give Nagios UNKNOWN, one line
+            if os.environ.get("IBDIAG_DEBUG"):
+                raise
+            click.echo(
+                f"ibdiag: internal error: {type(exc).__name__}: {exc} "
+                "(set IBDIAG_DEBUG=1 for a traceback)",
+                err=True,
+            )
+            code = EXIT_UNKNOWN
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _load_registry(checks_dirs: Sequence[str]):
+    from ibdiag.registry import DEFAULT_DROPIN_DIR, RegistryError, load_registry
+
+    dirs = list(checks_dirs) or ([DEFAULT_DROPIN_DIR] if os.path.isdir(DEFAULT_DROPIN_DIR) else [])
+    try:
+        return load_registry(dirs)
+    except (RegistryError, OSError) as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+def _parse_expect_hcas(value: Optional[str]) -> Tuple[Optional[int], List[str]]:
+    """ "8" -> a count; "mlx5_0,mlx5_1" -> names that must all be present."""
+    if value is None:
+        return None, []
+    value = value.strip()
+    if value.isdigit():
+        return int(value), []
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise click.BadParameter("give a count (8) or HCA names (mlx5_0,mlx5_1)")
+    return None, names
+
+
+def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str:
+    if as_json:
+        return "json"
+    if fmt:
+        return fmt
+    extension = os.path.splitext(output or "")[1].lower()
+    return {".json": "json", ".html": "html", ".htm": "html"}.get(extension, "text")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write to a temp file beside ``path`` and rename it into place: readers never see half."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temp = tempfile.mkstemp(prefix=".ibdiag-", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+_dir = click.Path(exists=True, file_okay=False, dir_okay=True)
+
+
+@click.group(cls=IbdiagGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ibdiag")
+def cli() -> None:
+    """InfiniBand health check and support-bundle collector for GPU/HPC nodes.
+
+    Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (usage, config or internal error, or
+    nothing could be collected).
+    """
+
+
+@cli.command("check")
+@click.option("--level", type=click.Choice(["quick"]), default="quick", show_default=True,
+              help="quick: sysfs only, runs no command (prolog, NHC).")
+@click.option("--sysfs", "sysfs_root", type=_dir, default="/sys", show_default=True,
+              help="Where sysfs is mounted (a host /sys in a container, or a captured tree).")
+@click.option("--procfs", "procfs_root", type=_dir, default="/proc", show_default=True,
+              help="Where procfs is mounted.")
+@click.option("--checks-dir", "checks_dirs", type=_dir, multiple=True,
+              help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].")
+@click.option("--expect-hcas", metavar="N|NAMES",
+              help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).")
+@click.option("--expect-rate", type=click.FloatRange(min=0, min_open=True), metavar="GBPS",
+              help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).")
+@click.option("--ignore-hca", "ignore_hcas", multiple=True, metavar="GLOB",
+              help="Leave matching devices out (e.g. 'mlx5_an*', Azure's Ethernet NIC).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (same as --format json).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="Write the report to FILE (format from --format or the extension).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
+def check_command(level, sysfs_root, procfs_root, checks_dirs, expect_hcas, expect_rate,
+                  ignore_hcas, fmt, as_json, output, quiet, verbose) -> int:
+    """Grade this node's InfiniBand health and exit with its Nagios code."""
+    from ibdiag.collect import collect
+    from ibdiag.grade import grade
+    from ibdiag.thresholds import Thresholds
+
+    count, names = _parse_expect_hcas(expect_hcas)
+    thresholds = Thresholds(expect_hcas=count, expect_hca_names=names,
+                            expect_rate_gbps=expect_rate, ignore_hcas=list(ignore_hcas))
+    registry = _load_registry(checks_dirs)
+    needs = {need for spec in registry.for_level(level) for need in spec.needs}
+    snapshot = collect(sysfs_root, procfs_root, needs)
+    report = grade(snapshot, registry, thresholds, level)
+
+    fmt = _format_for(output, fmt, as_json)
+    color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
+    text = _render(report, fmt, color=color, verbose=verbose)
+    if output:
+        try:
+            write_atomically(output, text)
+        except OSError as exc:
+            raise UsageFailure(f"cannot write {output}: {exc.strerror}") from exc
+    elif not quiet:
+        click.echo(text, nl=False)
+    return report.verdict.exit_code
+
+
+def _render(report, fmt: str, color: bool, verbose: bool) -> str:
+    if fmt == "json":
+        from ibdiag.render import json as renderer
+
+        return renderer.render(report)
+    if fmt == "html":
+        from ibdiag.render import html as renderer  # jinja2 only when asked for
+
+        return renderer.render(report)
+    from ibdiag.render import text as renderer
+
+    return renderer.render(report, color=color, verbose=verbose)
+
+
+@cli.command("checks")
+@click.option("--checks-dir", "checks_dirs", type=_dir, multiple=True,
+              help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].")
+def list_checks(checks_dirs) -> int:
+    """List every check: id, level and title."""
+    registry = _load_registry(checks_dirs)
+    width = max((len(spec.id) for spec in registry), default=10)
+    for spec in registry:
+        click.echo(f"{spec.id:{width}}  {spec.level:8}  {spec.title}")
+    return 0
+
+
+@cli.command("explain")
+@click.argument("check_id")
+@click.option("--checks-dir", "checks_dirs", type=_dir, multiple=True,
+              help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].")
+def explain(check_id, checks_dirs) -> int:
+    """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
+    registry = _load_registry(checks_dirs)
+    spec = registry.get(check_id)
+    if spec is None:
+        known = ", ".join(sorted(s.id for s in registry))
+        raise UsageFailure(f"no check {check_id!r}; known checks: {known}")
+    click.echo(f"{spec.id} - {spec.title}")
+    click.echo(f"level: {spec.level}; reads: {', '.join(sorted(spec.needs))}; from: {spec.origin}")
+    click.echo()
+    click.echo(spec.doc)
+    return 0
+
+
+@cli.command("schema")
+def schema() -> int:
+    """Print the JSON Schema of the report that --json writes."""
+    import json
+
+    from ibdiag.model import Report
+
+    click.echo(json.dumps(Report.model_json_schema(), indent=2))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    # pydantic scans every installed package's metadata for its own plugins the first time a
+    # model validates (~15 ms); ibdiag uses none, and the prolog is on every job's critical path.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    cli.main(args=list(argv) if argv is not None else None, prog_name="ibdiag")

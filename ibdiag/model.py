@@ -1,0 +1,216 @@
+"""The data ibdiag moves between its stages: Snapshot (what was read), Result and Report.
+
+A Snapshot is everything a check may look at. It serialises to JSON and back without loss, so a
+saved snapshot or a support bundle can be re-graded offline exactly as it was graded live.
+
+Every attribute that could not be read, or read but made no sense, is left ``None`` and its
+reason recorded in the owning object's ``problems`` map (attribute name -> reason). One odd file
+never drops a port, a device or the run.
+
+Type annotations use ``typing.Optional``/``List``/``Dict`` because pydantic evaluates them at
+runtime and the ``X | None`` form does not exist on Python 3.9.
+
+Speed: ``ibdiag check --level quick`` runs in every Slurm prolog, so models defer building their
+validators until first used. Sources build models with ``model_construct`` - their parsers
+already produce typed values - while anything read back from outside (a saved snapshot, a
+bundle, a test's JSON) goes through ``model_validate``/``model_validate_json``.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Dict, List, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ibdiag.thresholds import Thresholds
+
+# Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
+SCHEMA_VERSION = 1
+
+Problems = Dict[str, str]
+Scalar = Union[int, float, str, None]
+
+
+class _Model(BaseModel):
+    # Snapshot fields are facts read from the machine: reject unknown keys so a typo in a
+    # hand-built test snapshot or a corrupt file fails loudly instead of being dropped.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class LinkRate(_Model):
+    """A port's negotiated rate, from sysfs ``rate``: "400 Gb/sec (4X NDR)" -> 400, 4X, NDR."""
+
+    raw: str
+    gbps: float
+    lanes: Optional[int] = None
+    speed: Optional[str] = None  # SDR DDR QDR FDR10 FDR EDR HDR NDR XDR (or HDR100-style names)
+
+    @property
+    def width(self) -> Optional[str]:
+        return f"{self.lanes}X" if self.lanes is not None else None
+
+    def describe(self) -> str:
+        detail = " ".join(part for part in (self.width, self.speed) if part)
+        rate = f"{self.gbps:g} Gb/s"
+        return f"{rate} ({detail})" if detail else rate
+
+
+class NetDev(_Model):
+    """The kernel network interface on top of a port: IPoIB (ib0) or the RoCE Ethernet netdev."""
+
+    name: str
+    operstate: Optional[str] = None  # "up", "down", "dormant", ...
+    carrier: Optional[int] = None
+    carrier_changes: Optional[int] = None
+    mtu: Optional[int] = None
+    type: Optional[int] = None  # ARPHRD: 32 = InfiniBand (IPoIB), 1 = Ethernet
+    mode: Optional[str] = None  # IPoIB only: "datagram" or "connected"
+    speed_mbps: Optional[int] = None
+    problems: Problems = Field(default_factory=dict)
+
+    @property
+    def is_ipoib(self) -> bool:
+        return self.type == 32
+
+
+class Port(_Model):
+    """One port of an HCA. Healthy: state 4: ACTIVE, phys_state 5: LinkUp, at the expected rate."""
+
+    number: int
+    path: str  # sysfs directory relative to the sysfs root, e.g. class/infiniband/mlx5_0/ports/1
+    state: Optional[int] = None
+    state_name: Optional[str] = None
+    phys_state: Optional[int] = None
+    phys_state_name: Optional[str] = None
+    rate: Optional[LinkRate] = None
+    link_layer: Optional[str] = None  # "InfiniBand" or "Ethernet" (RoCE)
+    lid: Optional[int] = None
+    sm_lid: Optional[int] = None
+    counters: Dict[str, int] = Field(default_factory=dict)  # counters/ and counters_ext/
+    hw_counters: Dict[str, int] = Field(default_factory=dict)  # hw_counters/ (mlx5 and others)
+    netdev: Optional[NetDev] = None
+    problems: Problems = Field(default_factory=dict)
+
+    @property
+    def is_infiniband(self) -> bool:
+        return self.link_layer == "InfiniBand"
+
+    @property
+    def is_ethernet(self) -> bool:
+        return self.link_layer == "Ethernet"
+
+
+class Pci(_Model):
+    """The HCA's PCIe function. Healthy: the link trained at its maximum speed and width."""
+
+    address: str  # domain:bus:device.function, e.g. 0000:0c:00.0
+    vendor_id: Optional[str] = None  # "0x15b3" = Mellanox/NVIDIA
+    device_id: Optional[str] = None  # "0x101b" = ConnectX-6
+    numa_node: Optional[int] = None  # -1: the platform reports no NUMA affinity
+    current_link_speed: Optional[float] = None  # GT/s
+    current_link_width: Optional[int] = None
+    max_link_speed: Optional[float] = None
+    max_link_width: Optional[int] = None
+    problems: Problems = Field(default_factory=dict)
+
+
+class Device(_Model):
+    """One RDMA device (HCA) under /sys/class/infiniband, with every one of its ports."""
+
+    name: str
+    path: str  # sysfs directory relative to the sysfs root
+    node_type: Optional[int] = None  # 1: CA, 2: Switch, 3: Router, 4: RNIC
+    node_type_name: Optional[str] = None
+    hca_type: Optional[str] = None  # e.g. MT4123
+    board_id: Optional[str] = None
+    fw_ver: Optional[str] = None
+    node_guid: Optional[str] = None
+    sys_image_guid: Optional[str] = None
+    node_desc: Optional[str] = None
+    hw_rev: Optional[str] = None
+    pci: Optional[Pci] = None
+    ports: List[Port] = Field(default_factory=list)
+    hw_counters: Dict[str, int] = Field(default_factory=dict)  # device-level hw_counters/
+    problems: Problems = Field(default_factory=dict)
+
+    def target(self, port: Optional[Port] = None) -> str:
+        """The name results use: ``mlx5_0`` for the device, ``mlx5_0:1`` for one of its ports."""
+        return f"{self.name}:{port.number}" if port is not None else self.name
+
+
+class Snapshot(_Model):
+    """Everything ibdiag read from one node at one moment: the only input a check sees."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    host: Optional[str] = None
+    boot_id: Optional[str] = None
+    collected_at: datetime
+    sysfs_root: str
+    procfs_root: str
+    sources: List[str] = Field(default_factory=list)  # which sources were collected ("sysfs", ...)
+    devices: List[Device] = Field(default_factory=list)
+    problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
+
+    def device(self, name: str) -> Optional[Device]:
+        return next((dev for dev in self.devices if dev.name == name), None)
+
+
+class Status(str, enum.Enum):
+    """Outcome of one result. ``skip``: not applicable here; ``error``: the check itself broke."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"
+    ERROR = "error"
+
+
+class Result(_Model):
+    """One finding: a check's verdict on one target (``mlx5_0:1``, ``mlx5_0`` or ``node``)."""
+
+    check_id: str = ""  # stamped by the grader from the check's spec
+    target: str
+    status: Status
+    message: str  # one line that states observed vs expected
+    observed: Scalar = None
+    expected: Scalar = None
+    hint: Optional[str] = None  # what to do about it
+    evidence: List[str] = Field(default_factory=list)  # files/commands it came from
+
+
+class Verdict(str, enum.Enum):
+    """The node's overall state in the Nagios plugin vocabulary; ``exit_code`` is what we exit."""
+
+    OK = "OK"
+    WARNING = "WARNING"
+    CRITICAL = "CRITICAL"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self]
+
+
+_EXIT_CODES = {Verdict.OK: 0, Verdict.WARNING: 1, Verdict.CRITICAL: 2, Verdict.UNKNOWN: 3}
+
+
+class Report(_Model):
+    """A graded Snapshot: the only thing renderers see."""
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    level: str
+    verdict: Verdict
+    verdict_reason: str  # one line: why the verdict is what it is
+    results: List[Result]
+    thresholds: Thresholds  # the effective expectations the results were graded with
+    snapshot: Snapshot
+
+    def counts(self) -> Dict[str, int]:
+        counts = {status.value: 0 for status in Status}
+        for result in self.results:
+            counts[result.status.value] += 1
+        return counts

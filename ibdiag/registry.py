@@ -1,0 +1,253 @@
+"""Checks: the ``@check`` decorator, discovery of the three kinds of check, and validation.
+
+The decorator only records a frozen ``CheckSpec`` on the function (pluggy style): importing a
+module of checks registers nothing. ``load_registry`` then finds, loads and validates checks as
+separate steps (flake8's plugin finder does the same), from three places into one registry:
+
+- built-ins: the repository's ``checks/`` folder (shipped inside the wheel);
+- third-party packages: the entry-point group ``ibdiag.checks`` (a module or a function);
+- a site drop-in directory: ``/etc/ibdiag/checks.d/*.py`` or ``--checks-dir``.
+
+Every validation error names the offender: the file or entry point and the check id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import os
+import re
+import sys
+from types import ModuleType
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence
+
+from ibdiag import resources
+from ibdiag.sources import SOURCE_LEVELS
+
+LEVELS = ("quick", "standard", "full")
+ENTRY_POINT_GROUP = "ibdiag.checks"
+DEFAULT_DROPIN_DIR = "/etc/ibdiag/checks.d"
+CHECK_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+_SPEC_ATTRIBUTE = "__ibdiag_check__"
+
+
+class RegistryError(Exception):
+    """A check could not be loaded or is invalid; the message names the offender."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckSpec:
+    """What ``@check`` records: identity, what the check needs and at which level it runs."""
+
+    id: str
+    title: str
+    needs: FrozenSet[str]
+    level: str
+    func: Callable
+    origin: str = "<unregistered>"  # file or entry point it was loaded from
+
+    @property
+    def doc(self) -> str:
+        """The check's docstring: what healthy looks like, why it matters, what to do."""
+        import inspect  # only `explain` and validation need it; keep it off the import path
+
+        return inspect.cleandoc(self.func.__doc__ or "")
+
+    def runs_at(self, level: str) -> bool:
+        return LEVELS.index(self.level) <= LEVELS.index(level)
+
+    def can_use(self, need: str) -> bool:
+        """Whether source ``need`` is collected at this check's level (quick runs no command)."""
+        return LEVELS.index(SOURCE_LEVELS[need]) <= LEVELS.index(self.level)
+
+
+def check(
+    id: str,  # noqa: A002 - the public name of the argument in every check module
+    *,
+    title: str,
+    needs: Iterable[str] = ("sysfs",),
+    level: str = "quick",
+) -> Callable[[Callable], Callable]:
+    """Mark a function ``(snapshot, thresholds) -> Iterable[Result]`` as a check.
+
+    Records a frozen spec on the function and returns it unchanged; nothing is registered.
+    """
+
+    def mark(func: Callable) -> Callable:
+        spec = CheckSpec(id=id, title=title, needs=frozenset(needs), level=level, func=func)
+        setattr(func, _SPEC_ATTRIBUTE, spec)
+        return func
+
+    return mark
+
+
+def spec_of(obj: object) -> Optional[CheckSpec]:
+    spec = getattr(obj, _SPEC_ATTRIBUTE, None)
+    return spec if isinstance(spec, CheckSpec) else None
+
+
+class Registry:
+    """Validated checks by id, in the order they were added."""
+
+    def __init__(self) -> None:
+        self._specs: Dict[str, CheckSpec] = {}
+
+    def add(self, spec: CheckSpec) -> None:
+        validate(spec)
+        previous = self._specs.get(spec.id)
+        if previous is not None:
+            raise RegistryError(
+                f"duplicate check id {spec.id!r}: defined in {previous.origin} and {spec.origin}"
+            )
+        self._specs[spec.id] = spec
+
+    def get(self, check_id: str) -> Optional[CheckSpec]:
+        return self._specs.get(check_id)
+
+    def __iter__(self) -> Iterator[CheckSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def for_level(self, level: str) -> List[CheckSpec]:
+        return [spec for spec in self if spec.runs_at(level)]
+
+
+def validate(spec: CheckSpec) -> None:
+    """Raise RegistryError naming the check and where it came from when the spec is invalid."""
+    where = f"check {spec.id!r} in {spec.origin}"
+    if not isinstance(spec.id, str) or not CHECK_ID.match(spec.id):
+        raise RegistryError(
+            f"{where}: bad id; ids are lowercase dotted names like 'link.state'"
+        )
+    if spec.level not in LEVELS:
+        raise RegistryError(f"{where}: unknown level {spec.level!r}; use one of {', '.join(LEVELS)}")
+    unknown = sorted(spec.needs - set(SOURCE_LEVELS))
+    if unknown:
+        raise RegistryError(
+            f"{where}: unknown need {', '.join(unknown)}; known: {', '.join(sorted(SOURCE_LEVELS))}"
+        )
+    too_slow = sorted(need for need in spec.needs if not spec.can_use(need))
+    if too_slow:
+        raise RegistryError(
+            f"{where}: level {spec.level} cannot use {', '.join(too_slow)} "
+            f"(collected from level {SOURCE_LEVELS[too_slow[0]]})"
+        )
+    if not spec.title.strip():
+        raise RegistryError(f"{where}: empty title")
+    if not spec.doc:
+        raise RegistryError(f"{where}: no docstring; say what healthy looks like and what to do")
+
+
+# --- find -----------------------------------------------------------------------------------
+
+
+def find_module_files(directory: str) -> List[str]:
+    """The ``*.py`` files of a checks directory, skipping ``_private.py`` helpers."""
+    names = sorted(os.listdir(directory))
+    return [
+        os.path.join(directory, name)
+        for name in names
+        if name.endswith(".py") and not name.startswith("_")
+    ]
+
+
+def _declared_anywhere(group: str) -> bool:
+    """Whether any installed distribution lists ``[group]`` in its entry_points.txt.
+
+    A cheap pre-scan: importlib.metadata parses every distribution's metadata (tens of ms on a
+    full site-packages), which a prolog should not pay on the many nodes that have no plugin.
+    """
+    marker = f"[{group}]"
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(entry, name, "entry_points.txt"), encoding="utf-8") as fh:
+                    if marker in fh.read():
+                        return True
+            except (OSError, UnicodeDecodeError):
+                continue
+    return False
+
+
+def find_entry_points() -> list:
+    if not _declared_anywhere(ENTRY_POINT_GROUP):
+        return []
+    from importlib.metadata import entry_points  # imported here: scanning metadata is slow
+
+    found = entry_points()
+    if hasattr(found, "select"):  # Python 3.10+
+        return list(found.select(group=ENTRY_POINT_GROUP))
+    return list(found.get(ENTRY_POINT_GROUP, []))  # type: ignore[attr-defined]  # Python 3.9
+
+
+# --- load -----------------------------------------------------------------------------------
+
+
+def load_module_file(path: str, namespace: str) -> ModuleType:
+    """Import one checks file under a private module name; any failure names the file."""
+    digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:8]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    module_name = f"ibdiag._loaded.{namespace}.{stem}_{digest}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise RegistryError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    # A plugin file can fail in any way at all; the error must name it, not crash the run.
+    except Exception as exc:  # noqa: BLE001
+        sys.modules.pop(module_name, None)
+        raise RegistryError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def specs_in(obj: object, origin: str) -> List[CheckSpec]:
+    """Every decorated check in a module (or the object itself when it is a check)."""
+    spec = spec_of(obj)
+    if spec is not None:
+        return [dataclasses.replace(spec, origin=origin)]
+    members = vars(obj).values() if isinstance(obj, ModuleType) else ()
+    return [
+        dataclasses.replace(found, origin=origin)
+        for found in (spec_of(member) for member in members)
+        if found is not None
+    ]
+
+
+def load_registry(
+    checks_dirs: Sequence[str] = (), entry_points: bool = True, builtins: bool = True
+) -> Registry:
+    """Built-ins, then entry points, then drop-in directories, validated into one registry."""
+    registry = Registry()
+    if builtins:
+        for path in find_module_files(resources.builtin_checks_dir()):
+            for spec in specs_in(load_module_file(path, "builtin"), path):
+                registry.add(spec)
+    if entry_points:
+        for entry_point in find_entry_points():
+            origin = f"entry point {entry_point.name!r} ({entry_point.value})"
+            try:
+                obj = entry_point.load()
+            except Exception as exc:  # noqa: BLE001 - third-party code; name it and stop
+                raise RegistryError(f"{origin}: cannot load: {type(exc).__name__}: {exc}") from exc
+            for spec in specs_in(obj, origin):
+                registry.add(spec)
+    for directory in checks_dirs:
+        try:
+            paths = find_module_files(directory)
+        except OSError as exc:
+            raise RegistryError(f"checks directory {directory}: {exc.strerror}") from exc
+        for path in paths:
+            for spec in specs_in(load_module_file(path, "dropin"), path):
+                registry.add(spec)
+    return registry

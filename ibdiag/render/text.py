@@ -1,0 +1,48 @@
+"""Terminal summary: one line per finding that needs attention, then the verdict line.
+
+The verdict line follows the Nagios plugin output convention (``IBDIAG CRITICAL - ...``) so NHC
+and monitoring tools can show it as is.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ibdiag.model import Report, Result, Status, Verdict
+
+_ANSI = {
+    Status.FAIL: "\033[31m", Status.ERROR: "\033[35m", Status.WARN: "\033[33m",
+    Status.SKIP: "\033[2m", Status.PASS: "\033[32m",
+    Verdict.CRITICAL: "\033[1;31m", Verdict.UNKNOWN: "\033[1;35m",
+    Verdict.WARNING: "\033[1;33m", Verdict.OK: "\033[1;32m",
+}
+_RESET = "\033[0m"
+_ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
+
+
+def _paint(text: str, key: object, color: bool) -> str:
+    return f"{_ANSI[key]}{text}{_RESET}" if color else text
+
+
+def result_line(result: Result, color: bool = False) -> str:
+    status = _paint(f"{result.status.value.upper():5}", result.status, color)
+    hint = f" -- {result.hint}" if result.hint and result.status != Status.PASS else ""
+    return f"{status} {result.target:12} {result.check_id:18} {result.message}{hint}"
+
+
+def verdict_line(report: Report, color: bool = False) -> str:
+    snap = report.snapshot
+    ports = sum(len(dev.ports) for dev in snap.devices)
+    verdict = _paint(f"IBDIAG {report.verdict.value}", report.verdict, color)
+    scope = f"{len(snap.devices)} HCAs, {ports} ports"
+    return f"{verdict} - {report.verdict_reason} ({scope}, level {report.level}) on {snap.host}"
+
+
+def render(report: Report, color: bool = False, verbose: bool = False) -> str:
+    """Fail, error and warn lines (with ``verbose`` every result), worst first, then the verdict."""
+    shown = [r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR,
+                                                                  Status.WARN)]
+    shown.sort(key=lambda r: _ORDER[r.status])
+    lines: List[str] = [result_line(result, color) for result in shown]
+    lines.append(verdict_line(report, color))
+    return "\n".join(lines) + "\n"

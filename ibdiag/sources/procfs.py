@@ -1,0 +1,26 @@
+"""Node identity from procfs (``/proc`` unless ``--procfs`` moves it): hostname and boot id.
+
+The boot id changes at every boot; later, counter baselines use it to tell a reboot (counters
+restarted from zero) from a counter that really went backwards.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Optional, Tuple
+
+from ibdiag.model import Problems
+from ibdiag.sources.sysfs import SysfsReader
+
+
+def read_identity(procfs_root: str, problems: Problems) -> Tuple[Optional[str], Optional[str]]:
+    """(hostname, boot_id); the hostname falls back to the kernel's own when procfs lacks it."""
+    reader = SysfsReader(procfs_root)  # procfs files read exactly like sysfs attributes
+    host, problem = reader.read_text("sys/kernel/hostname")
+    if problem is not None:
+        problems["procfs:sys/kernel/hostname"] = problem
+        host = socket.gethostname()
+    boot_id, problem = reader.read_text("sys/kernel/random/boot_id")
+    if problem is not None:
+        problems["procfs:sys/kernel/random/boot_id"] = problem
+    return (host.strip() if host else None), (boot_id.strip() if boot_id else None)

@@ -1,0 +1,31 @@
+"""What checks iterate over: the node's devices and ports, minus those the thresholds ignore."""
+
+from __future__ import annotations
+
+from typing import Iterator, Tuple
+
+from ibdiag.model import Device, Port, Snapshot
+from ibdiag.thresholds import Thresholds
+
+ACTIVE = 4  # port state 4: ACTIVE
+LINK_UP = 5  # phys_state 5: LinkUp
+
+
+def graded_devices(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Device]:
+    return (dev for dev in snapshot.devices if not thresholds.ignores(dev.name))
+
+
+def graded_ports(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Tuple[Device, Port]]:
+    return ((dev, port) for dev in graded_devices(snapshot, thresholds) for port in dev.ports)
+
+
+def is_infiniband(port: Port) -> bool:
+    """InfiniBand link layer. Kernels without ``link_layer`` predate RoCE, so missing means IB."""
+    return port.link_layer == "InfiniBand" or (
+        port.link_layer is None and port.problems.get("link_layer") == "missing"
+    )
+
+
+def evidence(owner_path: str, *attributes: str) -> list:
+    """sysfs paths (relative to the sysfs root) a result was read from."""
+    return [f"{owner_path}/{attribute}" for attribute in attributes]
