@@ -33,19 +33,29 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         for dev in devices:
             source = evidence(dev.path, "fw_ver")
             if len(versions) == 1:
-                yield Result(target=dev.name, status=Status.PASS,
-                             message=f"firmware {dev.fw_ver}, same as the other {model} HCAs",
-                             observed=dev.fw_ver, evidence=source)
+                yield Result(
+                    target=dev.name,
+                    status=Status.PASS,
+                    message=f"firmware {dev.fw_ver}, same as the other {model} HCAs",
+                    observed=dev.fw_ver,
+                    evidence=source,
+                )
             elif dev.fw_ver != common or tied:
                 others = ", ".join(sorted(v for v in versions if v != dev.fw_ver))
                 yield Result(
-                    target=dev.name, status=Status.WARN,
+                    target=dev.name,
+                    status=Status.WARN,
                     message=f"firmware {dev.fw_ver} differs from {others} on other {model} HCAs",
-                    observed=dev.fw_ver, expected=None if tied else common,
+                    observed=dev.fw_ver,
+                    expected=None if tied else common,
                     hint="bring every card to one firmware version (mlxfwmanager), then reset it",
                     evidence=source,
                 )
             else:
-                yield Result(target=dev.name, status=Status.PASS,
-                             message=f"firmware {dev.fw_ver}, the version most {model} HCAs run",
-                             observed=dev.fw_ver, evidence=source)
+                yield Result(
+                    target=dev.name,
+                    status=Status.PASS,
+                    message=f"firmware {dev.fw_ver}, the version most {model} HCAs run",
+                    observed=dev.fw_ver,
+                    evidence=source,
+                )

@@ -82,8 +82,12 @@ def port_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         observed = _state_text(port.state, port.state_name)
         if port.state == ACTIVE:
             yield Result(
-                target=target, status=Status.PASS, message=f"state {observed}",
-                observed=observed, expected="4: ACTIVE", evidence=evidence(port.path, "state"),
+                target=target,
+                status=Status.PASS,
+                message=f"state {observed}",
+                observed=observed,
+                expected="4: ACTIVE",
+                evidence=evidence(port.path, "state"),
             )
             continue
         hints = IB_STATE_HINTS if is_infiniband(port) else ETH_STATE_HINTS
@@ -129,8 +133,12 @@ def phys_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         observed = _state_text(port.phys_state, port.phys_state_name)
         if port.phys_state == LINK_UP:
             yield Result(
-                target=target, status=Status.PASS, message=f"phys_state {observed}",
-                observed=observed, expected="5: LinkUp", evidence=source,
+                target=target,
+                status=Status.PASS,
+                message=f"phys_state {observed}",
+                observed=observed,
+                expected="5: LinkUp",
+                evidence=source,
             )
         elif port.phys_state == 0 and port.state == ACTIVE:
             yield Result(
@@ -171,12 +179,21 @@ def link_layer(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         source = evidence(port.path, "link_layer")
         if is_infiniband(port):
             layer = port.link_layer or "InfiniBand (no link_layer file: pre-RoCE kernel)"
-            yield Result(target=target, status=Status.PASS, message=f"link layer {layer}",
-                         observed="InfiniBand", evidence=source)
+            yield Result(
+                target=target,
+                status=Status.PASS,
+                message=f"link layer {layer}",
+                observed="InfiniBand",
+                evidence=source,
+            )
         elif port.is_ethernet:
-            yield Result(target=target, status=Status.PASS,
-                         message="link layer Ethernet (RoCE): InfiniBand-only rules not applied",
-                         observed="Ethernet", evidence=source)
+            yield Result(
+                target=target,
+                status=Status.PASS,
+                message="link layer Ethernet (RoCE): InfiniBand-only rules not applied",
+                observed="Ethernet",
+                evidence=source,
+            )
         else:
             shown = port.link_layer or port.problems.get("link_layer", "unreadable")
             yield Result(
@@ -223,9 +240,12 @@ def link_rate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         target = dev.target(port)
         source = evidence(port.path, "rate")
         if port.state != ACTIVE:
-            yield Result(target=target, status=Status.SKIP,
-                         message="port not ACTIVE: its rate means nothing until it is",
-                         evidence=source)
+            yield Result(
+                target=target,
+                status=Status.SKIP,
+                message="port not ACTIVE: its rate means nothing until it is",
+                evidence=source,
+            )
             continue
         if port.rate is None:
             yield Result(
@@ -246,39 +266,55 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
     if th.expect_rate_gbps is not None:
         if rate.gbps < th.expect_rate_gbps:
             return Result(
-                target=target, status=Status.FAIL,
+                target=target,
+                status=Status.FAIL,
                 message=f"rate {observed}, expected {th.expect_rate_gbps:g} Gb/s",
-                observed=rate.gbps, expected=th.expect_rate_gbps,
+                observed=rate.gbps,
+                expected=th.expect_rate_gbps,
                 hint="degraded link: reseat or replace the cable/transceiver; check the "
                 "switch port speed",
                 evidence=source,
             )
-        return Result(target=target, status=Status.PASS,
-                      message=f"rate {observed} (expected {th.expect_rate_gbps:g} Gb/s)",
-                      observed=rate.gbps, expected=th.expect_rate_gbps, evidence=source)
+        return Result(
+            target=target,
+            status=Status.PASS,
+            message=f"rate {observed} (expected {th.expect_rate_gbps:g} Gb/s)",
+            observed=rate.gbps,
+            expected=th.expect_rate_gbps,
+            evidence=source,
+        )
     key = (hca_models.model_key(dev), port.link_layer or "InfiniBand")
     best = peers.get(key, rate.gbps)
     if rate.gbps < best:
         return Result(
-            target=target, status=Status.FAIL,
+            target=target,
+            status=Status.FAIL,
             message=f"rate {observed}, below the {best:g} Gb/s of the other {key[0]} "
             f"{key[1]} ports on this node",
-            observed=rate.gbps, expected=best,
+            observed=rate.gbps,
+            expected=best,
             hint="degraded link: reseat or replace the cable/transceiver; check the switch port",
             evidence=source,
         )
     model = hca_models.identify(dev)
     if is_infiniband(port) and model is not None and hca_models.below_capability(model, rate):
         return Result(
-            target=target, status=Status.WARN,
+            target=target,
+            status=Status.WARN,
             message=f"rate {observed}: a {model.name} supports {model.max_ib_speed}",
-            observed=rate.gbps, expected=model.max_ib_speed,
+            observed=rate.gbps,
+            expected=model.max_ib_speed,
             hint="cable, transceiver or switch limits the speed; if the fabric is slower on "
             "purpose, set --expect-rate",
             evidence=source,
         )
-    return Result(target=target, status=Status.PASS, message=f"rate {observed}",
-                  observed=rate.gbps, evidence=source)
+    return Result(
+        target=target,
+        status=Status.PASS,
+        message=f"rate {observed}",
+        observed=rate.gbps,
+        evidence=source,
+    )
 
 
 @check("link.width", title="InfiniBand port trained on all its lanes", needs={"sysfs"})
@@ -299,13 +335,19 @@ def link_width(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         target, source = dev.target(port), evidence(port.path, "rate")
         if port.rate.lanes < 2:
             yield Result(
-                target=target, status=Status.WARN,
+                target=target,
+                status=Status.WARN,
                 message=f"link width {port.rate.width}, expected 4X (or 2X for split cables)",
-                observed=port.rate.width, expected="4X",
+                observed=port.rate.width,
+                expected="4X",
                 hint="lanes failed to train: reseat or replace the cable/transceiver",
                 evidence=source,
             )
         else:
-            yield Result(target=target, status=Status.PASS,
-                         message=f"link width {port.rate.width}",
-                         observed=port.rate.width, evidence=source)
+            yield Result(
+                target=target,
+                status=Status.PASS,
+                message=f"link width {port.rate.width}",
+                observed=port.rate.width,
+                evidence=source,
+            )

@@ -30,12 +30,20 @@ def netdev_operstate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         kind = "IPoIB" if netdev.is_ipoib or port.link_layer == "InfiniBand" else "RoCE"
         source = [f"class/net/{netdev.name}/operstate"]
         if netdev.operstate == "up":
-            yield Result(target=target, status=Status.PASS,
-                         message=f"{kind} {netdev.name} is up", observed="up", evidence=source)
+            yield Result(
+                target=target,
+                status=Status.PASS,
+                message=f"{kind} {netdev.name} is up",
+                observed="up",
+                evidence=source,
+            )
             continue
         observed = netdev.operstate or netdev.problems.get("operstate", "unreadable")
-        flaps = (f"; carrier changed {netdev.carrier_changes} times since it was created"
-                 if netdev.carrier_changes else "")
+        flaps = (
+            f"; carrier changed {netdev.carrier_changes} times since it was created"
+            if netdev.carrier_changes
+            else ""
+        )
         yield Result(
             target=target,
             status=Status.WARN,
@@ -43,5 +51,5 @@ def netdev_operstate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             observed=observed,
             expected="up",
             hint=f"ip link show {netdev.name}; bring it up and check dmesg for link flaps",
-            evidence=source + [f"class/net/{netdev.name}/carrier_changes"],
+            evidence=[*source, f"class/net/{netdev.name}/carrier_changes"],
         )

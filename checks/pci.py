@@ -30,33 +30,52 @@ def pcie_link(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev in graded_devices(snap, th):
         pci = dev.pci
         if pci is None:
-            yield Result(target=dev.name, status=Status.SKIP,
-                         message="no PCI function (virtual device or partial sysfs tree)",
-                         evidence=evidence(dev.path, "device"))
+            yield Result(
+                target=dev.name,
+                status=Status.SKIP,
+                message="no PCI function (virtual device or partial sysfs tree)",
+                evidence=evidence(dev.path, "device"),
+            )
             continue
         source = evidence(f"{dev.path}/device", *_ATTRIBUTES)
-        values = (pci.current_link_speed, pci.current_link_width,
-                  pci.max_link_speed, pci.max_link_width)
+        values = (
+            pci.current_link_speed,
+            pci.current_link_width,
+            pci.max_link_speed,
+            pci.max_link_width,
+        )
         if None in values:
             unread = [name for name, value in zip(_ATTRIBUTES, values) if value is None]
             reasons = ", ".join(f"{name}: {pci.problems.get(name, 'missing')}" for name in unread)
-            yield Result(target=dev.name, status=Status.SKIP,
-                         message=f"PCIe link not comparable on {pci.address} ({reasons})",
-                         evidence=source)
+            yield Result(
+                target=dev.name,
+                status=Status.SKIP,
+                message=f"PCIe link not comparable on {pci.address} ({reasons})",
+                evidence=source,
+            )
             continue
         current = _link(pci.current_link_speed, pci.current_link_width)
         best = _link(pci.max_link_speed, pci.max_link_width)
-        if (pci.current_link_speed < pci.max_link_speed
-                or pci.current_link_width < pci.max_link_width):
+        if (
+            pci.current_link_speed < pci.max_link_speed
+            or pci.current_link_width < pci.max_link_width
+        ):
             yield Result(
-                target=dev.name, status=Status.FAIL,
+                target=dev.name,
+                status=Status.FAIL,
                 message=f"PCIe {pci.address} trained at {current}, capable of {best}",
-                observed=current, expected=best,
+                observed=current,
+                expected=best,
                 hint="reseat the card/riser, check BIOS slot settings and dmesg for PCIe AER; "
                 f"lspci -vv -s {pci.address} shows LnkCap vs LnkSta",
                 evidence=source,
             )
         else:
-            yield Result(target=dev.name, status=Status.PASS,
-                         message=f"PCIe {pci.address} at {current}",
-                         observed=current, expected=best, evidence=source)
+            yield Result(
+                target=dev.name,
+                status=Status.PASS,
+                message=f"PCIe {pci.address} at {current}",
+                observed=current,
+                expected=best,
+                evidence=source,
+            )

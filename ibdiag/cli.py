@@ -45,7 +45,7 @@ class IbdiagGroup(click.Group):
         except click.Abort:
             click.echo("ibdiag: interrupted", err=True)
             code = EXIT_UNKNOWN
-        except Exception as exc:  # noqa: BLE001 - a bug must still give Nagios UNKNOWN, one line
+        except Exception as exc:
             if os.environ.get("IBDIAG_DEBUG"):
                 raise
             click.echo(
@@ -120,36 +120,90 @@ def cli() -> None:
 
 
 @cli.command("check")
-@click.option("--level", type=click.Choice(["quick"]), default="quick", show_default=True,
-              help="quick: sysfs only, runs no command (prolog, NHC).")
-@click.option("--sysfs", "sysfs_root", type=_dir, default="/sys", show_default=True,
-              help="Where sysfs is mounted (a host /sys in a container, or a captured tree).")
-@click.option("--procfs", "procfs_root", type=_dir, default="/proc", show_default=True,
-              help="Where procfs is mounted.")
-@click.option("--checks-dir", "checks_dirs", type=_dir, multiple=True,
-              help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].")
-@click.option("--expect-hcas", metavar="N|NAMES",
-              help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).")
-@click.option("--expect-rate", type=click.FloatRange(min=0, min_open=True), metavar="GBPS",
-              help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).")
-@click.option("--ignore-hca", "ignore_hcas", multiple=True, metavar="GLOB",
-              help="Leave matching devices out (e.g. 'mlx5_an*', Azure's Ethernet NIC).")
+@click.option(
+    "--level",
+    type=click.Choice(["quick"]),
+    default="quick",
+    show_default=True,
+    help="quick: sysfs only, runs no command (prolog, NHC).",
+)
+@click.option(
+    "--sysfs",
+    "sysfs_root",
+    type=_dir,
+    default="/sys",
+    show_default=True,
+    help="Where sysfs is mounted (a host /sys in a container, or a captured tree).",
+)
+@click.option(
+    "--procfs",
+    "procfs_root",
+    type=_dir,
+    default="/proc",
+    show_default=True,
+    help="Where procfs is mounted.",
+)
+@click.option(
+    "--checks-dir",
+    "checks_dirs",
+    type=_dir,
+    multiple=True,
+    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
+)
+@click.option(
+    "--expect-hcas",
+    metavar="N|NAMES",
+    help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).",
+)
+@click.option(
+    "--expect-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="GBPS",
+    help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).",
+)
+@click.option(
+    "--ignore-hca",
+    "ignore_hcas",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave matching devices out (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (same as --format json).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
-              help="Write the report to FILE (format from --format or the extension).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (--format json).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the report to FILE (format from --format or the extension).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
-def check_command(level, sysfs_root, procfs_root, checks_dirs, expect_hcas, expect_rate,
-                  ignore_hcas, fmt, as_json, output, quiet, verbose) -> int:
+def check_command(
+    level,
+    sysfs_root,
+    procfs_root,
+    checks_dirs,
+    expect_hcas,
+    expect_rate,
+    ignore_hcas,
+    fmt,
+    as_json,
+    output,
+    quiet,
+    verbose,
+) -> int:
     """Grade this node's InfiniBand health and exit with its Nagios code."""
     from ibdiag.collect import collect
     from ibdiag.grade import grade
     from ibdiag.thresholds import Thresholds
 
     count, names = _parse_expect_hcas(expect_hcas)
-    thresholds = Thresholds(expect_hcas=count, expect_hca_names=names,
-                            expect_rate_gbps=expect_rate, ignore_hcas=list(ignore_hcas))
+    thresholds = Thresholds(
+        expect_hcas=count,
+        expect_hca_names=names,
+        expect_rate_gbps=expect_rate,
+        ignore_hcas=list(ignore_hcas),
+    )
     registry = _load_registry(checks_dirs)
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
     snapshot = collect(sysfs_root, procfs_root, needs)
@@ -183,8 +237,13 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
 
 
 @cli.command("checks")
-@click.option("--checks-dir", "checks_dirs", type=_dir, multiple=True,
-              help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].")
+@click.option(
+    "--checks-dir",
+    "checks_dirs",
+    type=_dir,
+    multiple=True,
+    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
+)
 def list_checks(checks_dirs) -> int:
     """List every check: id, level and title."""
     registry = _load_registry(checks_dirs)
@@ -196,8 +255,13 @@ def list_checks(checks_dirs) -> int:
 
 @cli.command("explain")
 @click.argument("check_id")
-@click.option("--checks-dir", "checks_dirs", type=_dir, multiple=True,
-              help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].")
+@click.option(
+    "--checks-dir",
+    "checks_dirs",
+    type=_dir,
+    multiple=True,
+    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
+)
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
     registry = _load_registry(checks_dirs)

@@ -37,7 +37,7 @@ def run_check(spec: CheckSpec, snapshot: Snapshot, thresholds: Thresholds) -> Li
     return [result.model_copy(update={"check_id": spec.id}) for result in results]
 
 
-def verdict_of(results: List[Result], snapshot: Snapshot) -> "tuple[Verdict, str]":
+def verdict_of(results: List[Result], snapshot: Snapshot) -> tuple[Verdict, str]:
     statuses = [result.status for result in results]
     counts = ", ".join(
         f"{statuses.count(status)} {status.value}"

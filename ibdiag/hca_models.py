@@ -31,7 +31,7 @@ class _Table:
     by_pci_id: Dict[str, HcaModel]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table() -> _Table:
     with open(_TABLE, "rb") as handle:
         data = tomllib.load(handle)

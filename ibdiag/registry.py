@@ -63,7 +63,7 @@ class CheckSpec:
 
 
 def check(
-    id: str,  # noqa: A002 - the public name of the argument in every check module
+    id: str,
     *,
     title: str,
     needs: Iterable[str] = ("sysfs",),
@@ -119,11 +119,10 @@ def validate(spec: CheckSpec) -> None:
     """Raise RegistryError naming the check and where it came from when the spec is invalid."""
     where = f"check {spec.id!r} in {spec.origin}"
     if not isinstance(spec.id, str) or not CHECK_ID.match(spec.id):
-        raise RegistryError(
-            f"{where}: bad id; ids are lowercase dotted names like 'link.state'"
-        )
+        raise RegistryError(f"{where}: bad id; ids are lowercase dotted names like 'link.state'")
     if spec.level not in LEVELS:
-        raise RegistryError(f"{where}: unknown level {spec.level!r}; use one of {', '.join(LEVELS)}")
+        choices = ", ".join(LEVELS)
+        raise RegistryError(f"{where}: unknown level {spec.level!r}; use one of {choices}")
     unknown = sorted(spec.needs - set(SOURCE_LEVELS))
     if unknown:
         raise RegistryError(
@@ -205,7 +204,7 @@ def load_module_file(path: str, namespace: str) -> ModuleType:
     try:
         module_spec.loader.exec_module(module)
     # A plugin file can fail in any way at all; the error must name it, not crash the run.
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         sys.modules.pop(module_name, None)
         raise RegistryError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
     return module
@@ -238,7 +237,7 @@ def load_registry(
             origin = f"entry point {entry_point.name!r} ({entry_point.value})"
             try:
                 obj = entry_point.load()
-            except Exception as exc:  # noqa: BLE001 - third-party code; name it and stop
+            except Exception as exc:
                 raise RegistryError(f"{origin}: cannot load: {type(exc).__name__}: {exc}") from exc
             for spec in specs_in(obj, origin):
                 registry.add(spec)

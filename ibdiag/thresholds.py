@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Thresholds(BaseModel):
-    """Expectations a check compares the Snapshot against. Empty means "judge by the node itself"."""
+    """Expectations checks compare the Snapshot against. Empty: judge the node by itself."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 

@@ -11,10 +11,15 @@ from typing import List
 from ibdiag.model import Report, Result, Status, Verdict
 
 _ANSI = {
-    Status.FAIL: "\033[31m", Status.ERROR: "\033[35m", Status.WARN: "\033[33m",
-    Status.SKIP: "\033[2m", Status.PASS: "\033[32m",
-    Verdict.CRITICAL: "\033[1;31m", Verdict.UNKNOWN: "\033[1;35m",
-    Verdict.WARNING: "\033[1;33m", Verdict.OK: "\033[1;32m",
+    Status.FAIL: "\033[31m",
+    Status.ERROR: "\033[35m",
+    Status.WARN: "\033[33m",
+    Status.SKIP: "\033[2m",
+    Status.PASS: "\033[32m",
+    Verdict.CRITICAL: "\033[1;31m",
+    Verdict.UNKNOWN: "\033[1;35m",
+    Verdict.WARNING: "\033[1;33m",
+    Verdict.OK: "\033[1;32m",
 }
 _RESET = "\033[0m"
 _ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
@@ -40,8 +45,9 @@ def verdict_line(report: Report, color: bool = False) -> str:
 
 def render(report: Report, color: bool = False, verbose: bool = False) -> str:
     """Fail, error and warn lines (with ``verbose`` every result), worst first, then the verdict."""
-    shown = [r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR,
-                                                                  Status.WARN)]
+    shown = [
+        r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR, Status.WARN)
+    ]
     shown.sort(key=lambda r: _ORDER[r.status])
     lines: List[str] = [result_line(result, color) for result in shown]
     lines.append(verdict_line(report, color))
