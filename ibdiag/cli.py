@@ -32,9 +32,6 @@ class IbdiagGroup(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as exc:  # `ibdiag` alone: show help
-            click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
-            code = EXIT_UNKNOWN
         except click.UsageError as exc:
             hint = f" (try '{exc.ctx.command_path} --help')" if exc.ctx else ""
             click.echo(f"ibdiag: error: {exc.format_message()}{hint}", err=True)
@@ -109,14 +106,23 @@ def write_atomically(path: str, text: str) -> None:
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
 
 
-@click.group(cls=IbdiagGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=IbdiagGroup,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(__version__, prog_name="ibdiag")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> Optional[int]:
     """InfiniBand health check and support-bundle collector for GPU/HPC nodes.
 
     Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (usage, config or internal error, or
     nothing could be collected).
     """
+    if ctx.invoked_subcommand is None:  # `ibdiag` alone is a usage error: show help, exit 3
+        click.echo(ctx.get_help())
+        return EXIT_UNKNOWN
+    return None
 
 
 @cli.command("check")
