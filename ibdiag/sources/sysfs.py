@@ -150,12 +150,11 @@ def read_device(reader: SysfsReader, name: str) -> Device:
     port_names, port_problem = reader.listdir(f"{path}/ports")
     if port_problem is not None:
         problems["ports"] = port_problem
-    ports = []
-    for port_name in port_names:
-        if port_name.isdigit():
-            ports.append(read_port(reader, path, int(port_name), len(port_names)))
-        else:
-            problems[f"ports/{port_name}"] = "not a port number"
+    numbers = [int(name) for name in port_names if name.isdigit()]
+    problems.update(
+        {f"ports/{name}": "not a port number" for name in port_names if not name.isdigit()}
+    )
+    ports = [read_port(reader, path, number, len(numbers)) for number in numbers]
     return Device.model_construct(
         name=name,
         path=path,

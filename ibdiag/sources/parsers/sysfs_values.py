@@ -18,6 +18,7 @@ _RATE = re.compile(
     r"^\s*(?P<gbps>\d+(?:\.\d+)?)\s*Gb/sec"
     r"(?:\s*\(\s*(?P<lanes>\d+)X(?:\s+(?P<speed>[A-Za-z][A-Za-z0-9]*))?\s*\))?\s*$"
 )
+_U64_MAX = 2**64 - 1
 _PCIE_SPEED = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s(?:\s+PCIe)?\s*$")
 
 
@@ -46,7 +47,7 @@ def parse_rate(text: str) -> LinkRate:
 def parse_int(text: str) -> int:
     """A decimal integer such as a counter, mtu or numa_node ("-1" allowed)."""
     stripped = text.strip()
-    if not re.fullmatch(r"-?\d+", stripped):
+    if not re.fullmatch(r"-?[0-9]+", stripped):
         raise ValueError(f"not a number: {text!r}")
     return int(stripped)
 
@@ -56,6 +57,8 @@ def parse_counter(text: str) -> int:
     value = parse_int(text)
     if value < 0:
         raise ValueError(f"negative counter: {text!r}")
+    if value > _U64_MAX:
+        raise ValueError(f"wider than 64 bits: {text!r}")
     return value
 
 
@@ -63,9 +66,12 @@ def parse_hex_or_int(text: str) -> int:
     """ "0x3a4" or "932": how lid and sm_lid are written."""
     stripped = text.strip()
     try:
-        return int(stripped, 16) if stripped.lower().startswith("0x") else parse_int(stripped)
+        value = int(stripped, 16) if stripped.lower().startswith("0x") else parse_int(stripped)
     except ValueError:
         raise ValueError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise ValueError(f"negative: {text!r}")
+    return value
 
 
 def parse_pcie_speed(text: str) -> float:
@@ -79,4 +85,7 @@ def parse_pcie_speed(text: str) -> float:
 def parse_pcie_width(text: str) -> int:
     """ "16" (or "x16") -> 16 lanes."""
     stripped = text.strip().lower()
-    return parse_int(stripped[1:] if stripped.startswith("x") else stripped)
+    width = parse_int(stripped[1:] if stripped.startswith("x") else stripped)
+    if width < 0:
+        raise ValueError(f"negative width: {text!r}")
+    return width
