@@ -26,6 +26,13 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev in graded_devices(snap, th):
         if dev.fw_ver is not None:
             groups[hca_models.model_key(dev)].append(dev)
+        else:
+            yield Result(
+                target=dev.name,
+                status=Status.SKIP,
+                message=f"fw_ver unreadable ({dev.problems.get('fw_ver', 'unknown')})",
+                evidence=evidence(dev.path, "fw_ver"),
+            )
     for model, devices in groups.items():
         versions = Counter(dev.fw_ver for dev in devices)
         common, common_count = versions.most_common(1)[0]
@@ -33,10 +40,15 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         for dev in devices:
             source = evidence(dev.path, "fw_ver")
             if len(versions) == 1:
+                alike = (
+                    f"same as the other {model} HCAs"
+                    if len(devices) > 1
+                    else f"the only {model} HCA on this node"
+                )
                 yield Result(
                     target=dev.name,
                     status=Status.PASS,
-                    message=f"firmware {dev.fw_ver}, same as the other {model} HCAs",
+                    message=f"firmware {dev.fw_ver}, {alike}",
                     observed=dev.fw_ver,
                     evidence=source,
                 )

@@ -225,9 +225,10 @@ def _fastest_peer_rates(snap: Snapshot, th: Thresholds) -> Dict[Tuple[str, str],
 
 @check("link.rate", title="Port runs at the expected link rate", needs={"sysfs"})
 def link_rate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
-    """Healthy: every ACTIVE port runs at the expected rate (``--expect-rate``); without one, at
-    the rate of the other ports of the same HCA model on this node, and at the model's best
-    InfiniBand speed (a ConnectX-6 at HDR, a ConnectX-7 at NDR).
+    """Healthy: every ACTIVE InfiniBand port runs at the expected rate (``--expect-rate``);
+    without one - and for RoCE ports always - at the rate of the other ports of the same HCA
+    model and link layer on this node, and at the model's best InfiniBand speed (a ConnectX-6
+    at HDR, a ConnectX-7 at NDR).
 
     Why it matters: a cable that trained at EDR instead of HDR halves that rail's bandwidth
     and slows every collective on the node, while the port still reads ACTIVE.
@@ -263,7 +264,7 @@ def link_rate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 def _grade_rate(dev, port, th, peers, source) -> Result:
     target, rate = dev.target(port), port.rate
     observed = rate.describe()
-    if th.expect_rate_gbps is not None:
+    if th.expect_rate_gbps is not None and is_infiniband(port):
         if rate.gbps < th.expect_rate_gbps:
             return Result(
                 target=target,

@@ -2,17 +2,19 @@
 
 Verdict (Nagios plugin convention, worst first): any ``fail`` -> CRITICAL (2); else any
 ``error`` (a check broke) -> UNKNOWN (3); else any ``warn`` -> WARNING (1); else, when no RDMA
-device could be read at all -> UNKNOWN (3, "nothing could be collected"); else OK (0).
+device is left to grade (none found, or all ignored) -> UNKNOWN (3, "nothing could be
+collected"); else OK (0).
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from ibdiag import __version__
 from ibdiag.model import Report, Result, Snapshot, Status, Verdict
 from ibdiag.registry import CheckSpec, Registry
 from ibdiag.sources.sysfs import INFINIBAND_CLASS
+from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
 
@@ -37,7 +39,9 @@ def run_check(spec: CheckSpec, snapshot: Snapshot, thresholds: Thresholds) -> Li
     return [result.model_copy(update={"check_id": spec.id}) for result in results]
 
 
-def verdict_of(results: List[Result], snapshot: Snapshot) -> tuple[Verdict, str]:
+def verdict_of(
+    results: List[Result], snapshot: Snapshot, thresholds: Thresholds
+) -> Tuple[Verdict, str]:
     statuses = [result.status for result in results]
     counts = ", ".join(
         f"{statuses.count(status)} {status.value}"
@@ -50,7 +54,7 @@ def verdict_of(results: List[Result], snapshot: Snapshot) -> tuple[Verdict, str]
         return Verdict.UNKNOWN, counts
     if Status.WARN in statuses:
         return Verdict.WARNING, counts
-    if not snapshot.devices:
+    if not any(graded_devices(snapshot, thresholds)):
         where = f"{snapshot.sysfs_root.rstrip('/')}/{INFINIBAND_CLASS}"
         return Verdict.UNKNOWN, f"no InfiniBand devices found under {where}"
     return Verdict.OK, f"{statuses.count(Status.PASS)} pass"
@@ -62,7 +66,7 @@ def grade(
     results: List[Result] = []
     for spec in registry.for_level(level):
         results.extend(run_check(spec, snapshot, thresholds))
-    verdict, reason = verdict_of(results, snapshot)
+    verdict, reason = verdict_of(results, snapshot, thresholds)
     # Built from already-validated parts: no need to re-validate the whole Snapshot here.
     return Report.model_construct(
         tool_version=__version__,

@@ -183,16 +183,23 @@ def find_entry_points() -> list:
     from importlib.metadata import entry_points  # imported here: scanning metadata is slow
 
     found = entry_points()
-    if hasattr(found, "select"):  # Python 3.10+
+    if hasattr(found, "select"):  # Python 3.10+ (which also drops shadowed duplicates)
         return list(found.select(group=ENTRY_POINT_GROUP))
-    return list(found.get(ENTRY_POINT_GROUP, []))  # type: ignore[attr-defined]  # Python 3.9
+    # Python 3.9 lists a distribution once per sys.path entry it is visible on: keep the first.
+    unique = {}
+    for entry_point in found.get(ENTRY_POINT_GROUP, []):  # type: ignore[attr-defined]
+        unique.setdefault((entry_point.name, entry_point.value), entry_point)
+    return list(unique.values())
 
 
 # --- load -----------------------------------------------------------------------------------
 
 
 def load_module_file(path: str, namespace: str) -> ModuleType:
-    """Import one checks file under a private module name; any failure names the file."""
+    """Import one checks file under a private module name; any failure names the file.
+
+    Its directory is on sys.path while it loads, so it can import ``_helpers.py`` beside it.
+    """
     digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:8]
     stem = os.path.splitext(os.path.basename(path))[0]
     module_name = f"ibdiag._loaded.{namespace}.{stem}_{digest}"
@@ -201,12 +208,16 @@ def load_module_file(path: str, namespace: str) -> ModuleType:
         raise RegistryError(f"{path}: not a Python module")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module
+    directory = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, directory)
     try:
         module_spec.loader.exec_module(module)
     # A plugin file can fail in any way at all; the error must name it, not crash the run.
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise RegistryError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(directory)
     return module
 
 
@@ -216,11 +227,10 @@ def specs_in(obj: object, origin: str) -> List[CheckSpec]:
     if spec is not None:
         return [dataclasses.replace(spec, origin=origin)]
     members = vars(obj).values() if isinstance(obj, ModuleType) else ()
-    return [
-        dataclasses.replace(found, origin=origin)
-        for found in (spec_of(member) for member in members)
-        if found is not None
-    ]
+    found: Dict[int, CheckSpec] = {}  # by function: a check bound to two names counts once
+    for spec in filter(None, (spec_of(member) for member in members)):
+        found.setdefault(id(spec.func), dataclasses.replace(spec, origin=origin))
+    return list(found.values())
 
 
 def load_registry(

@@ -1,0 +1,250 @@
+"""Hand-built Snapshots for check tests, healthy unless told otherwise.
+
+    snap = snapshot(devices=[device("mlx5_0", ports=[port(1, state=2)])])
+    results = run("link.state", snap)
+
+Defaults describe a healthy ConnectX-6 (MT4123, PCI 0x101b) node: every port 4: ACTIVE,
+5: LinkUp, "200 Gb/sec (4X HDR)", link layer InfiniBand, an IPoIB netdev that is up, and a
+PCIe link at 16 GT/s x16 of 16 GT/s x16. Everything goes through the pydantic models of
+``ibdiag.model`` (validated), and rates through the same parser the sysfs source uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime, timezone
+from typing import Dict, Iterable, List, Optional
+
+from ibdiag import __version__
+from ibdiag.grade import run_check
+from ibdiag.model import Device, LinkRate, NetDev, Pci, Port, Result, Snapshot
+from ibdiag.registry import Registry, load_registry
+from ibdiag.sources.parsers.sysfs_values import parse_rate
+from ibdiag.thresholds import Thresholds
+
+STATE_NAMES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
+PHYS_STATE_NAMES = {
+    0: "<unknown>",
+    1: "Sleep",
+    2: "Polling",
+    3: "Disabled",
+    4: "PortConfigurationTraining",
+    5: "LinkUp",
+    6: "LinkErrorRecovery",
+    7: "Phy Test",
+}
+
+HDR = "200 Gb/sec (4X HDR)"
+EDR = "100 Gb/sec (4X EDR)"
+NDR = "400 Gb/sec (4X NDR)"
+
+CX6 = "MT4123"  # ConnectX-6, PCI 0x101b, best IB speed HDR
+CX6_DX = "MT4125"  # ConnectX-6 Dx, PCI 0x101d, Ethernet only
+CX7 = "MT4129"  # ConnectX-7, PCI 0x1021, best IB speed NDR
+
+_PCI_IDS = {CX6: "0x101b", CX6_DX: "0x101d", CX7: "0x1021"}
+
+
+class _Default:
+    """Marks an argument left to the factory (None means "not readable / not there")."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT = _Default()
+
+
+def rate(text: str) -> LinkRate:
+    """A LinkRate parsed from the sysfs text, as the sysfs source would produce it."""
+    return LinkRate.model_validate(parse_rate(text).model_dump())
+
+
+def netdev(
+    name: str = "ib0",
+    operstate: Optional[str] = "up",
+    *,
+    carrier: Optional[int] = 1,
+    carrier_changes: Optional[int] = 2,
+    mtu: Optional[int] = 4092,
+    type: Optional[int] = 32,
+    mode: Optional[str] = "datagram",
+    speed_mbps: Optional[int] = None,
+    problems: Optional[Dict[str, str]] = None,
+) -> NetDev:
+    return NetDev(
+        name=name,
+        operstate=operstate,
+        carrier=carrier,
+        carrier_changes=carrier_changes,
+        mtu=mtu,
+        type=type,
+        mode=mode,
+        speed_mbps=speed_mbps,
+        problems=problems or {},
+    )
+
+
+_make_netdev = netdev  # port() and device() take arguments named like the factories
+
+
+def port(
+    number: int = 1,
+    *,
+    state: Optional[int] = 4,
+    phys_state: Optional[int] = 5,
+    rate_text: Optional[str] = HDR,
+    link_layer: Optional[str] = "InfiniBand",
+    lid: Optional[int] = 0x3A4,
+    sm_lid: Optional[int] = 1,
+    netdev: object = DEFAULT,  # a NetDev, None for no netdev, or DEFAULT for a healthy one
+    counters: Optional[Dict[str, int]] = None,
+    problems: Optional[Dict[str, str]] = None,
+    path: str = "",  # filled in by device() when left empty
+) -> Port:
+    if netdev is DEFAULT:
+        if link_layer == "Ethernet":
+            netdev = _make_netdev(f"eth{number - 1}", type=1, mode=None)
+        else:
+            netdev = _make_netdev(f"ib{number - 1}")
+    return Port(
+        number=number,
+        path=path,
+        state=state,
+        state_name=STATE_NAMES.get(state) if state is not None else None,
+        phys_state=phys_state,
+        phys_state_name=PHYS_STATE_NAMES.get(phys_state) if phys_state is not None else None,
+        rate=rate(rate_text) if rate_text is not None else None,
+        link_layer=link_layer,
+        lid=lid,
+        sm_lid=sm_lid,
+        counters=counters or {},
+        netdev=netdev,
+        problems=problems or {},
+    )
+
+
+def pci(
+    address: str = "0000:0c:00.0",
+    *,
+    device_id: Optional[str] = "0x101b",
+    vendor_id: Optional[str] = "0x15b3",
+    numa_node: Optional[int] = 0,
+    current_link_speed: Optional[float] = 16.0,
+    current_link_width: Optional[int] = 16,
+    max_link_speed: Optional[float] = 16.0,
+    max_link_width: Optional[int] = 16,
+    problems: Optional[Dict[str, str]] = None,
+) -> Pci:
+    return Pci(
+        address=address,
+        vendor_id=vendor_id,
+        device_id=device_id,
+        numa_node=numa_node,
+        current_link_speed=current_link_speed,
+        current_link_width=current_link_width,
+        max_link_speed=max_link_speed,
+        max_link_width=max_link_width,
+        problems=problems or {},
+    )
+
+
+_make_pci = pci
+
+
+def _index(name: str) -> int:
+    match = re.search(r"(\d+)$", name)
+    return int(match.group(1)) if match else 0
+
+
+def device(
+    name: str = "mlx5_0",
+    ports: Optional[Iterable[Port]] = None,
+    *,
+    hca_type: Optional[str] = CX6,
+    fw_ver: Optional[str] = "20.31.1014",
+    board_id: Optional[str] = "MT_0000000223",
+    pci: object = DEFAULT,  # a Pci, None for no PCI function, or DEFAULT for a healthy one
+    node_guid: Optional[str] = None,
+    problems: Optional[Dict[str, str]] = None,
+) -> Device:
+    """An HCA; ``ports`` defaults to one healthy port 1. Port paths are filled in here."""
+    path = f"class/infiniband/{name}"
+    index = _index(name)
+    built: List[Port] = [port()] if ports is None else list(ports)
+    built = [
+        p if p.path else p.model_copy(update={"path": f"{path}/ports/{p.number}"}) for p in built
+    ]
+    if pci is DEFAULT:
+        pci = _make_pci(
+            f"0000:{0x0C + index:02x}:00.0", device_id=_PCI_IDS.get(hca_type or "", "0x101b")
+        )
+    return Device(
+        name=name,
+        path=path,
+        node_type=1,
+        node_type_name="CA",
+        hca_type=hca_type,
+        board_id=board_id,
+        fw_ver=fw_ver,
+        node_guid=node_guid or f"0c42:a103:00{index:02x}:1a2b",
+        sys_image_guid=node_guid or f"0c42:a103:00{index:02x}:1a2b",
+        node_desc=f"node001 {name}",
+        hw_rev="0x0",
+        pci=pci,
+        ports=built,
+        problems=problems or {},
+    )
+
+
+def snapshot(
+    devices: Optional[Iterable[Device]] = None,
+    *,
+    sysfs_root: str = "/sys",
+    problems: Optional[Dict[str, str]] = None,
+) -> Snapshot:
+    """A node; ``devices`` defaults to one healthy mlx5_0 (pass ``[]`` for none at all)."""
+    return Snapshot(
+        tool_version=__version__,
+        host="node001",
+        boot_id="6f1e8a52-3c55-4b8e-9d8e-2a7c0c8f4b11",
+        collected_at=datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc),
+        sysfs_root=sysfs_root,
+        procfs_root="/proc",
+        sources=["sysfs"],
+        devices=[device()] if devices is None else list(devices),
+        problems=problems or {},
+    )
+
+
+def devices(count: int, **kwargs: object) -> List[Device]:
+    """``count`` healthy devices mlx5_0..mlx5_<count-1> with the same keyword arguments."""
+    return [device(f"mlx5_{n}", **kwargs) for n in range(count)]  # type: ignore[arg-type]
+
+
+@functools.cache
+def builtin_registry() -> Registry:
+    """The built-in checks only (no entry points, no drop-ins), loaded once per test run."""
+    return load_registry(entry_points=False)
+
+
+def run(check_id: str, snap: Snapshot, th: Optional[Thresholds] = None) -> List[Result]:
+    """Run one built-in check through the grader, so results carry the check id."""
+    spec = builtin_registry().get(check_id)
+    assert spec is not None, f"no built-in check {check_id!r}"
+    return run_check(spec, snap, th or Thresholds())
+
+
+def by_target(results: Iterable[Result]) -> Dict[str, Result]:
+    """Results keyed by target; fails when a target has more than one result."""
+    keyed: Dict[str, Result] = {}
+    for result in results:
+        assert result.target not in keyed, f"two results for {result.target}: {result}"
+        keyed[result.target] = result
+    return keyed
+
+
+def statuses(results: Iterable[Result]) -> Dict[str, str]:
+    """{target: status value}, for compact assertions."""
+    return {target: result.status.value for target, result in by_target(results).items()}

@@ -1,0 +1,360 @@
+"""Grading: running checks (a crash becomes one error), stamping ids, levels, and the verdict."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Iterable, Iterator, List, Optional
+
+import pytest
+
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+if _TESTS_DIR not in sys.path:
+    sys.path.insert(0, _TESTS_DIR)
+
+from snapshots import builtin_registry, device, devices, port, snapshot  # noqa: E402
+
+from ibdiag.grade import grade, run_check, verdict_of  # noqa: E402
+from ibdiag.model import Report, Result, Snapshot, Status, Verdict  # noqa: E402
+from ibdiag.registry import CheckSpec, Registry, check, spec_of  # noqa: E402
+from ibdiag.thresholds import Thresholds  # noqa: E402
+
+ORIGIN = "/etc/ibdiag/checks.d/test_site.py"
+
+
+def result(status: Status, target: str = "node", message: str = "observed vs expected") -> Result:
+    return Result(target=target, status=status, message=message)
+
+
+def make_check(
+    check_id: str,
+    body: Callable[[Snapshot, Thresholds], object],
+    level: str = "quick",
+) -> CheckSpec:
+    """A registered-looking spec for ``body`` (validated by Registry.add in ``registry_of``)."""
+
+    def func(snap: Snapshot, th: Thresholds) -> object:
+        """Healthy: whatever the test says."""
+        return body(snap, th)
+
+    check(check_id, title=f"Test check {check_id}", level=level)(func)
+    spec = spec_of(func)
+    assert spec is not None
+    return CheckSpec(
+        id=spec.id,
+        title=spec.title,
+        needs=spec.needs,
+        level=spec.level,
+        func=spec.func,
+        origin=ORIGIN,
+    )
+
+
+def registry_of(*specs: CheckSpec) -> Registry:
+    registry = Registry()
+    for spec in specs:
+        registry.add(spec)
+    return registry
+
+
+def returns(*statuses: Status) -> Callable[[Snapshot, Thresholds], List[Result]]:
+    return lambda snap, th: [result(status, target=f"t{n}") for n, status in enumerate(statuses)]
+
+
+def boom(snap: Snapshot, th: Thresholds) -> List[Result]:
+    raise ValueError("boom 42: unexpected None in port.rate")
+
+
+HEALTHY = snapshot(devices(2))
+EMPTY = snapshot([], problems={"class/infiniband": "missing"})
+
+
+# --- a check that breaks ----------------------------------------------------------------------
+
+
+def test_a_check_that_raises_becomes_one_error_and_the_others_still_run() -> None:
+    calls: List[str] = []
+
+    def first(snap: Snapshot, th: Thresholds) -> List[Result]:
+        calls.append("first")
+        return [result(Status.PASS, "mlx5_0:1")]
+
+    def last(snap: Snapshot, th: Thresholds) -> List[Result]:
+        calls.append("last")
+        return [result(Status.PASS, "mlx5_1:1")]
+
+    registry = registry_of(
+        make_check("site.first", first),
+        make_check("site.crashes", boom),
+        make_check("site.last", last),
+    )
+    report = grade(HEALTHY, registry, Thresholds())
+
+    assert calls == ["first", "last"]
+    assert [(r.check_id, r.status) for r in report.results] == [
+        ("site.first", Status.PASS),
+        ("site.crashes", Status.ERROR),
+        ("site.last", Status.PASS),
+    ]
+    error = report.results[1]
+    assert error.target == "node"
+    assert "ValueError" in error.message
+    assert "boom 42" in error.message
+    assert error.hint is not None and ORIGIN in error.hint
+    assert report.verdict is Verdict.UNKNOWN
+    assert report.verdict.exit_code == 3
+
+
+def test_a_generator_check_that_raises_midway_leaves_only_the_error() -> None:
+    def half(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+        yield result(Status.PASS, "mlx5_0:1")
+        raise KeyError("ports")
+
+    results = run_check(make_check("site.half", half), HEALTHY, Thresholds())
+    assert len(results) == 1
+    assert results[0].status is Status.ERROR
+    assert results[0].check_id == "site.half"
+    assert "KeyError" in results[0].message
+
+
+@pytest.mark.parametrize(
+    ("returned", "type_name"),
+    [
+        ([{"target": "node", "status": "pass", "message": "a dict"}], "dict"),
+        (["a string"], "str"),
+        ([result(Status.PASS), None], "NoneType"),
+    ],
+)
+def test_a_check_returning_non_results_is_an_error(returned: object, type_name: str) -> None:
+    results = run_check(make_check("site.sloppy", lambda s, t: returned), HEALTHY, Thresholds())
+    assert len(results) == 1
+    assert results[0].status is Status.ERROR
+    assert results[0].check_id == "site.sloppy"
+    assert type_name in results[0].message
+    assert "Result" in results[0].message
+
+
+def test_a_check_returning_one_bare_result_instead_of_a_list_is_an_error() -> None:
+    spec = make_check("site.bare", lambda s, t: result(Status.PASS))
+    results = run_check(spec, HEALTHY, Thresholds())
+    assert [r.status for r in results] == [Status.ERROR]
+
+
+def test_a_crash_and_a_fail_elsewhere_is_critical() -> None:
+    registry = registry_of(
+        make_check("site.crashes", boom),
+        make_check("site.fails", returns(Status.FAIL)),
+    )
+    report = grade(HEALTHY, registry, Thresholds())
+    assert report.verdict is Verdict.CRITICAL
+    assert report.verdict.exit_code == 2
+    assert [r.status for r in report.results] == [Status.ERROR, Status.FAIL]
+
+
+def test_builtin_checks_still_run_beside_a_crashing_check() -> None:
+    # A check that blows up on data it does not expect must not take the others down.
+    def broken_rate(snap: Snapshot, th: Thresholds) -> Iterable[Result]:
+        raise AttributeError("'NoneType' object has no attribute 'gbps'")
+
+    builtins = [s for s in builtin_registry() if s.id in {"link.state", "link.phys_state"}]
+    registry = registry_of(make_check("site.broken_rate", broken_rate), *builtins)
+    report = grade(HEALTHY, registry, Thresholds())
+    counts = report.counts()
+    assert counts["error"] == 1
+    assert counts["pass"] == 4  # 2 HCAs x (state + phys_state)
+
+
+# --- stamping ---------------------------------------------------------------------------------
+
+
+def test_check_id_is_stamped_on_every_result_and_the_original_is_untouched() -> None:
+    shared = Result(check_id="wrong.id", target="mlx5_0:1", status=Status.WARN, message="m")
+    unstamped = Result(target="mlx5_1:1", status=Status.PASS, message="m")
+    spec = make_check("site.stamped", lambda s, t: [shared, unstamped])
+    results = run_check(spec, HEALTHY, Thresholds())
+    assert [r.check_id for r in results] == ["site.stamped", "site.stamped"]
+    assert [r.target for r in results] == ["mlx5_0:1", "mlx5_1:1"]
+    assert [r.status for r in results] == [Status.WARN, Status.PASS]
+    assert shared.check_id == "wrong.id"  # the check's own object is not mutated
+    assert unstamped.check_id == ""
+
+
+def test_builtin_results_all_carry_their_check_id() -> None:
+    report = grade(HEALTHY, builtin_registry(), Thresholds())
+    ids = {spec.id for spec in builtin_registry()}
+    assert report.results
+    for found in report.results:
+        assert found.check_id in ids
+
+
+# --- levels -----------------------------------------------------------------------------------
+
+
+def _levelled_registry(calls: List[str]) -> Registry:
+    def recorder(name: str) -> Callable[[Snapshot, Thresholds], List[Result]]:
+        def body(snap: Snapshot, th: Thresholds) -> List[Result]:
+            calls.append(name)
+            return [result(Status.PASS)]
+
+        return body
+
+    return registry_of(
+        make_check("site.full_one", recorder("full"), level="full"),
+        make_check("site.quick_one", recorder("quick"), level="quick"),
+        make_check("site.standard_one", recorder("standard"), level="standard"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("level", "ran"),
+    [
+        ("quick", ["quick"]),
+        ("standard", ["quick", "standard"]),
+        ("full", ["full", "quick", "standard"]),
+    ],
+)
+def test_grade_runs_only_the_checks_of_its_level(level: str, ran: List[str]) -> None:
+    calls: List[str] = []
+    report = grade(HEALTHY, _levelled_registry(calls), Thresholds(), level=level)
+    assert calls == ran
+    assert [r.check_id for r in report.results] == [f"site.{name}_one" for name in ran]
+    assert report.level == level
+
+
+def test_grade_default_level_is_quick() -> None:
+    calls: List[str] = []
+    report = grade(HEALTHY, _levelled_registry(calls), Thresholds())
+    assert calls == ["quick"]
+    assert report.level == "quick"
+
+
+# --- verdict ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statuses", "verdict", "exit_code"),
+    [
+        ([Status.PASS, Status.WARN, Status.FAIL, Status.ERROR, Status.SKIP], Verdict.CRITICAL, 2),
+        ([Status.FAIL], Verdict.CRITICAL, 2),
+        ([Status.PASS, Status.ERROR, Status.WARN], Verdict.UNKNOWN, 3),
+        ([Status.ERROR], Verdict.UNKNOWN, 3),
+        ([Status.WARN, Status.PASS, Status.SKIP], Verdict.WARNING, 1),
+        ([Status.PASS, Status.SKIP], Verdict.OK, 0),
+        ([Status.SKIP], Verdict.OK, 0),
+        ([Status.PASS], Verdict.OK, 0),
+    ],
+)
+def test_verdict_policy(statuses: List[Status], verdict: Verdict, exit_code: int) -> None:
+    found, reason = verdict_of([result(status) for status in statuses], HEALTHY, Thresholds())
+    assert found is verdict
+    assert found.exit_code == exit_code
+    assert reason
+
+
+def test_verdict_reason_counts_what_went_wrong() -> None:
+    statuses = [Status.FAIL, Status.WARN, Status.WARN, Status.ERROR, Status.PASS]
+    verdict, reason = verdict_of([result(status) for status in statuses], HEALTHY, Thresholds())
+    assert verdict is Verdict.CRITICAL
+    assert "1 fail" in reason
+    assert "1 error" in reason
+    assert "2 warn" in reason
+
+
+def test_verdict_ok_reason_counts_passes() -> None:
+    verdict, reason = verdict_of(
+        [result(Status.PASS)] * 3 + [result(Status.SKIP)], HEALTHY, Thresholds()
+    )
+    assert verdict is Verdict.OK
+    assert "3 pass" in reason
+
+
+@pytest.mark.parametrize("statuses", [[], [Status.SKIP], [Status.PASS, Status.SKIP]])
+def test_no_devices_and_nothing_failed_is_unknown(statuses: List[Status]) -> None:
+    verdict, reason = verdict_of([result(status) for status in statuses], EMPTY, Thresholds())
+    assert verdict is Verdict.UNKNOWN
+    assert verdict.exit_code == 3
+    assert "no InfiniBand devices found" in reason
+    assert "/sys/class/infiniband" in reason
+
+
+def test_no_devices_under_a_relocated_sysfs_names_it() -> None:
+    verdict, reason = verdict_of([], snapshot([], sysfs_root="/host/sys/"), Thresholds())
+    assert verdict is Verdict.UNKNOWN
+    assert "/host/sys/class/infiniband" in reason
+
+
+def test_no_devices_with_a_fail_is_critical() -> None:
+    verdict, _ = verdict_of([result(Status.FAIL)], EMPTY, Thresholds())
+    assert verdict is Verdict.CRITICAL
+
+
+def test_exit_codes_follow_nagios() -> None:
+    assert {verdict: verdict.exit_code for verdict in Verdict} == {
+        Verdict.OK: 0,
+        Verdict.WARNING: 1,
+        Verdict.CRITICAL: 2,
+        Verdict.UNKNOWN: 3,
+    }
+
+
+# --- the built-in checks, end to end on hand-built snapshots ----------------------------------
+
+
+def _report(snap: Snapshot, th: Optional[Thresholds] = None) -> Report:
+    return grade(snap, builtin_registry(), th or Thresholds())
+
+
+def test_healthy_node_is_ok() -> None:
+    report = _report(snapshot(devices(8, ports=[port(1)])), Thresholds(expect_hcas=8))
+    assert report.verdict is Verdict.OK, [r for r in report.results if r.status != Status.PASS]
+    assert report.verdict.exit_code == 0
+    assert report.counts()["pass"] == len(report.results)
+
+
+def test_node_without_devices_is_unknown() -> None:
+    report = _report(EMPTY)
+    assert report.verdict is Verdict.UNKNOWN
+    assert "no InfiniBand devices found" in report.verdict_reason
+    assert {r.status for r in report.results} <= {Status.SKIP}
+
+
+def test_node_whose_only_devices_are_ignored_is_unknown_not_ok() -> None:
+    # An Azure VM with only its Ethernet NIC (mlx5_an0), ignored as the docs suggest: there is
+    # no InfiniBand device to grade, exactly as on a node with none at all.
+    nic = device(
+        "mlx5_an0",
+        hca_type="MT4125",
+        ports=[port(link_layer="Ethernet", rate_text="50 Gb/sec (2X EDR)")],
+    )
+    report = _report(snapshot([nic]), Thresholds(ignore_hcas=["mlx5_an*"]))
+    assert report.verdict is Verdict.UNKNOWN, (report.verdict, report.verdict_reason)
+    assert "no InfiniBand devices found" in report.verdict_reason
+
+
+def test_node_without_devices_but_expecting_some_is_critical() -> None:
+    assert _report(EMPTY, Thresholds(expect_hcas=8)).verdict is Verdict.CRITICAL
+
+
+def test_port_stuck_in_init_is_critical() -> None:
+    node = [*devices(3), device("mlx5_3", ports=[port(state=2)])]
+    report = _report(snapshot(node))
+    assert report.verdict is Verdict.CRITICAL
+    failing = {(r.check_id, r.target) for r in report.results if r.status is Status.FAIL}
+    assert failing == {("link.state", "mlx5_3:1")}
+
+
+def test_degraded_capability_only_is_warning() -> None:
+    report = _report(snapshot(devices(2, ports=[port(rate_text="100 Gb/sec (4X EDR)")])))
+    assert report.verdict is Verdict.WARNING
+    assert report.verdict.exit_code == 1
+
+
+def test_report_carries_its_inputs_and_round_trips_through_json() -> None:
+    th = Thresholds(expect_hcas=2, expect_rate_gbps=200)
+    report = _report(HEALTHY, th)
+    assert report.thresholds == th
+    assert report.snapshot == HEALTHY
+    assert report.tool_version
+    again = Report.model_validate_json(report.model_dump_json())
+    assert again == report
+    assert sum(report.counts().values()) == len(report.results)
