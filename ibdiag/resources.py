@@ -10,10 +10,16 @@ from __future__ import annotations
 import os
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_SOURCE_TREE = os.path.dirname(_PACKAGE_DIR)
+_PARENT = os.path.dirname(_PACKAGE_DIR)
+# Only a checkout (or an editable install of one) has ibdiag's pyproject.toml beside the package;
+# an installed copy's parent is site-packages, where an unrelated `checks` package may live.
+_SOURCE_TREE = _PARENT if os.path.isfile(os.path.join(_PARENT, "pyproject.toml")) else None
 
 
-def _first_existing(*candidates: str) -> str:
+def _find(installed: str, *in_source_tree: str) -> str:
+    candidates = [os.path.join(_PACKAGE_DIR, "_builtin", installed)]
+    if _SOURCE_TREE is not None:
+        candidates.append(os.path.join(_SOURCE_TREE, *in_source_tree))
     for candidate in candidates:
         if os.path.isdir(candidate):
             return candidate
@@ -21,13 +27,8 @@ def _first_existing(*candidates: str) -> str:
 
 
 def builtin_checks_dir() -> str:
-    return _first_existing(
-        os.path.join(_PACKAGE_DIR, "_builtin", "checks"), os.path.join(_SOURCE_TREE, "checks")
-    )
+    return _find("checks", "checks")
 
 
 def templates_dir() -> str:
-    return _first_existing(
-        os.path.join(_PACKAGE_DIR, "_builtin", "templates"),
-        os.path.join(_SOURCE_TREE, "reports", "templates"),
-    )
+    return _find("templates", "reports", "templates")

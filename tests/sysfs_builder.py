@@ -93,11 +93,12 @@ def mlx5_node(count: int, port: Optional[dict] = None, **hca: str) -> List[HcaSp
     to every HCA (``hca``) and every port (``port``)."""
     specs = []
     for index in range(count):
-        bus = 0x10 + index * 0x10
+        # Buses 0x10, 0x20, ... 0xf0 in PCI domain 0, then the same in domain 1, ...: valid
+        # addresses however many HCAs (a real 8-HCA node looks like 0c, 12, 4b, 54, ...).
+        domain, slot = divmod(index, 15)
+        address = f"{domain:04x}:{0x10 * (slot + 1):02x}:00.0"
         ports = [PortSpec(netdev=f"ib{index}", **(port or {}))]
-        specs.append(
-            HcaSpec(name=f"mlx5_{index}", pci_address=f"0000:{bus:02x}:00.0", ports=ports, **hca)
-        )
+        specs.append(HcaSpec(name=f"mlx5_{index}", pci_address=address, ports=ports, **hca))
     return specs
 
 
