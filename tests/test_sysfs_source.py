@@ -7,7 +7,6 @@ and checks facts read from those files by hand (see /work/shared/fixtures/sysfs/
 
 from __future__ import annotations
 
-import builtins
 import errno
 import functools
 import os
@@ -98,39 +97,34 @@ def write_procfs(root: str = PROC, host: Optional[str] = "node042") -> None:
     put(os.path.join(root, "sys/kernel/random/boot_id"), BOOT_ID + "\n")
 
 
-class _FailingFile:
-    """A file object whose read() fails the way a sysfs attribute's show() can."""
-
-    def __init__(self, exc: OSError) -> None:
-        self.exc = exc
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        return False
-
-    def read(self, *args):
-        raise self.exc
-
-    def close(self) -> None:
-        pass
-
-
 def break_file(monkeypatch, path: str, exc: OSError, on: str = "read") -> None:
-    """Make reading one file (and only that file) fail with ``exc``, at open() or at read()."""
+    """Make reading one file (and only that file) fail with ``exc``, at open or at read.
+
+    The reader uses ``os.open``/``os.read``; under pyfakefs ``sysfs.os`` is the fake os module,
+    so the fault is injected there, exactly where a sysfs attribute's show() would fail.
+    """
     target = os.path.realpath(path)
-    real_open = builtins.open
+    fake_os = sysfs.os
+    real_open, real_read = fake_os.open, fake_os.read
+    broken_fds = set()
 
-    def fake_open(file, *args, **kwargs):
-        if isinstance(file, (str, bytes, os.PathLike)):
-            if os.path.realpath(os.fsdecode(file)) == target:
-                if on == "open":
-                    raise exc
-                return _FailingFile(exc)
-        return real_open(file, *args, **kwargs)
+    def fake_open(file, flags, *args, **kwargs):
+        if os.path.realpath(os.fsdecode(file)) == target:
+            if on == "open":
+                raise exc
+            fd = real_open(file, flags, *args, **kwargs)
+            broken_fds.add(fd)
+            return fd
+        return real_open(file, flags, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", fake_open)
+    def fake_read(fd, length):
+        if fd in broken_fds:
+            broken_fds.discard(fd)  # the number is reused once the reader closes it
+            raise exc
+        return real_read(fd, length)
+
+    monkeypatch.setattr(fake_os, "open", fake_open)
+    monkeypatch.setattr(fake_os, "read", fake_read)
 
 
 def two_hca_node(full: bool = False) -> List[HcaSpec]:
@@ -555,12 +549,15 @@ def test_io_error_names_the_errno(fs, monkeypatch):
     assert dev.ports[0].phys_state == 5
 
 
-def test_a_directory_where_a_file_should_be(fs):
-    write_node(SYS, lean_node(1))
+def test_a_directory_where_a_file_should_be(tmp_path):
+    """On a real file system: Linux answers read() on a directory with EISDIR (pyfakefs: EBADF)."""
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    device_dir = os.path.join(root, "class", "infiniband", "mlx5_0")
     for rel in (("ports", "1", "rate"), ("ports", "1", "counters", "symbol_error")):
-        os.remove(ib("mlx5_0", *rel))
-        os.makedirs(ib("mlx5_0", *rel))
-    (dev,), _ = read_all()
+        os.remove(os.path.join(device_dir, *rel))
+        os.makedirs(os.path.join(device_dir, *rel))
+    (dev,), _ = read_all(root)
     port = dev.ports[0]
     assert port.problems == {
         "rate": "is a directory",
