@@ -14,11 +14,11 @@ Every validation error names the offender: the file or entry point and the check
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib.util
 import os
 import re
 import sys
+import zlib
 from types import ModuleType
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence
 
@@ -200,7 +200,7 @@ def load_module_file(path: str, namespace: str) -> ModuleType:
 
     Its directory is on sys.path while it loads, so it can import ``_helpers.py`` beside it.
     """
-    digest = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:8]
+    digest = f"{zlib.crc32(os.path.abspath(path).encode()):08x}"  # unique per file, cheap
     stem = os.path.splitext(os.path.basename(path))[0]
     module_name = f"ibdiag._loaded.{namespace}.{stem}_{digest}"
     module_spec = importlib.util.spec_from_file_location(module_name, path)
