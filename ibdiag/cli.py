@@ -104,6 +104,13 @@ def write_atomically(path: str, text: str) -> None:
 
 
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
+_checks_dir_option = click.option(
+    "--checks-dir",
+    "checks_dirs",
+    type=_dir,
+    multiple=True,
+    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
+)
 
 
 @click.group(
@@ -149,13 +156,7 @@ def cli(ctx: click.Context) -> Optional[int]:
     show_default=True,
     help="Where procfs is mounted.",
 )
-@click.option(
-    "--checks-dir",
-    "checks_dirs",
-    type=_dir,
-    multiple=True,
-    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
-)
+@_checks_dir_option
 @click.option(
     "--expect-hcas",
     metavar="N|NAMES",
@@ -243,13 +244,7 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
 
 
 @cli.command("checks")
-@click.option(
-    "--checks-dir",
-    "checks_dirs",
-    type=_dir,
-    multiple=True,
-    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
-)
+@_checks_dir_option
 def list_checks(checks_dirs) -> int:
     """List every check: id, level and title."""
     registry = _load_registry(checks_dirs)
@@ -261,13 +256,7 @@ def list_checks(checks_dirs) -> int:
 
 @cli.command("explain")
 @click.argument("check_id")
-@click.option(
-    "--checks-dir",
-    "checks_dirs",
-    type=_dir,
-    multiple=True,
-    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
-)
+@_checks_dir_option
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
     registry = _load_registry(checks_dirs)
