@@ -36,7 +36,25 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             evidence=[INFINIBAND_CLASS],
         )
     expected = th.expect_hcas
-    listing = ", ".join(present) if present else "none"
+    if not present:
+        if not missing_names:  # named HCAs were already reported one by one
+            problem = snap.problems.get(INFINIBAND_CLASS)
+            yield Result(
+                target="node",
+                status=Status.FAIL if expected else Status.SKIP,
+                message=f"no InfiniBand devices found under {where}"
+                + (f" ({problem})" if problem else "")
+                + (f"; expected {expected}" if expected else ""),
+                observed=0,
+                expected=expected,
+                hint="check lspci -d 15b3: sees the cards and mlx5_core/mlx5_ib are loaded; "
+                "dmesg for firmware or PCIe errors"
+                if expected
+                else "no RDMA driver loaded, or not an InfiniBand node",
+                evidence=[INFINIBAND_CLASS],
+            )
+        return
+    listing = ", ".join(present)
     if expected is not None and len(present) < expected:
         yield Result(
             target="node",
@@ -55,18 +73,6 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             observed=len(present),
             expected=expected,
             hint="update the expected count, or ignore non-InfiniBand devices (--ignore-hca)",
-            evidence=[INFINIBAND_CLASS],
-        )
-    elif not present and not missing_names:
-        problem = snap.problems.get(INFINIBAND_CLASS)
-        yield Result(
-            target="node",
-            status=Status.FAIL if expected else Status.SKIP,
-            message=f"no InfiniBand devices found under {where}"
-            + (f" ({problem})" if problem else ""),
-            observed=0,
-            expected=expected,
-            hint="no RDMA driver loaded, or not an InfiniBand node",
             evidence=[INFINIBAND_CLASS],
         )
     elif not missing_names:
