@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from typing import List, Optional, Sequence, Tuple
 
 import click
@@ -87,20 +86,6 @@ def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str
         return fmt
     extension = os.path.splitext(output or "")[1].lower()
     return {".json": "json", ".html": "html", ".htm": "html"}.get(extension, "text")
-
-
-def write_atomically(path: str, text: str) -> None:
-    """Write to a temp file beside ``path`` and rename it into place: readers never see half."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=".ibdiag-", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
 
 
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
@@ -183,6 +168,19 @@ def cli(ctx: click.Context) -> Optional[int]:
     type=click.Path(dir_okay=False, writable=True),
     help="Write the report to FILE (format from --format or the extension).",
 )
+@click.option(
+    "--baseline",
+    "baseline_path",
+    metavar="FILE",
+    help="Grade counters on their change since this snapshot (ibdiag snapshot -o FILE).",
+)
+@click.option(
+    "--state",
+    "state_path",
+    metavar="FILE",
+    help="Use FILE (the previous run's snapshot) as the baseline when present, then replace "
+    "it with this run's (NHC, HealthCheckProgram).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
 def check_command(
@@ -196,6 +194,8 @@ def check_command(
     fmt,
     as_json,
     output,
+    baseline_path,
+    state_path,
     quiet,
     verbose,
 ) -> int:
@@ -212,14 +212,21 @@ def check_command(
         ignore_hcas=list(ignore_hcas),
     )
     registry = _load_registry(checks_dirs)
+    if baseline_path and state_path:
+        raise click.UsageError("give --baseline or --state, not both")
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
     snapshot = collect(sysfs_root, procfs_root, needs)
-    report = grade(snapshot, registry, thresholds, level)
+    previous = _read_baseline(snapshot, baseline_path, state_path)
+    report = grade(snapshot, registry, thresholds, level, baseline=previous)
+    if state_path:
+        _replace_state(state_path, snapshot)
 
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, color=color, verbose=verbose)
     if output:
+        from ibdiag.files import write_atomically
+
         try:
             write_atomically(output, text)
         except OSError as exc:
@@ -227,6 +234,28 @@ def check_command(
     elif not quiet:
         click.echo(text, nl=False)
     return report.verdict.exit_code
+
+
+def _read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[str]):
+    """The baseline Snapshot, or None; why it could not be used goes into snapshot.problems."""
+    from ibdiag import baseline
+
+    path = baseline_path or state_path
+    if path is None or (state_path and not os.path.lexists(state_path)):
+        return None  # no baseline asked for, or the first run with this state file
+    previous, problem = baseline.load(path)
+    if problem is not None:
+        snapshot.problems["baseline"] = problem
+    return previous
+
+
+def _replace_state(path: str, snapshot) -> None:
+    from ibdiag import baseline
+
+    try:
+        baseline.save(path, snapshot)
+    except OSError as exc:  # the verdict stands; the next run will simply have no baseline
+        click.echo(f"ibdiag: warning: cannot write state file {path}: {exc.strerror}", err=True)
 
 
 def _render(report, fmt: str, color: bool, verbose: bool) -> str:
@@ -241,6 +270,43 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
     from ibdiag.render import text as renderer
 
     return renderer.render(report, color=color, verbose=verbose)
+
+
+@cli.command("snapshot")
+@click.option(
+    "--sysfs",
+    "sysfs_root",
+    type=_dir,
+    default="/sys",
+    show_default=True,
+    help="Where sysfs is mounted.",
+)
+@click.option(
+    "--procfs",
+    "procfs_root",
+    type=_dir,
+    default="/proc",
+    show_default=True,
+    help="Where procfs is mounted.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
+def snapshot_command(sysfs_root, procfs_root, output) -> int:
+    """Save this node's state (counters included) as JSON, for a later --baseline."""
+    from ibdiag.collect import collect
+    from ibdiag.sources import SOURCE_LEVELS
+
+    quick = {source for source, level in SOURCE_LEVELS.items() if level == "quick"}
+    snapshot = collect(sysfs_root, procfs_root, quick)
+    if output is None:
+        click.echo(snapshot.model_dump_json(indent=1))
+        return 0
+    from ibdiag import baseline
+
+    try:
+        baseline.save(output, snapshot)
+    except OSError as exc:
+        raise UsageFailure(f"cannot write {output}: {exc.strerror}") from exc
+    return 0
 
 
 @cli.command("checks")
@@ -259,16 +325,42 @@ def list_checks(checks_dirs) -> int:
 @_checks_dir_option
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
+    from ibdiag.catalogue import CATALOGUE
+
     registry = _load_registry(checks_dirs)
     spec = registry.get(check_id)
+    if spec is None and check_id in CATALOGUE:
+        click.echo(_explain_counter(CATALOGUE[check_id]))
+        return 0
     if spec is None:
         known = ", ".join(sorted(s.id for s in registry))
-        raise UsageFailure(f"no check {check_id!r}; known checks: {known}")
+        raise UsageFailure(f"no check or counter {check_id!r}; known checks: {known}")
     click.echo(f"{spec.id} - {spec.title}")
     click.echo(f"level: {spec.level}; reads: {', '.join(sorted(spec.needs))}; from: {spec.origin}")
     click.echo()
     click.echo(spec.doc)
     return 0
+
+
+def _explain_counter(info) -> str:
+    rule = [f"any increase: {info.on_increase}"]
+    if info.rate_warn_per_hour is not None:
+        rule.append(f"warn above {info.rate_warn_per_hour:g}/hour")
+    if info.rate_fail_per_hour is not None:
+        rule.append(f"fail above {info.rate_fail_per_hour:g}/hour")
+    width = f"{info.width}-bit (saturates at {info.saturated_value})" if info.width else "not fixed"
+    unit = "4-byte words (bytes = value x 4)" if info.unit == "words" else info.unit
+    lines = [
+        f"{info.name} - {info.category} counter under ports/N/{info.directory}/",
+        "",
+        info.meaning,
+        "",
+        f"width: {width}; unit: {unit}",
+        f"default rule: {'; '.join(rule)}" + (f" - {info.reason}" if info.reason else ""),
+    ]
+    if info.action:
+        lines.append(f"what to do: {info.action}")
+    return "\n".join(lines)
 
 
 @cli.command("schema")

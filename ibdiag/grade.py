@@ -8,7 +8,7 @@ collected"); else OK (0).
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ibdiag import __version__
 from ibdiag.model import Report, Result, Snapshot, Status, Verdict
@@ -18,10 +18,16 @@ from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
 
-def run_check(spec: CheckSpec, snapshot: Snapshot, thresholds: Thresholds) -> List[Result]:
+def run_check(
+    spec: CheckSpec,
+    snapshot: Snapshot,
+    thresholds: Thresholds,
+    baseline: Optional[Snapshot] = None,
+) -> List[Result]:
     """The check's results stamped with its id; a check that raises becomes one error result."""
     try:
-        results = list(spec.func(snapshot, thresholds) or ())
+        args = (snapshot, thresholds, baseline) if spec.takes_baseline else (snapshot, thresholds)
+        results = list(spec.func(*args) or ())
         bad = [item for item in results if not isinstance(item, Result)]
         if bad:
             raise TypeError(f"returned {type(bad[0]).__name__}, not Result")
@@ -61,11 +67,16 @@ def verdict_of(
 
 
 def grade(
-    snapshot: Snapshot, registry: Registry, thresholds: Thresholds, level: str = "quick"
+    snapshot: Snapshot,
+    registry: Registry,
+    thresholds: Thresholds,
+    level: str = "quick",
+    baseline: Optional[Snapshot] = None,
 ) -> Report:
+    """Run every check of ``level`` (counter checks grade change since ``baseline``)."""
     results: List[Result] = []
     for spec in registry.for_level(level):
-        results.extend(run_check(spec, snapshot, thresholds))
+        results.extend(run_check(spec, snapshot, thresholds, baseline))
     verdict, reason = verdict_of(results, snapshot, thresholds)
     # Built from already-validated parts: no need to re-validate the whole Snapshot here.
     return Report.model_construct(

@@ -48,6 +48,12 @@ class CheckSpec:
     origin: str = "<unregistered>"  # file or entry point it was loaded from
 
     @property
+    def takes_baseline(self) -> bool:
+        """A check written ``(snapshot, thresholds, baseline)`` is also given the baseline."""
+        code = getattr(self.func, "__code__", None)
+        return code is not None and code.co_argcount >= 3
+
+    @property
     def doc(self) -> str:
         """The check's docstring: what healthy looks like, why it matters, what to do."""
         import inspect  # only `explain` and validation need it; keep it off the import path
@@ -71,7 +77,9 @@ def check(
 ) -> Callable[[Callable], Callable]:
     """Mark a function ``(snapshot, thresholds) -> Iterable[Result]`` as a check.
 
-    Records a frozen spec on the function and returns it unchanged; nothing is registered.
+    A check that grades change declares a third parameter, ``(snapshot, thresholds,
+    baseline)``: the baseline Snapshot, or None when there is none. Records a frozen spec on
+    the function and returns it unchanged; nothing is registered.
     """
 
     def mark(func: Callable) -> Callable:

@@ -12,7 +12,17 @@ LINK_UP = 5  # phys_state 5: LinkUp
 
 
 def graded_devices(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Device]:
-    return (dev for dev in snapshot.devices if not thresholds.ignores(dev.name))
+    """Devices not ignored by name, nor (with ``ignore_ethernet``) Ethernet-only NICs."""
+    return (
+        dev
+        for dev in snapshot.devices
+        if not thresholds.ignores(dev.name)
+        and not (thresholds.ignore_ethernet and is_ethernet_only(dev))
+    )
+
+
+def is_ethernet_only(device: Device) -> bool:
+    return bool(device.ports) and all(port.link_layer == "Ethernet" for port in device.ports)
 
 
 def graded_ports(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Tuple[Device, Port]]:

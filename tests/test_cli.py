@@ -87,7 +87,7 @@ def test_ignore_hca_leaves_device_out(run_cli):
         (["check", "--expect-hcas", ",,"], "give a count"),
         (["check", "--expect-rate", "-5"], "--expect-rate"),
         (["frobnicate"], "No such command"),
-        (["explain", "no.such"], "no check 'no.such'"),
+        (["explain", "no.such"], "no check or counter 'no.such'"),
     ],
 )
 def test_usage_errors_are_one_line_exit_3(run_cli, args, message):

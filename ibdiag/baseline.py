@@ -1,0 +1,50 @@
+"""Baseline files: a saved Snapshot (``ibdiag snapshot``, a state file, or a saved report).
+
+Loading never raises: a missing, unreadable, truncated or foreign file comes back as a reason,
+which the check run records and reports as one warning while grading without a baseline.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional, Tuple
+
+from pydantic import ValidationError
+
+from ibdiag.files import write_atomically
+from ibdiag.model import SCHEMA_VERSION, Snapshot
+
+
+def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
+    """(snapshot, None) or (None, why it cannot be used). A saved Report's snapshot is used."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return None, f"{path}: no such file"
+    except IsADirectoryError:
+        return None, f"{path}: is a directory"
+    except OSError as exc:
+        return None, f"{path}: cannot read: {exc.strerror}"
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, f"{path}: not valid JSON (truncated or corrupt): {exc}"
+    if isinstance(data, dict) and isinstance(data.get("snapshot"), dict) and "results" in data:
+        data = data["snapshot"]  # a report written by `ibdiag check -o FILE.json`
+    if not isinstance(data, dict):
+        return None, f"{path}: not an ibdiag snapshot (a JSON object is expected)"
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        return None, f"{path}: written by a newer ibdiag (schema {version} > {SCHEMA_VERSION})"
+    try:
+        return Snapshot.model_validate(data), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        return None, f"{path}: not an ibdiag snapshot ({where}: {first['msg']})"
+
+
+def save(path: str, snapshot: Snapshot) -> None:
+    """Write the snapshot as JSON, atomically (a concurrent reader sees the old or the new)."""
+    write_atomically(path, snapshot.model_dump_json(indent=1) + "\n", mode=0o600)
