@@ -1,56 +1,60 @@
-"""Which HCA model a device is, and what it can do, from the table in data/hca_models.toml."""
+"""Which HCA model a device is, and what it can do: a declarative table, no I/O.
+
+A device is identified by the ``hca_type`` its driver reports in sysfs (mlx4/mlx5: "MT<PCI
+device id in decimal>") or, when that is missing or anonymised, by its PCI device id (sysfs
+``device/device``). ``max_ib_speed`` is the fastest InfiniBand per-lane speed the card
+supports; a port below it warns (the fabric may be slower on purpose: set --expect-rate then).
+Ethernet-only parts (ConnectX-4 Lx, -6 Dx, -6 Lx) have no InfiniBand speed. QDR-only
+ConnectX-3 SKUs exist (MCX353A-QCBT): on those, --expect-rate 40 silences the warning.
+
+Sources: NVIDIA ConnectX product briefs; PCI ids from the pci.ids database (vendor 15b3).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
-import sys
 from typing import Dict, Optional, Tuple
 
 from ibdiag.model import Device, LinkRate
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.9/3.10
-    import tomli as tomllib
-
-_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "hca_models.toml")
+SPEED_ORDER: Tuple[str, ...] = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
 
 @dataclasses.dataclass(frozen=True)
 class HcaModel:
     name: str
-    max_ib_speed: Optional[str]  # None: an Ethernet-only part
+    hca_types: Tuple[str, ...]
+    pci_device_ids: Tuple[str, ...]
+    max_ib_speed: Optional[str] = None  # None: an Ethernet-only part
 
 
-@dataclasses.dataclass(frozen=True)
-class _Table:
-    speed_order: Tuple[str, ...]
-    by_hca_type: Dict[str, HcaModel]
-    by_pci_id: Dict[str, HcaModel]
+MODELS: Tuple[HcaModel, ...] = (
+    HcaModel("ConnectX-3", ("MT4099",), ("0x1003",), "FDR"),
+    HcaModel("ConnectX-3 Pro", ("MT4103",), ("0x1007",), "FDR"),
+    HcaModel("Connect-IB", ("MT4113",), ("0x1011",), "FDR"),
+    HcaModel("ConnectX-4", ("MT4115",), ("0x1013",), "EDR"),
+    HcaModel("ConnectX-4 Lx", ("MT4117",), ("0x1015",)),
+    HcaModel("ConnectX-5", ("MT4119",), ("0x1017",), "EDR"),
+    HcaModel("ConnectX-5 Ex", ("MT4121",), ("0x1019",), "EDR"),
+    HcaModel("ConnectX-6", ("MT4123",), ("0x101b",), "HDR"),
+    HcaModel("ConnectX-6 Dx", ("MT4125",), ("0x101d",)),
+    HcaModel("ConnectX-6 Lx", ("MT4127",), ("0x101f",)),
+    HcaModel("ConnectX-7", ("MT4129",), ("0x1021",), "NDR"),
+    HcaModel("ConnectX-8", ("MT4131",), ("0x1023",), "XDR"),
+    HcaModel("BlueField-2", ("MT41686",), ("0xa2d6",), "HDR"),
+    HcaModel("BlueField-3", ("MT41692",), ("0xa2dc",), "NDR"),
+)
 
-
-@functools.cache
-def _table() -> _Table:
-    with open(_TABLE, "rb") as handle:
-        data = tomllib.load(handle)
-    by_hca_type: Dict[str, HcaModel] = {}
-    by_pci_id: Dict[str, HcaModel] = {}
-    for entry in data["model"]:
-        model = HcaModel(name=entry["name"], max_ib_speed=entry.get("max_ib_speed"))
-        by_hca_type.update({key.upper(): model for key in entry["hca_types"]})
-        by_pci_id.update({key.lower(): model for key in entry["pci_device_ids"]})
-    return _Table(tuple(data["speed_order"]), by_hca_type, by_pci_id)
+_BY_HCA_TYPE: Dict[str, HcaModel] = {key: m for m in MODELS for key in m.hca_types}
+_BY_PCI_ID: Dict[str, HcaModel] = {key: m for m in MODELS for key in m.pci_device_ids}
 
 
 def identify(device: Device) -> Optional[HcaModel]:
     """The model from hca_type, else from the PCI device id; None when neither is known."""
-    table = _table()
-    if device.hca_type and device.hca_type.strip().upper() in table.by_hca_type:
-        return table.by_hca_type[device.hca_type.strip().upper()]
+    if device.hca_type and device.hca_type.strip().upper() in _BY_HCA_TYPE:
+        return _BY_HCA_TYPE[device.hca_type.strip().upper()]
     if device.pci and device.pci.device_id:
-        return table.by_pci_id.get(device.pci.device_id.strip().lower())
+        return _BY_PCI_ID.get(device.pci.device_id.strip().lower())
     return None
 
 
@@ -70,10 +74,9 @@ def speed_rank(speed: Optional[str]) -> Optional[int]:
     """Position of a per-lane speed in SDR..XDR; HDR100-style names rank as their base speed."""
     if speed is None:
         return None
-    order = _table().speed_order
-    for name in sorted(order, key=len, reverse=True):  # FDR10 before FDR
+    for name in sorted(SPEED_ORDER, key=len, reverse=True):  # FDR10 before FDR
         if speed.upper().startswith(name):
-            return order.index(name)
+            return SPEED_ORDER.index(name)
     return None
 
 
