@@ -309,6 +309,41 @@ def snapshot_command(sysfs_root, procfs_root, output) -> int:
     return 0
 
 
+@cli.command("counters")
+@click.option(
+    "--sysfs",
+    "sysfs_root",
+    type=_dir,
+    default="/sys",
+    show_default=True,
+    help="Where sysfs is mounted.",
+)
+@click.option(
+    "--procfs",
+    "procfs_root",
+    type=_dir,
+    default="/proc",
+    show_default=True,
+    help="Where procfs is mounted.",
+)
+@click.option("--baseline", "baseline_path", metavar="FILE", help="Also show change since FILE.")
+@click.option("--all", "show_all", is_flag=True, help="Include counters that read 0.")
+def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
+    """List every counter of every port (known or not) with its category and value."""
+    from ibdiag import baseline
+    from ibdiag.collect import collect
+    from ibdiag.render import counters as renderer
+
+    snapshot = collect(sysfs_root, procfs_root, {"sysfs"})
+    previous = None
+    if baseline_path:
+        previous, problem = baseline.load(baseline_path)
+        if problem is not None:
+            raise UsageFailure(f"baseline {problem}")
+    click.echo(renderer.render(snapshot, previous, nonzero_only=not show_all), nl=False)
+    return 0
+
+
 @cli.command("checks")
 @_checks_dir_option
 def list_checks(checks_dirs) -> int:

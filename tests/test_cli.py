@@ -353,3 +353,35 @@ def test_python_dash_m_ibdiag(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "IBDIAG OK" in proc.stdout
+
+
+# --- ibdiag counters -------------------------------------------------------------------------
+
+
+def test_counters_lists_known_and_unknown_counters(run_cli, tmp_path):
+    specs = mlx5_node(1)
+    specs[0].ports[0].counters["TxWait, Cnt"] = 7  # an hfi1-style name the catalogue lacks
+    specs[0].ports[0].counters["symbol_error"] = 3
+    write_node(str(tmp_path / "sys"), specs)
+    result = run_cli("counters", "--sysfs", str(tmp_path / "sys"))
+    assert result.exit_code == 0
+    rows = {tuple(line.split()[:2]): line for line in result.stdout.splitlines()[1:]}
+    assert "unknown" in rows[("mlx5_0:1", "TxWait,")]
+    assert " error " in rows[("mlx5_0:1", "symbol_error")]
+    assert "(39350851736 B)" in rows[("mlx5_0:1", "port_rcv_data")]  # words x 4
+    assert ("mlx5_0:1", "link_downed") not in rows  # zero counters hidden without --all
+    shown_all = run_cli("counters", "--sysfs", str(tmp_path / "sys"), "--all").stdout
+    assert "link_downed" in shown_all
+
+
+def test_counters_with_baseline_shows_change(run_cli, tmp_path):
+    write_node(str(tmp_path / "sys"), mlx5_node(1))
+    base = tmp_path / "base.json"
+    assert run_cli("snapshot", "--sysfs", str(tmp_path / "sys"), "-o", str(base)).exit_code == 0
+    counter = tmp_path / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "counters"
+    (counter / "symbol_error").write_text("4\n")
+    result = run_cli("counters", "--sysfs", str(tmp_path / "sys"), "--baseline", str(base))
+    line = next(line for line in result.stdout.splitlines() if "symbol_error" in line)
+    assert line.split()[-1] == "+4"
+    bad = run_cli("counters", "--sysfs", str(tmp_path / "sys"), "--baseline", str(tmp_path / "x"))
+    assert bad.exit_code == 3 and "no such file" in bad.stderr
