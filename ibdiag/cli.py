@@ -89,6 +89,69 @@ def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str
 
 
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
+
+
+def _expectation_options(command):
+    """--profile, --config and the flags that override them; shared by check and config show."""
+    options = [
+        click.option(
+            "--profile",
+            metavar="NAME|FILE",
+            help="Expectations for this kind of node (generic, azure-ndv5, dgx-h100, ...; "
+            "see 'ibdiag config profiles') or a TOML file.",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            metavar="FILE",
+            help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml if "
+            "present].",
+        ),
+        click.option(
+            "--expect-hcas",
+            metavar="N|NAMES",
+            help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).",
+        ),
+        click.option(
+            "--expect-rate",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="GBPS",
+            help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).",
+        ),
+        click.option(
+            "--ignore-hca",
+            "ignore_hcas",
+            multiple=True,
+            metavar="GLOB",
+            help="Also leave out matching devices (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas):
+    """Profile, then site config, then flags: the thresholds to grade with, and their sources.
+
+    --ignore-hca adds to the patterns the profile and config set; the other flags replace.
+    """
+    from ibdiag.config import ConfigError, load_effective
+
+    count, names = _parse_expect_hcas(expect_hcas)
+    try:
+        layered = load_effective(profile, config_path, {})
+        flags = {
+            "expect_hcas": count,
+            "expect_hca_names": names,
+            "expect_rate_gbps": expect_rate,
+            "ignore_hcas": [*layered.thresholds.ignore_hcas, *ignore_hcas] if ignore_hcas else None,
+        }
+        return load_effective(profile, config_path, flags)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
 _checks_dir_option = click.option(
     "--checks-dir",
     "checks_dirs",
@@ -142,24 +205,7 @@ def cli(ctx: click.Context) -> Optional[int]:
     help="Where procfs is mounted.",
 )
 @_checks_dir_option
-@click.option(
-    "--expect-hcas",
-    metavar="N|NAMES",
-    help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).",
-)
-@click.option(
-    "--expect-rate",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="GBPS",
-    help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).",
-)
-@click.option(
-    "--ignore-hca",
-    "ignore_hcas",
-    multiple=True,
-    metavar="GLOB",
-    help="Leave matching devices out (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
-)
+@_expectation_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (--format json).")
 @click.option(
@@ -188,6 +234,8 @@ def check_command(
     sysfs_root,
     procfs_root,
     checks_dirs,
+    profile,
+    config_path,
     expect_hcas,
     expect_rate,
     ignore_hcas,
@@ -202,15 +250,8 @@ def check_command(
     """Grade this node's InfiniBand health and exit with its Nagios code."""
     from ibdiag.collect import collect
     from ibdiag.grade import grade
-    from ibdiag.thresholds import Thresholds
 
-    count, names = _parse_expect_hcas(expect_hcas)
-    thresholds = Thresholds(
-        expect_hcas=count,
-        expect_hca_names=names,
-        expect_rate_gbps=expect_rate,
-        ignore_hcas=list(ignore_hcas),
-    )
+    thresholds = _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas).thresholds
     registry = _load_registry(checks_dirs)
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
@@ -396,6 +437,31 @@ def _explain_counter(info) -> str:
     if info.action:
         lines.append(f"what to do: {info.action}")
     return "\n".join(lines)
+
+
+@cli.group("config")
+def config_group() -> None:
+    """Profiles and the effective configuration."""
+
+
+@config_group.command("show")
+@_expectation_options
+def config_show(profile, config_path, expect_hcas, expect_rate, ignore_hcas) -> int:
+    """Print the effective configuration (TOML) and where each value came from."""
+    from ibdiag.config import render_show
+
+    click.echo(render_show(_effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas)))
+    return 0
+
+
+@config_group.command("profiles")
+def config_profiles() -> int:
+    """List the shipped profiles with their descriptions."""
+    from ibdiag.config import describe_profiles
+
+    for name, description in describe_profiles():
+        click.echo(f"{name:14}  {description}")
+    return 0
 
 
 @cli.command("schema")

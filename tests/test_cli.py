@@ -385,3 +385,87 @@ def test_counters_with_baseline_shows_change(run_cli, tmp_path):
     assert line.split()[-1] == "+4"
     bad = run_cli("counters", "--sysfs", str(tmp_path / "sys"), "--baseline", str(tmp_path / "x"))
     assert bad.exit_code == 3 and "no such file" in bad.stderr
+
+
+# --- profiles and site config ----------------------------------------------------------------
+
+
+def test_profile_expectations_apply(run_cli):
+    """The sample node is 8 x HDR 200 named mlx5_N: azure-ndv4 expects mlx5_ib0..7."""
+    result = run_cli("check", "--sysfs", GOOD, "--profile", "azure-ndv4")
+    assert result.exit_code == 2
+    assert "expected HCA mlx5_ib0 is missing" in result.stdout
+
+
+def test_site_config_over_profile_and_flags_over_both(run_cli, tmp_path):
+    site = tmp_path / "ibdiag.toml"
+    site.write_text('profile = "azure-ndv4"\nexpect_hca_names = []\n')
+    result = run_cli("check", "--sysfs", GOOD, "--config", str(site))
+    assert result.exit_code == 0, result.stdout  # 8 HCAs at 200 Gb/s, names not required
+    result = run_cli("check", "--sysfs", GOOD, "--config", str(site), "--expect-rate", "400")
+    assert result.exit_code == 2
+    assert sum("expected 400 Gb/s" in line for line in result.stdout.splitlines()) == 8
+
+
+def test_config_show_names_every_source(run_cli, tmp_path):
+    site = tmp_path / "ibdiag.toml"
+    site.write_text('profile = "azure-ndv5"\n[counters.symbol_error]\nrate_fail_per_hour = 60\n')
+    result = run_cli("config", "show", "--config", str(site), "--ignore-hca", "mlx5_eth*")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == "# profile: azure-ndv5"
+    assert any(
+        line.startswith("expect_rate_gbps = 400") and "profile azure-ndv5" in line for line in lines
+    )
+    assert any(
+        'ignore_hcas = ["mlx5_an*", "mlx5_eth*"]' in line and "command line" in line
+        for line in lines
+    )
+    assert any(
+        line.startswith("rate_fail_per_hour = 60") and f"config {site}" in line for line in lines
+    )
+
+
+def test_config_profiles_lists_shipped_profiles(run_cli):
+    result = run_cli("config", "profiles")
+    names = [line.split()[0] for line in result.stdout.splitlines()]
+    expected = {
+        "generic",
+        "azure-ndv5",
+        "azure-ndv4",
+        "azure-hbv4",
+        "azure-hbv3",
+        "dgx-h100",
+        "crusoe-h100",
+    }
+    assert expected <= set(names)
+    assert all(len(line.split(None, 1)) == 2 for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("expect_rates = 400\n", "unknown key 'expect_rates'"),
+        ("expect_rate_gbps = -5\n", "expect_rate_gbps: expected a number greater than 0"),
+        ('expect_hcas = "eight"\n', "expect_hcas:"),
+        ("[counters.symbl_error]\non_increase = 'fail'\n", "unknown counter"),
+        ("expect_hcas = \n", "invalid TOML"),
+        ('profile = "no-such-profile"\n', "no such profile"),
+    ],
+)
+def test_bad_config_is_one_line_naming_file_and_key_exit_3(run_cli, tmp_path, content, message):
+    site = tmp_path / "site.toml"
+    site.write_text(content)
+    for command in (["check", "--sysfs", GOOD], ["config", "show"]):
+        result = run_cli(*command, "--config", str(site))
+        assert result.exit_code == 3
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ibdiag: error:"), result.stderr
+        assert str(site) in lines[0] and message in lines[0]
+
+
+def test_missing_explicit_config_and_unknown_profile_exit_3(run_cli, tmp_path):
+    missing = run_cli("check", "--sysfs", GOOD, "--config", str(tmp_path / "nope.toml"))
+    assert missing.exit_code == 3 and "nope.toml" in missing.stderr
+    unknown = run_cli("check", "--sysfs", GOOD, "--profile", "azure-ndv9")
+    assert unknown.exit_code == 3 and "no such profile" in unknown.stderr
