@@ -19,6 +19,21 @@ def _comparison(snap: Snapshot, baseline: Optional[Snapshot]) -> Optional[Compar
     return compare(snap, baseline) if baseline is not None else None
 
 
+def _none_readable(target: str, port, directory: str) -> Result:
+    """A port whose counter directory is missing or held nothing numeric: say so, do not pass."""
+    unreadable = sorted(key for key in port.problems if key.startswith(f"{directory}/"))
+    if unreadable:
+        why = f"{len(unreadable)} unreadable, e.g. {unreadable[0]}: {port.problems[unreadable[0]]}"
+    else:
+        why = port.problems.get(directory, "none present")
+    return Result(
+        target=target,
+        status=Status.SKIP,
+        message=f"no {directory} readable under {port.path}/{directory} ({why})",
+        evidence=[f"{port.path}/{directory}"],
+    )
+
+
 @check("counters.baseline", title="Baseline for counter deltas is usable", needs={"sysfs"})
 def baseline_state(
     snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]
@@ -96,6 +111,9 @@ def port_errors(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) ->
     """
     comparison = _comparison(snap, baseline)
     for dev, port in graded_ports(snap, th):
+        if not port.counters:
+            yield _none_readable(dev.target(port), port, "counters")
+            continue
         previous = comparison.previous_port(dev, port) if comparison else None
         yield from grade_errors(
             dev.target(port), port.counters, previous.counters if previous else None,
@@ -124,6 +142,9 @@ def hw_errors(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> I
             comparison, th, f"{dev.path}/hw_counters",
         )  # fmt: skip
         for port in dev.ports:
+            if not port.hw_counters:
+                yield _none_readable(dev.target(port), port, "hw_counters")
+                continue
             previous = comparison.previous_port(dev, port) if comparison else None
             yield from grade_errors(
                 dev.target(port), port.hw_counters,

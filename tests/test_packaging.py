@@ -31,7 +31,15 @@ SCENARIOS = REPO / "tests" / "scenarios"
 GOOD_SYS = SCENARIOS / "gcm-8xCX6-HDR-good" / "root" / "sys"
 STUCK_SYS = SCENARIOS / "gcm-8xCX6-HDR-2ports-stuck-INIT" / "root" / "sys"
 
-BUILTIN_CHECK_IDS = ("hca.inventory", "link.state", "link.phys_state", "link.rate", "pci.link")
+BUILTIN_CHECK_IDS = (
+    "hca.inventory",
+    "link.state",
+    "link.phys_state",
+    "link.rate",
+    "pci.link",
+    "counters.port_errors",
+    "counters.hw_errors",
+)
 
 BUILD_TIMEOUT = 300
 INSTALL_TIMEOUT = 600
@@ -201,6 +209,8 @@ def test_wheel_ships_checks_and_templates_inside_the_package(wheel: Path) -> Non
         assert f"ibdiag/_builtin/templates/{template.name}" in names, (
             f"reports/templates/{template.name} missing"
         )
+    for profile in sorted((REPO / "ibdiag" / "profiles").glob("*.toml")):
+        assert f"ibdiag/profiles/{profile.name}" in names, f"profile {profile.name} missing"
     stray = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".pyo"))]
     assert not stray, f"bytecode in the wheel: {stray}"
 
@@ -252,6 +262,16 @@ def test_check_on_a_healthy_node_is_ok(install: Install) -> None:
     _must(proc, "ibdiag check on the healthy 8-HCA node")
     lines = proc.stdout.strip().splitlines()
     assert lines and lines[-1].startswith("IBDIAG OK"), proc.stdout
+
+
+def test_installed_profiles_are_found(install: Install) -> None:
+    listed = _must(_run([install.ibdiag, "config", "profiles"], install.workdir), "profiles")
+    assert {"generic", "azure-ndv5", "dgx-h100"} <= {
+        line.split()[0] for line in listed.stdout.splitlines()
+    }
+    proc = _run([install.ibdiag, "check", "--sysfs", GOOD_SYS, "--profile", "azure-ndv4"],
+                install.workdir)  # fmt: skip
+    assert proc.returncode == 2 and "mlx5_ib0 is missing" in proc.stdout, proc.stdout
 
 
 def test_check_on_a_sick_node_is_critical(install: Install) -> None:
