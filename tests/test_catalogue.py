@@ -1,0 +1,418 @@
+"""The counter catalogue: names, categories, widths, units and the default rules with reasons.
+
+The 22 mlx5 hw_counters and their classes come from NVIDIA's documentation as summarised in
+../shared/seeds/000 (17 error counters, 5 informative ones of which ``lifespan`` is a setting);
+widths come from the IBTA PortCounters attribute.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Dict, List, Set
+
+import pytest
+from conftest import SCENARIOS_DIR
+from snapshots import snapshot
+
+from ibdiag.catalogue import CATALOGUE, CounterInfo, lookup, rule_for
+from ibdiag.counter_grading import grade_errors, saturated
+from ibdiag.deltas import compare
+from ibdiag.thresholds import CounterRule, Thresholds
+
+# --- the 22 documented mlx5 hw_counters (seed doc 000: "There are 22 counters per IB port") --
+
+SEED_ERROR_COUNTERS = (
+    "duplicate_request implied_nak_seq_err local_ack_timeout_err out_of_buffer out_of_sequence "
+    "packet_seq_err req_cqe_error req_cqe_flush_error req_remote_access_errors "
+    "req_remote_invalid_request req_rnr_retries_exceeded req_transport_retries_exceeded "
+    "resp_cqe_error resp_cqe_flush_error resp_local_length_error resp_remote_access_errors "
+    "rnr_nak_retry_err"
+).split()
+SEED_INFORMATIVE_COUNTERS = (
+    "lifespan rx_atomic_requests rx_dct_connect rx_read_requests rx_write_requests"
+).split()
+
+ROCE_CONGESTION = (
+    "np_cnp_sent rp_cnp_handled np_ecn_marked_roce_packets rp_cnp_ignored roce_adp_retrans "
+    "roce_adp_retrans_to roce_slow_restart roce_slow_restart_cnps roce_slow_restart_trans"
+).split()
+
+CATEGORIES = {"error", "congestion", "traffic", "config"}
+
+
+def test_the_seed_lists_exactly_22_hw_counters():
+    names = SEED_ERROR_COUNTERS + SEED_INFORMATIVE_COUNTERS
+    assert len(names) == 22
+    assert len(set(names)) == 22
+
+
+@pytest.mark.parametrize("name", SEED_ERROR_COUNTERS + SEED_INFORMATIVE_COUNTERS)
+def test_every_documented_hw_counter_is_catalogued_under_hw_counters(name):
+    info = CATALOGUE[name]
+    assert info.name == name
+    assert info.directory == "hw_counters"
+    assert info.meaning.strip(), f"{name} has no meaning"
+
+
+@pytest.mark.parametrize("name", SEED_ERROR_COUNTERS)
+def test_documented_error_counters_are_errors(name):
+    assert CATALOGUE[name].category == "error"
+
+
+@pytest.mark.parametrize("name", ["rx_atomic_requests", "rx_dct_connect", "rx_read_requests"])
+def test_documented_informative_counters_are_traffic_and_not_graded(name):
+    info = CATALOGUE[name]
+    assert info.category == "traffic"
+    assert info.on_increase == "info"
+    assert info.rate_warn_per_hour is None and info.rate_fail_per_hour is None
+
+
+def test_rx_write_requests_is_traffic():
+    assert CATALOGUE["rx_write_requests"].category == "traffic"
+
+
+def test_lifespan_is_a_setting_in_milliseconds():
+    info = CATALOGUE["lifespan"]
+    assert info.category == "config"
+    assert info.unit == "ms"
+    assert info.on_increase == "info"
+
+
+@pytest.mark.parametrize("name", ROCE_CONGESTION)
+def test_roce_congestion_counters_are_catalogued_as_congestion(name):
+    info = CATALOGUE[name]
+    assert info.directory == "hw_counters"
+    assert info.category == "congestion"
+    assert info.on_increase == "info"  # reported, never graded
+    assert info.rate_fail_per_hour is None and info.rate_warn_per_hour is None
+
+
+def test_rx_icrc_encapsulated_and_out_of_buffer_are_present_hw_errors():
+    for name in ("rx_icrc_encapsulated", "out_of_buffer"):
+        assert CATALOGUE[name].directory == "hw_counters"
+        assert CATALOGUE[name].category == "error"
+
+
+def test_every_entry_is_well_formed():
+    for name, info in CATALOGUE.items():
+        assert isinstance(info, CounterInfo)
+        assert info.name == name
+        assert info.directory in ("counters", "counters_ext", "hw_counters"), name
+        assert info.category in CATEGORIES, name
+        assert info.unit in ("events", "packets", "words", "ms"), name
+        assert info.on_increase in ("info", "warn", "fail"), name
+        assert info.meaning.strip(), name
+
+
+# --- widths (IBTA PortCounters) and saturation ---------------------------------------------
+
+WIDTHS = {
+    "symbol_error": 16,
+    "link_downed": 8,
+    "link_error_recovery": 8,
+    "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16,
+    "port_rcv_switch_relay_errors": 16,
+    "port_xmit_discards": 16,
+    "port_rcv_constraint_errors": 8,
+    "port_xmit_constraint_errors": 8,
+    "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4,
+    "VL15_dropped": 16,
+    "port_xmit_wait": 32,
+}
+SATURATED = {4: 15, 8: 255, 16: 65535, 32: 4294967295}
+
+
+@pytest.mark.parametrize("name,width", sorted(WIDTHS.items()))
+def test_width_per_the_ib_spec(name, width):
+    info = CATALOGUE[name]
+    assert info.width == width
+    assert info.saturated_value == SATURATED[width]
+
+
+def test_saturated_values_are_the_documented_maxima():
+    assert CATALOGUE["symbol_error"].saturated_value == 65535
+    assert CATALOGUE["link_downed"].saturated_value == 255
+    assert CATALOGUE["local_link_integrity_errors"].saturated_value == 15
+    assert CATALOGUE["port_xmit_wait"].saturated_value == 4294967295
+
+
+def test_counters_without_a_fixed_width_have_no_saturated_value():
+    for name in ("port_rcv_data_64", "port_xmit_data_64", "rx_write_requests", "out_of_buffer"):
+        assert CATALOGUE[name].width is None
+        assert CATALOGUE[name].saturated_value is None
+    assert lookup("not_a_counter").saturated_value is None
+
+
+def test_saturated_helper_finds_only_values_at_their_maximum():
+    values = {
+        "symbol_error": 65535,
+        "link_downed": 254,
+        "local_link_integrity_errors": 15,
+        "port_xmit_wait": 4294967295,
+        "port_rcv_data_64": 2**64 - 1,  # no fixed width: never "saturated"
+        "mystery": 65535,  # unknown: never graded
+    }
+    assert [info.name for info in saturated(values)] == [
+        "symbol_error",
+        "local_link_integrity_errors",
+        "port_xmit_wait",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", ["port_xmit_data", "port_rcv_data", "port_xmit_data_64", "port_rcv_data_64"]
+)
+def test_data_counters_count_four_byte_words(name):
+    info = CATALOGUE[name]
+    assert info.unit == "words"
+    assert info.category == "traffic"
+    assert "4-byte words" in info.meaning
+
+
+def test_packet_counters_count_packets():
+    for name in ("port_xmit_packets", "port_rcv_packets", "port_rcv_packets_64"):
+        assert CATALOGUE[name].unit == "packets"
+
+
+def test_port_xmit_wait_is_congestion_reported_not_graded():
+    info = CATALOGUE["port_xmit_wait"]
+    assert info.category == "congestion"
+    assert info.on_increase == "info"
+    assert info.rate_fail_per_hour is None
+
+
+# --- default rules and their reasons (issue 3 item 4) ----------------------------------------
+
+
+def _graded(info: CounterInfo) -> bool:
+    return (
+        info.on_increase in ("warn", "fail")
+        or info.rate_warn_per_hour is not None
+        or info.rate_fail_per_hour is not None
+    )
+
+
+def test_every_graded_counter_has_a_reason_and_an_action():
+    graded = [info for info in CATALOGUE.values() if _graded(info)]
+    informative_errors = {"VL15_dropped", "req_cqe_flush_error", "resp_cqe_flush_error"}
+    errors = {info.name for info in CATALOGUE.values() if info.category == "error"}
+    assert {info.name for info in graded} == errors - informative_errors
+    missing = [info.name for info in graded if not info.reason.strip() or not info.action.strip()]
+    assert missing == []
+
+
+def test_only_error_counters_are_graded():
+    for info in CATALOGUE.values():
+        if info.category != "error":
+            assert not _graded(info), info.name
+
+
+@pytest.mark.parametrize(
+    "name", ["link_downed", "local_link_integrity_errors", "excessive_buffer_overrun_errors"]
+)
+def test_any_increase_fails(name):
+    info = CATALOGUE[name]
+    assert info.on_increase == "fail"
+    assert info.category == "error"
+    assert "any increase fails" in info.reason
+
+
+def test_symbol_error_warns_and_fails_above_120_per_hour_with_the_ber_reason():
+    info = CATALOGUE["symbol_error"]
+    assert info.on_increase == "warn"
+    assert info.rate_fail_per_hour == 120
+    assert info.rate_warn_per_hour is None
+    assert "120" in info.reason and "1e-12" in info.reason and "NVSentinel" in info.reason
+    assert "cable" in info.action
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "port_rcv_errors",
+        "port_xmit_discards",
+        "port_rcv_remote_physical_errors",
+        "port_rcv_constraint_errors",
+        "port_xmit_constraint_errors",
+        "local_ack_timeout_err",
+        "req_transport_retries_exceeded",
+        "req_rnr_retries_exceeded",
+        "rnr_nak_retry_err",
+    ],
+)
+def test_increase_warns_and_a_high_rate_fails(name):
+    info = CATALOGUE[name]
+    assert info.on_increase == "warn"
+    assert info.rate_fail_per_hour is not None and info.rate_fail_per_hour > 0
+    assert f"{info.rate_fail_per_hour:g}" in info.reason  # the reason states the limit
+
+
+def test_port_xmit_discards_fails_above_1000_per_hour():
+    assert CATALOGUE["port_xmit_discards"].rate_fail_per_hour == 1000
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "packet_seq_err",
+        "out_of_sequence",
+        "implied_nak_seq_err",
+        "duplicate_request",
+        "out_of_buffer",
+        "req_cqe_error",
+        "resp_cqe_error",
+        "resp_local_length_error",
+        "req_remote_access_errors",
+        "resp_remote_access_errors",
+        "req_remote_invalid_request",
+    ],
+)
+def test_increase_warns_without_a_rate_fail(name):
+    info = CATALOGUE[name]
+    assert info.on_increase == "warn"
+    assert info.rate_fail_per_hour is None
+    assert "warns" in info.reason
+
+
+@pytest.mark.parametrize("name", ["req_cqe_flush_error", "resp_cqe_flush_error"])
+def test_flush_errors_are_informative(name):
+    info = CATALOGUE[name]
+    assert info.on_increase == "info"
+    assert info.rate_warn_per_hour is None and info.rate_fail_per_hour is None
+    assert "informative" in info.reason and "teardown" in info.meaning
+
+
+def test_no_default_lifetime_limit():
+    for name in CATALOGUE:
+        assert rule_for(name, Thresholds()).lifetime_limit is None, name
+
+
+def test_default_rule_mirrors_the_entry():
+    rule = CATALOGUE["symbol_error"].default_rule()
+    assert rule.on_increase == "warn"
+    assert rule.rate_fail_per_hour == 120
+    assert rule.rate_warn_per_hour is None
+    assert rule.lifetime_limit is None
+
+
+# --- unknown counters ------------------------------------------------------------------------
+
+
+def test_unknown_counter_looks_up_as_unknown_and_ungraded():
+    info = lookup("vendor_magic_errors", "hw_counters")
+    assert info.name == "vendor_magic_errors"
+    assert info.directory == "hw_counters"
+    assert info.category == "unknown"
+    assert info.width is None
+    assert not _graded(info)
+    assert "vendor_magic_errors" not in CATALOGUE
+    assert lookup("another_one").directory == "counters"
+
+
+def test_unknown_counter_is_never_graded_even_with_an_override():
+    before = snapshot()
+    after = before.model_copy(deep=True)
+    after.collected_at = after.collected_at.replace(hour=14)
+    th = Thresholds(counters={"vendor_magic_errors": CounterRule(on_increase="fail")})
+    results = grade_errors(
+        "mlx5_0:1",
+        {"vendor_magic_errors": 10**9},
+        {"vendor_magic_errors": 0},
+        compare(after, before),
+        th,
+        "hw_counters",
+    )
+    assert results == []  # not an error-category counter: shown in the snapshot, never graded
+
+
+# --- rule_for: per-field overrides -----------------------------------------------------------
+
+
+def test_rule_for_without_override_is_the_default():
+    assert rule_for("link_downed", Thresholds()) == CATALOGUE["link_downed"].default_rule()
+
+
+def test_rule_for_setting_only_the_rate_keeps_on_increase():
+    th = Thresholds(counters={"symbol_error": CounterRule(rate_fail_per_hour=10)})
+    rule = rule_for("symbol_error", th)
+    assert rule.on_increase == "warn"
+    assert rule.rate_fail_per_hour == 10
+    assert rule.rate_warn_per_hour is None
+    assert rule.lifetime_limit is None
+
+
+def test_rule_for_setting_only_on_increase_keeps_the_rate():
+    th = Thresholds(counters={"symbol_error": CounterRule(on_increase="fail")})
+    rule = rule_for("symbol_error", th)
+    assert rule.on_increase == "fail"
+    assert rule.rate_fail_per_hour == 120
+
+
+def test_rule_for_lifetime_limit_keeps_everything_else():
+    th = Thresholds(counters={"port_xmit_discards": CounterRule(lifetime_limit=2)})
+    rule = rule_for("port_xmit_discards", th)
+    assert rule.lifetime_limit == 2
+    assert rule.on_increase == "warn"
+    assert rule.rate_fail_per_hour == 1000
+
+
+def test_rule_for_explicit_none_switches_a_default_off():
+    th = Thresholds(counters={"symbol_error": CounterRule(rate_fail_per_hour=None)})
+    rule = rule_for("symbol_error", th)
+    assert rule.rate_fail_per_hour is None
+    assert rule.on_increase == "warn"
+
+
+def test_rule_for_an_override_of_another_counter_changes_nothing():
+    th = Thresholds(counters={"link_downed": CounterRule(on_increase="info")})
+    assert rule_for("symbol_error", th) == CATALOGUE["symbol_error"].default_rule()
+    assert rule_for("link_downed", th).on_increase == "info"
+
+
+# --- every counter in every captured tree ------------------------------------------------------
+
+
+def _scenario_counter_files() -> Dict[str, Set[str]]:
+    """{directory kind: counter names} over every scenario's sysfs capture."""
+    found: Dict[str, Set[str]] = {}
+    patterns = (
+        "*/root/sys/class/infiniband/*/ports/*/*counters*/*",
+        "*/root/sys/class/infiniband/*/*counters*/*",
+    )
+    for pattern in patterns:
+        for path in glob.glob(os.path.join(SCENARIOS_DIR, pattern)):
+            directory = os.path.basename(os.path.dirname(path))
+            found.setdefault(directory, set()).add(os.path.basename(path))
+    return found
+
+
+def test_every_port_counter_in_the_captures_is_catalogued():
+    found = _scenario_counter_files()
+    assert {"counters", "counters_ext"} <= set(found)  # the mlx4 captures have both
+    port_counters = found["counters"] | found["counters_ext"]
+    assert len(port_counters) >= 25
+    missing = sorted(name for name in port_counters if name not in CATALOGUE)
+    assert missing == []
+    for name in port_counters:
+        assert lookup(name).category in CATEGORIES
+
+
+def test_capture_counter_directories_match_the_catalogue():
+    found = _scenario_counter_files()
+    for name in found["counters_ext"]:
+        assert CATALOGUE[name].directory == "counters_ext", name
+    for name in found["counters"]:
+        assert CATALOGUE[name].directory == "counters", name
+
+
+def test_mlx4_diag_counters_look_up_as_unknown():
+    """mlx4 device-level diag_counters (num_cqovf, sq_num_lle, ...) are not catalogued."""
+    unknown: List[str] = sorted(_scenario_counter_files().get("diag_counters", set()))
+    assert "num_cqovf" in unknown and "sq_num_lle" in unknown
+    for name in unknown:
+        info = lookup(name, "diag_counters")
+        assert info.category == "unknown"
+        assert not _graded(info)
