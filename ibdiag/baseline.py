@@ -30,6 +30,8 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return None, f"{path}: not valid JSON (truncated or corrupt): {exc}"
+    except RecursionError:
+        return None, f"{path}: not valid JSON (nested too deeply)"
     if isinstance(data, dict) and isinstance(data.get("snapshot"), dict) and "results" in data:
         data = data["snapshot"]  # a report written by `ibdiag check -o FILE.json`
     if not isinstance(data, dict):

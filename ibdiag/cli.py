@@ -427,7 +427,7 @@ def _explain_counter(info) -> str:
     width = f"{info.width}-bit (saturates at {info.saturated_value})" if info.width else "not fixed"
     unit = "4-byte words (bytes = value x 4)" if info.unit == "words" else info.unit
     lines = [
-        f"{info.name} - {info.category} counter under ports/N/{info.directory}/",
+        f"{info.name} - {info.category} counter, in {info.directory}/",
         "",
         info.meaning,
         "",

@@ -68,12 +68,12 @@ def since_phrase(comparison: Comparison) -> str:
     return f"since the baseline {format_interval(comparison.hours)} ago"
 
 
-def _expected(rule: CounterRule) -> str:
-    if rule.on_increase in ("fail", "warn"):
+def _expected(rule: CounterRule, status: Status) -> str:
+    """What the rule that decided ``status`` allows: no increase, or a rate."""
+    if _ON_INCREASE.get(rule.on_increase or "info") == status:
         return "no increase"
-    if rule.rate_fail_per_hour is not None:
-        return f"at most {rule.rate_fail_per_hour:g}/hour"
-    return "informative"
+    limit = rule.rate_fail_per_hour if status == Status.FAIL else rule.rate_warn_per_hour
+    return f"at most {limit:g}/hour" if limit is not None else "no increase"
 
 
 def grade_errors(
@@ -114,7 +114,7 @@ def grade_errors(
                 status=status,
                 message=f"{describe_change(item, since)}: {why}",
                 observed=item.delta,
-                expected=_expected(rule),
+                expected=_expected(rule, status),
                 hint=_hint(info),
                 evidence=[f"{directory}/{item.name}"],
             )

@@ -14,6 +14,7 @@ another host (or with a swapped HCA) matches nothing there and is graded on life
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Dict, List, Optional, Tuple
 
 from ibdiag.model import Device, Port, Snapshot
@@ -60,13 +61,18 @@ def change(
     else:
         delta, restarted = value - previous, None
     per_hour = delta / hours if hours is not None and hours > 0 else None
+    if per_hour is not None and not math.isfinite(per_hour):
+        per_hour = None  # an interval too small to mean anything
     return Change(name, value, previous, delta, restarted, per_hour, hours)
 
 
-def _same_device(now: Device, then: Device) -> bool:
+def _same_device(now: Device, then: Device, strict: bool) -> bool:
+    """Same name and, where known, same GUID; ``strict`` (another host): the GUID must match."""
     if now.name != then.name:
         return False
-    return now.node_guid is None or then.node_guid is None or now.node_guid == then.node_guid
+    if now.node_guid is None or then.node_guid is None:
+        return not strict
+    return now.node_guid == then.node_guid
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +117,7 @@ def compare(snapshot: Snapshot, baseline: Snapshot) -> Comparison:
     unmatched: List[str] = []
     for dev in snapshot.devices:
         then = by_name.get(dev.name)
-        if then is None or not _same_device(dev, then):
+        if then is None or not _same_device(dev, then, strict=other_host):
             unmatched.append(dev.name)
             continue
         devices[dev.name] = then

@@ -19,10 +19,9 @@ bundle, a test's JSON) goes through ``model_validate``/``model_validate_json``.
 from __future__ import annotations
 
 import enum
-from datetime import datetime
 from typing import Dict, List, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from ibdiag.thresholds import Thresholds
 
@@ -147,7 +146,7 @@ class Snapshot(_Model):
     tool_version: str
     host: Optional[str] = None
     boot_id: Optional[str] = None
-    collected_at: datetime
+    collected_at: AwareDatetime  # with a timezone: baselines are compared across runs
     sysfs_root: str
     procfs_root: str
     sources: List[str] = Field(default_factory=list)  # which sources were collected ("sysfs", ...)
