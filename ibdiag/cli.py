@@ -140,13 +140,10 @@ def _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas):
 
     count, names = _parse_expect_hcas(expect_hcas)
     try:
-        layered = load_effective(profile, config_path, {})
-        flags = {
-            "expect_hcas": count,
-            "expect_hca_names": names,
-            "expect_rate_gbps": expect_rate,
-            "ignore_hcas": [*layered.thresholds.ignore_hcas, *ignore_hcas] if ignore_hcas else None,
-        }
+        flags = {"expect_hcas": count, "expect_hca_names": names, "expect_rate_gbps": expect_rate}
+        if ignore_hcas:  # added to what the profile and config ignore, so read those first
+            layered = load_effective(profile, config_path, {})
+            flags["ignore_hcas"] = [*layered.thresholds.ignore_hcas, *ignore_hcas]
         return load_effective(profile, config_path, flags)
     except ConfigError as exc:
         raise UsageFailure(str(exc)) from exc
