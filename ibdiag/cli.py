@@ -91,6 +91,26 @@ def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
 
 
+def _source_options(command):
+    """--sysfs and --procfs: where the node's state is read from (a host /sys, a capture)."""
+    command = click.option(
+        "--procfs",
+        "procfs_root",
+        type=_dir,
+        default="/proc",
+        show_default=True,
+        help="Where procfs is mounted.",
+    )(command)
+    return click.option(
+        "--sysfs",
+        "sysfs_root",
+        type=_dir,
+        default="/sys",
+        show_default=True,
+        help="Where sysfs is mounted (a host /sys in a container, or a captured tree).",
+    )(command)
+
+
 def _expectation_options(command):
     """--profile, --config and the flags that override them; shared by check and config show."""
     options = [
@@ -185,22 +205,7 @@ def cli(ctx: click.Context) -> Optional[int]:
     show_default=True,
     help="quick: sysfs only, runs no command (prolog, NHC).",
 )
-@click.option(
-    "--sysfs",
-    "sysfs_root",
-    type=_dir,
-    default="/sys",
-    show_default=True,
-    help="Where sysfs is mounted (a host /sys in a container, or a captured tree).",
-)
-@click.option(
-    "--procfs",
-    "procfs_root",
-    type=_dir,
-    default="/proc",
-    show_default=True,
-    help="Where procfs is mounted.",
-)
+@_source_options
 @_checks_dir_option
 @_expectation_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
@@ -311,22 +316,7 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
 
 
 @cli.command("snapshot")
-@click.option(
-    "--sysfs",
-    "sysfs_root",
-    type=_dir,
-    default="/sys",
-    show_default=True,
-    help="Where sysfs is mounted.",
-)
-@click.option(
-    "--procfs",
-    "procfs_root",
-    type=_dir,
-    default="/proc",
-    show_default=True,
-    help="Where procfs is mounted.",
-)
+@_source_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
 def snapshot_command(sysfs_root, procfs_root, output) -> int:
     """Save this node's state (counters included) as JSON, for a later --baseline."""
@@ -348,22 +338,7 @@ def snapshot_command(sysfs_root, procfs_root, output) -> int:
 
 
 @cli.command("counters")
-@click.option(
-    "--sysfs",
-    "sysfs_root",
-    type=_dir,
-    default="/sys",
-    show_default=True,
-    help="Where sysfs is mounted.",
-)
-@click.option(
-    "--procfs",
-    "procfs_root",
-    type=_dir,
-    default="/proc",
-    show_default=True,
-    help="Where procfs is mounted.",
-)
+@_source_options
 @click.option("--baseline", "baseline_path", metavar="FILE", help="Also show change since FILE.")
 @click.option("--all", "show_all", is_flag=True, help="Include counters that read 0.")
 def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
