@@ -34,7 +34,8 @@ def judge(change: Change, rule: CounterRule) -> Tuple[Status, str]:
             (rule.rate_warn_per_hour, Status.WARN),
         ):
             if limit is not None and rate > limit and _RANK[limit_status] > _RANK[status]:
-                window = "" if (change.hours or 0) >= 1 else " (judged over at least 1 h)"
+                short = (change.hours or 0) < MIN_RATE_WINDOW_HOURS
+                window = f" (judged over at least {MIN_RATE_WINDOW_HOURS:g} h)" if short else ""
                 status, why = limit_status, f"above {limit:g}/hour{window}"
     return status, why
 
