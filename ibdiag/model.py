@@ -139,6 +139,60 @@ class Device(_Model):
         return f"{self.name}:{port.number}" if port is not None else self.name
 
 
+class CommandRun(_Model):
+    """One command ibdiag ran, or meant to run, recorded whatever happened to it.
+
+    Healthy: ``rc`` 0 within its timeout. Everything else is data a check turns into a skip
+    or error with the reason: not installed, permission denied, timed out (its whole process
+    group was killed), non-zero exit, or never started because the run's deadline had passed.
+    """
+
+    argv: List[str]
+    rc: Optional[int] = None  # None: it did not run to completion
+    stdout: str = ""  # decoded as UTF-8 with replacement; the tail kept when capped
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_s: float = 0.0
+    timed_out: bool = False
+    not_found: bool = False
+    permission_denied: bool = False
+    skipped: Optional[str] = None  # why it was never started (e.g. the run's deadline)
+    error: Optional[str] = None  # any other reason it could not run (exec format error, ...)
+
+    @property
+    def key(self) -> str:
+        return command_key(self.argv)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.rc == 0 and not self.timed_out
+
+    def failure(self) -> Optional[str]:
+        """One line saying why the command gave no usable output; None when it succeeded."""
+        if self.succeeded:
+            return None
+        tool = self.argv[0] if self.argv else "command"
+        if self.skipped:
+            return f"{tool} not run: {self.skipped}"
+        if self.not_found:
+            return f"{tool} is not installed (not found on PATH)"
+        if self.permission_denied:
+            return f"{tool}: permission denied"
+        if self.timed_out:
+            return f"{tool} timed out after {self.duration_s:.1f} s and was killed"
+        if self.error:
+            return f"{tool}: {self.error}"
+        detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        last = detail[-1][:200] if detail else "no output"
+        return f"{tool} exited {self.rc}: {last}"
+
+
+def command_key(argv: List[str]) -> str:
+    """How a run is filed in Snapshot.commands: its argv joined by spaces."""
+    return " ".join(argv)
+
+
 class Snapshot(_Model):
     """Everything ibdiag read from one node at one moment: the only input a check sees."""
 
@@ -146,15 +200,21 @@ class Snapshot(_Model):
     tool_version: str
     host: Optional[str] = None
     boot_id: Optional[str] = None
+    boot_time: Optional[AwareDatetime] = None  # from procfs stat btime: dates kernel-log lines
     collected_at: AwareDatetime  # with a timezone: baselines are compared across runs
     sysfs_root: str
     procfs_root: str
     sources: List[str] = Field(default_factory=list)  # which sources were collected ("sysfs", ...)
     devices: List[Device] = Field(default_factory=list)
+    commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:
         return next((dev for dev in self.devices if dev.name == name), None)
+
+    def command(self, argv: List[str]) -> Optional[CommandRun]:
+        """The recorded run of ``argv``; None when it was not collected (e.g. level quick)."""
+        return self.commands.get(command_key(argv))
 
 
 class Status(str, enum.Enum):
