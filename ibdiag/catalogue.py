@@ -17,7 +17,8 @@ documentation as summarised in ../shared/seeds/000 (meanings).
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional
+import re
+from typing import Dict, Optional, Tuple
 
 from ibdiag.thresholds import CounterRule, Thresholds
 
@@ -29,12 +30,13 @@ class CounterInfo:
     category: str  # error, congestion, traffic, config, unknown
     meaning: str
     width: Optional[int] = None  # bits, where the IB spec fixes it
-    unit: str = "events"  # events, packets, words (4 bytes: bytes = value x 4), ms
+    unit: str = "events"  # events, packets, bytes, words (4 bytes: bytes = value x 4), ms
     on_increase: str = "info"  # default: what any increase since the baseline means
     rate_warn_per_hour: Optional[float] = None
     rate_fail_per_hour: Optional[float] = None
     reason: str = ""  # why the default rule is what it is
     action: str = ""  # what to do when it moves
+    aliases: Tuple[str, ...] = ()  # the same counter as perfquery names it
 
     @property
     def saturated_value(self) -> Optional[int]:
@@ -59,6 +61,8 @@ def _entries():
     port = "counters"
     hw = "hw_counters"
     ext = "counters_ext"
+    pma = "perfquery"
+    eth = "ethtool"
     yield from (
         # --- IB port counters (PortCounters; widths from the IB specification) -------------
         CounterInfo("symbol_error", port, "error",
@@ -264,7 +268,96 @@ def _entries():
         CounterInfo("rx_write_requests", hw, "traffic",
                     "RDMA Write requests received: climbs on every port during an NCCL "
                     "all-reduce."),
+        # --- perfquery only: QP1 and PortRcvErrorDetails (perfquery -E) ----------------------
+        CounterInfo("QP1Dropped", pma, "error",
+                    "Management (QP1/GSI) packets dropped.",
+                    reason="informative: management traffic, not the data path"),
+        CounterInfo("PortLocalPhysicalErrors", pma, "error",
+                    "Receive errors from the local physical layer (the detail behind "
+                    "port_rcv_errors): the cable or transceiver of this link.",
+                    on_increase="warn", rate_fail_per_hour=120,
+                    reason="bit errors on this link; any increase warns, above 120 per hour "
+                    "fails"),
+        CounterInfo("PortMalformedPktErrors", pma, "error",
+                    "Received packets that were malformed.", on_increase="warn",
+                    reason="any increase warns"),
+        CounterInfo("PortBufferOverrunErrors", pma, "error",
+                    "Received packets dropped because the receive buffer overran.",
+                    on_increase="warn", reason="any increase warns: flow control trouble"),
+        CounterInfo("PortDLIDMappingErrors", pma, "error",
+                    "Received packets whose destination LID could not be mapped.",
+                    on_increase="warn", reason="any increase warns: routing or LID trouble"),
+        CounterInfo("PortVLMappingErrors", pma, "error",
+                    "Received packets whose SL could not be mapped to a VL.",
+                    on_increase="warn", reason="any increase warns: SL-to-VL configuration"),
+        CounterInfo("PortLoopingErrors", pma, "error",
+                    "Received packets dropped because they looped.",
+                    on_increase="warn", reason="any increase warns: a routing loop"),
+        # --- ethtool -S on mlx5 netdevs (RoCE and IPoIB): the physical port's view -----------
+        CounterInfo("link_down_events_phy", eth, "error",
+                    "Times the physical link went down.", on_increase="fail",
+                    reason="any increase fails: every flow on the port was interrupted"),
+        CounterInfo("rx_symbol_err_phy", eth, "error",
+                    "Symbol errors on the physical lanes.", on_increase="warn",
+                    rate_fail_per_hour=120, reason=_BER_RULE),
+        CounterInfo("rx_pcs_symbol_err_phy", eth, "error",
+                    "Symbol errors seen by the PCS layer (after FEC).", on_increase="warn",
+                    rate_fail_per_hour=120, reason=_BER_RULE),
+        CounterInfo("rx_crc_errors_phy", eth, "error",
+                    "Frames received with a bad CRC.", on_increase="warn",
+                    rate_fail_per_hour=120,
+                    reason="corrupt frames; any increase warns, above 120 per hour fails"),
+        CounterInfo("rx_discards_phy", eth, "error",
+                    "Frames the port dropped for lack of receive buffer (congestion or PFC "
+                    "off on a lossless class).", on_increase="warn", rate_fail_per_hour=1000,
+                    reason="RoCE needs a lossless fabric; any increase warns, a sustained 1000 "
+                    "per hour fails"),
+        CounterInfo("tx_discards_phy", eth, "error",
+                    "Frames dropped on transmit.", on_increase="warn", rate_fail_per_hour=1000,
+                    reason="any increase warns, a sustained 1000 per hour fails"),
+        CounterInfo("rx_out_of_buffer", eth, "error",
+                    "Packets dropped because the receive queue had no buffer posted.",
+                    on_increase="warn", reason="any increase warns (an application or tuning "
+                    "issue more than a link fault)"),
+        CounterInfo("tx_pause_storm_warning_events", eth, "error",
+                    "Times the port sent pause frames continuously past the warning threshold.",
+                    on_increase="warn", reason="a pause storm starting: any increase warns"),
+        CounterInfo("tx_pause_storm_error_events", eth, "error",
+                    "Times the pause-storm watchdog stopped the port from sending pause frames.",
+                    on_increase="fail", reason="a pause storm: any increase fails"),
+        CounterInfo("rx_corrected_bits_phy", eth, "congestion",
+                    "Bits corrected by FEC: a healthy link corrects some; a rising rate is an "
+                    "early sign of a degrading cable.", reason="reported, not graded"),
+        CounterInfo("rx_pause_ctrl_phy", eth, "congestion", "Pause frames received.",
+                    reason="reported, not graded: flow control at work"),
+        CounterInfo("tx_pause_ctrl_phy", eth, "congestion", "Pause frames sent.",
+                    reason="reported, not graded: flow control at work"),
+        CounterInfo("rx_buffer_passed_thres_phy", eth, "congestion",
+                    "Times the receive buffer passed its congestion threshold.",
+                    reason="reported, not graded"),
+        CounterInfo("rx_bytes_phy", eth, "traffic", "Bytes received by the physical port.",
+                    unit="bytes"),
+        CounterInfo("tx_bytes_phy", eth, "traffic", "Bytes sent by the physical port.",
+                    unit="bytes"),
     )  # fmt: skip
+
+
+# Counters that come in numbered families (per priority, per SL): one entry serves them all.
+_FAMILIES: Tuple[Tuple[str, CounterInfo], ...] = (
+    (r"rx_prio\d+_pause", CounterInfo("rx_prioN_pause", "ethtool", "congestion",
+                                      "PFC pause frames received for one priority.",
+                                      reason="reported, not graded: PFC at work")),
+    (r"tx_prio\d+_pause", CounterInfo("tx_prioN_pause", "ethtool", "congestion",
+                                      "PFC pause frames sent for one priority.",
+                                      reason="reported, not graded: PFC at work")),
+    (r"rx_prio\d+_discards", CounterInfo("rx_prioN_discards", "ethtool", "error",
+                                         "Frames of one priority dropped on receive.",
+                                         on_increase="warn",
+                                         reason="drops on a lossless class; any increase warns")),
+    (r"Port(Xmit|Rcv)DataSL\d+", CounterInfo("PortXmitDataSLN", "perfquery", "traffic",
+                                             "Data per service level (perfquery -X/-S), in "
+                                             "4-byte words.", unit="words")),
+)  # fmt: skip
 
 
 _PHYSICAL = (
@@ -278,11 +371,17 @@ _FABRIC = (
 _PARTITION = "check the partition (P_Key) configuration of the SM and this port"
 _APPLICATION = "an application or QP-tuning issue more than a fabric fault: check the job's logs"
 _HCA = "hardware completion errors: check dmesg for mlx5 errors and the HCA's firmware version"
+_LOSSLESS = (
+    "RoCE needs a lossless class: check PFC/ECN on the host (mlnx_qos) and the switch port, and "
+    "whether the port is congested"
+)
 _ACTIONS = {
     **dict.fromkeys(
         (
             "symbol_error link_error_recovery link_downed port_rcv_errors "
-            "local_link_integrity_errors excessive_buffer_overrun_errors rx_icrc_encapsulated"
+            "local_link_integrity_errors excessive_buffer_overrun_errors rx_icrc_encapsulated "
+            "PortLocalPhysicalErrors link_down_events_phy rx_symbol_err_phy "
+            "rx_pcs_symbol_err_phy rx_crc_errors_phy"
         ).split(),
         _PHYSICAL,
     ),
@@ -290,7 +389,9 @@ _ACTIONS = {
         (
             "port_rcv_remote_physical_errors port_rcv_switch_relay_errors port_xmit_discards "
             "port_rcv_discards duplicate_request implied_nak_seq_err local_ack_timeout_err "
-            "out_of_sequence packet_seq_err req_transport_retries_exceeded"
+            "out_of_sequence packet_seq_err req_transport_retries_exceeded "
+            "PortMalformedPktErrors PortBufferOverrunErrors PortDLIDMappingErrors "
+            "PortVLMappingErrors PortLoopingErrors"
         ).split(),
         _FABRIC,
     ),
@@ -304,25 +405,76 @@ _ACTIONS = {
         _APPLICATION,
     ),
     **dict.fromkeys("req_cqe_error resp_cqe_error".split(), _HCA),
+    **dict.fromkeys(
+        (
+            "rx_discards_phy tx_discards_phy rx_prioN_discards tx_pause_storm_warning_events "
+            "tx_pause_storm_error_events"
+        ).split(),
+        _LOSSLESS,
+    ),
+    "rx_out_of_buffer": _APPLICATION,
+}
+
+# perfquery's names for the sysfs counters: the same PMA counters, read through a MAD.
+_PERFQUERY_NAMES = {
+    "symbol_error": "SymbolErrorCounter",
+    "link_error_recovery": "LinkErrorRecoveryCounter",
+    "link_downed": "LinkDownedCounter",
+    "port_rcv_errors": "PortRcvErrors",
+    "port_rcv_remote_physical_errors": "PortRcvRemotePhysicalErrors",
+    "port_rcv_switch_relay_errors": "PortRcvSwitchRelayErrors",
+    "port_xmit_discards": "PortXmitDiscards",
+    "port_rcv_constraint_errors": "PortRcvConstraintErrors",
+    "port_xmit_constraint_errors": "PortXmitConstraintErrors",
+    "local_link_integrity_errors": "LocalLinkIntegrityErrors",
+    "excessive_buffer_overrun_errors": "ExcessiveBufferOverrunErrors",
+    "VL15_dropped": "VL15Dropped",
+    "port_xmit_wait": "PortXmitWait",
+    "port_xmit_data": "PortXmitData",
+    "port_rcv_data": "PortRcvData",
+    "port_xmit_packets": "PortXmitPkts",
+    "port_rcv_packets": "PortRcvPkts",
+    "unicast_xmit_packets": "PortUnicastXmitPkts",
+    "unicast_rcv_packets": "PortUnicastRcvPkts",
+    "multicast_xmit_packets": "PortMulticastXmitPkts",
+    "multicast_rcv_packets": "PortMulticastRcvPkts",
 }
 
 CATALOGUE: Dict[str, CounterInfo] = {
-    info.name: dataclasses.replace(info, action=_ACTIONS.get(info.name, "")) for info in _entries()
+    info.name: dataclasses.replace(
+        info,
+        action=_ACTIONS.get(info.name, ""),
+        aliases=(_PERFQUERY_NAMES[info.name],) if info.name in _PERFQUERY_NAMES else (),
+    )
+    for info in _entries()
+}
+
+
+_BY_ALIAS: Dict[str, CounterInfo] = {
+    alias: info for info in CATALOGUE.values() for alias in info.aliases
 }
 
 
 def lookup(name: str, directory: str = "counters") -> CounterInfo:
-    """The catalogue entry, or an ``unknown`` entry: the counter is shown, never graded."""
-    info = CATALOGUE.get(name)
+    """The catalogue entry (by name, perfquery alias or numbered family), or an ``unknown``
+    entry: the counter is shown, never graded."""
+    info = CATALOGUE.get(name) or _BY_ALIAS.get(name)
     if info is not None:
         return info
+    for pattern, family in _FAMILIES:
+        if re.fullmatch(pattern, name):
+            return dataclasses.replace(family, action=_ACTIONS.get(family.name, ""))
     return CounterInfo(name, directory, "unknown", "Not in ibdiag's catalogue; shown as read.")
 
 
 def rule_for(name: str, thresholds: Thresholds) -> CounterRule:
-    """The catalogue's default rule for ``name`` with the thresholds' overrides on top."""
-    default = lookup(name).default_rule()
-    override = thresholds.counters.get(name)
+    """The catalogue's default rule for ``name`` with the thresholds' overrides on top.
+
+    An override of ``symbol_error`` also applies to perfquery's ``SymbolErrorCounter``.
+    """
+    info = lookup(name)
+    default = info.default_rule()
+    override = thresholds.counters.get(info.name) or thresholds.counters.get(name)
     if override is None:
         return default
     fields = {key: getattr(override, key) for key in override.model_fields_set}
