@@ -1,35 +1,70 @@
 """Collect: run the sources the selected checks need and assemble one Snapshot.
 
-This is the only stage that touches the machine. What it could not read is recorded in the
-Snapshot's ``problems``, never raised.
+This is the only stage that touches the machine: files, and from level standard on, read-only
+commands. What it could not read is recorded in the Snapshot's ``problems``, never raised.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import AbstractSet
+from typing import AbstractSet, Dict, Optional
 
 from ibdiag import __version__
-from ibdiag.model import Problems, Snapshot
-from ibdiag.sources import procfs, sysfs
+from ibdiag.model import CommandRun, Problems, Snapshot
+from ibdiag.sources import COMMAND_SOURCES, procfs, sysfs, topology
 
 
-def collect(sysfs_root: str, procfs_root: str, needs: AbstractSet[str]) -> Snapshot:
-    """Read what ``needs`` names (sysfs, procfs) into a Snapshot. Identity is always read."""
+def collect(
+    sysfs_root: str,
+    procfs_root: str,
+    needs: AbstractSet[str],
+    runner_options: Optional[Dict[str, float]] = None,
+) -> Snapshot:
+    """Read what ``needs`` names into a Snapshot. Identity is always read.
+
+    Commands run only when a command source is needed (level standard and up), through one
+    Runner whose deadline bounds the whole collection; ``runner_options`` are its keyword
+    arguments (timeout_s, deadline_s, ...).
+    """
     problems: Problems = {}
     host, boot_id = procfs.read_identity(procfs_root, problems)
+    boot_time = procfs.read_boot_time(procfs_root, problems) if "kernel_log" in needs else None
     devices = []
     if "sysfs" in needs:
         devices, sysfs_problems = sysfs.read_devices(sysfs.SysfsReader(sysfs_root))
         problems.update(sysfs_problems)
+    gpus = modules = None
+    if "topology" in needs:
+        gpus = topology.read_nvidia_gpus(sysfs.SysfsReader(sysfs_root), problems)
+        modules = procfs.read_modules(procfs_root, problems)
+    commands = {}
+    if needs & COMMAND_SOURCES:
+        commands = _run_commands(devices, needs, runner_options or {})
     return Snapshot.model_construct(
         tool_version=__version__,
         host=host,
         boot_id=boot_id,
+        boot_time=boot_time,
         collected_at=datetime.now(timezone.utc),
         sysfs_root=sysfs_root,
         procfs_root=procfs_root,
         sources=sorted({"procfs"} | set(needs)),
         devices=devices,
+        gpus=gpus,
+        kernel_modules=modules,
+        commands=commands,
         problems=problems,
     )
+
+
+def _run_commands(devices, needs, runner_options) -> Dict[str, CommandRun]:
+    from ibdiag.sources import plan
+    from ibdiag.sources.commands import Runner  # sh and threads only at level standard
+
+    runner = Runner(**runner_options)
+    runs = runner.run_all(plan.commands_for(devices, needs))
+    for run in list(runs.values()):
+        fallback = plan.fallback_for(run.argv)
+        if fallback and not (run.succeeded and run.stdout.strip()):
+            runs.update(runner.run_all([fallback]))
+    return runs

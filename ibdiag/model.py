@@ -206,6 +206,8 @@ class Snapshot(_Model):
     procfs_root: str
     sources: List[str] = Field(default_factory=list)  # which sources were collected ("sysfs", ...)
     devices: List[Device] = Field(default_factory=list)
+    gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)
+    kernel_modules: Optional[List[str]] = None  # loaded modules (None: not collected)
     commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 

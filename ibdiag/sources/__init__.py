@@ -7,4 +7,13 @@ which it is collected: ``quick`` sources read files only and never run a command
 SOURCE_LEVELS = {
     "sysfs": "quick",
     "procfs": "quick",
+    # level standard: read-only commands, run concurrently under the run's deadline ...
+    "perfquery": "standard",
+    "ethtool": "standard",
+    "kernel_log": "standard",
+    "ibstat": "standard",
+    "ibv_devinfo": "standard",
+    # ... and the node around the HCAs, from files: NVIDIA GPUs, loaded kernel modules
+    "topology": "standard",
 }
+COMMAND_SOURCES = frozenset({"perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo"})

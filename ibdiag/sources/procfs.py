@@ -7,7 +7,8 @@ restarted from zero) from a counter that really went backwards.
 from __future__ import annotations
 
 import socket
-from typing import Optional, Tuple
+from datetime import datetime, timezone
+from typing import List, Optional, Tuple
 
 from ibdiag.model import Problems
 from ibdiag.sources.sysfs import SysfsReader
@@ -24,3 +25,25 @@ def read_identity(procfs_root: str, problems: Problems) -> Tuple[Optional[str], 
     if problem is not None:
         problems["procfs:sys/kernel/random/boot_id"] = problem
     return (host.strip() if host else None), (boot_id.strip() if boot_id else None)
+
+
+def read_boot_time(procfs_root: str, problems: Problems) -> Optional[datetime]:
+    """When the node booted (``btime`` in /proc/stat): dmesg timestamps count from it."""
+    text, problem = SysfsReader(procfs_root).read_text("stat")
+    for line in (text or "").splitlines():
+        if line.startswith("btime "):
+            try:
+                return datetime.fromtimestamp(int(line.split()[1]), tz=timezone.utc)
+            except (ValueError, IndexError, OverflowError, OSError):
+                break
+    problems["procfs:stat"] = problem or "no btime line"
+    return None
+
+
+def read_modules(procfs_root: str, problems: Problems) -> Optional[List[str]]:
+    """Names of the loaded kernel modules (/proc/modules), or None when unreadable."""
+    text, problem = SysfsReader(procfs_root).read_text("modules")
+    if problem is not None:
+        problems["procfs:modules"] = problem
+        return None
+    return sorted({line.split()[0] for line in text.splitlines() if line.strip()})
