@@ -200,10 +200,28 @@ def cli(ctx: click.Context) -> Optional[int]:
 @cli.command("check")
 @click.option(
     "--level",
-    type=click.Choice(["quick"]),
+    type=click.Choice(["quick", "standard"]),
     default="quick",
     show_default=True,
-    help="quick: sysfs only, runs no command (prolog, NHC).",
+    help="quick: files only, runs no command (prolog, NHC); standard: also read-only commands "
+    "(perfquery, ethtool -S, dmesg, ibstat, ibv_devinfo) under --deadline.",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=1),
+    default=25.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Level standard: stop starting commands after this long; each command is also killed "
+    "after --command-timeout.",
+)
+@click.option(
+    "--command-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Kill a command (its whole process group) that runs longer than this.",
 )
 @_source_options
 @_checks_dir_option
@@ -233,6 +251,8 @@ def cli(ctx: click.Context) -> Optional[int]:
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
 def check_command(
     level,
+    deadline,
+    command_timeout,
     sysfs_root,
     procfs_root,
     checks_dirs,
@@ -258,7 +278,9 @@ def check_command(
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
-    snapshot = collect(sysfs_root, procfs_root, needs)
+    snapshot = collect(
+        sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
+    )
     previous = _read_baseline(snapshot, baseline_path, state_path)
     report = grade(snapshot, registry, thresholds, level, baseline=previous)
     if state_path:
@@ -317,14 +339,31 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
 
 @cli.command("snapshot")
 @_source_options
+@click.option(
+    "--level",
+    type=click.Choice(["quick", "standard"]),
+    default="quick",
+    show_default=True,
+    help="standard also records perfquery and ethtool -S counters and the kernel log.",
+)
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=1),
+    default=25.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Level standard: the commands' overall deadline.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
-def snapshot_command(sysfs_root, procfs_root, output) -> int:
+def snapshot_command(sysfs_root, procfs_root, level, deadline, output) -> int:
     """Save this node's state (counters included) as JSON, for a later --baseline."""
     from ibdiag.collect import collect
+    from ibdiag.registry import LEVELS
     from ibdiag.sources import SOURCE_LEVELS
 
-    quick = {source for source, level in SOURCE_LEVELS.items() if level == "quick"}
-    snapshot = collect(sysfs_root, procfs_root, quick)
+    upto = LEVELS.index(level)
+    needs = {source for source, at in SOURCE_LEVELS.items() if LEVELS.index(at) <= upto}
+    snapshot = collect(sysfs_root, procfs_root, needs, {"deadline_s": deadline})
     if output is None:
         click.echo(snapshot.model_dump_json(indent=1))
         return 0

@@ -84,17 +84,19 @@ def grade_errors(
     comparison: Optional[Comparison],
     thresholds: Thresholds,
     directory: str,
+    command: Optional[str] = None,
 ) -> List[Result]:
     """Results for the error-category counters of one port or device.
 
     ``previous`` is the matched baseline's values (None: no baseline for this target).
     Non-pass results come one per counter; a clean target gets one summarising pass.
+    Evidence is ``directory/name`` for sysfs, or the ``command`` the values came from.
     """
     errors = {name: value for name, value in values.items() if lookup(name).category == "error"}
     if not errors:
         return []
     if comparison is None or previous is None:
-        return _grade_lifetime(target, errors, thresholds, directory)
+        return _grade_lifetime(target, errors, thresholds, directory, command)
     results: List[Result] = []
     informative: List[str] = []
     restarted: List[str] = []
@@ -117,7 +119,7 @@ def grade_errors(
                 observed=item.delta,
                 expected=_expected(rule, status),
                 hint=_hint(info),
-                evidence=[f"{directory}/{item.name}"],
+                evidence=[command or f"{directory}/{item.name}"],
             )
         )
     if not results:
@@ -132,14 +134,18 @@ def grade_errors(
                 status=Status.PASS,
                 message=f"{len(errors)} error counters: no graded increase {since}{extra}",
                 observed=0,
-                evidence=[directory],
+                evidence=[command or directory],
             )
         )
     return results
 
 
 def _grade_lifetime(
-    target: str, errors: Dict[str, int], thresholds: Thresholds, directory: str
+    target: str,
+    errors: Dict[str, int],
+    thresholds: Thresholds,
+    directory: str,
+    command: Optional[str],
 ) -> List[Result]:
     results: List[Result] = []
     for name, value in errors.items():
@@ -155,7 +161,7 @@ def _grade_lifetime(
                     observed=value,
                     expected=f"at most {limit}",
                     hint=_hint(info),
-                    evidence=[f"{directory}/{name}"],
+                    evidence=[command or f"{directory}/{name}"],
                 )
             )
     if not results:
@@ -167,7 +173,7 @@ def _grade_lifetime(
                 status=Status.PASS,
                 message=f"{len(errors)} error counters, {shown} (no baseline: not graded on "
                 "change; use --baseline or --state)",
-                evidence=[directory],
+                evidence=[command or directory],
             )
         )
     return results

@@ -56,6 +56,12 @@ class Thresholds(BaseModel):
         description="Leave out devices whose every port is Ethernet (RoCE storage or host NICs) "
         "on nodes where only the InfiniBand compute fabric is graded.",
     )
+    expect_ipoib_mtu: Optional[int] = Field(
+        default=None, ge=68, description="MTU every IPoIB interface must have (e.g. 4092)."
+    )
+    expect_roce_mtu: Optional[int] = Field(
+        default=None, ge=68, description="MTU every RoCE netdev must have (e.g. 4200 or 9000)."
+    )
     counters: Dict[str, CounterRule] = Field(
         default_factory=dict,
         description="Per-counter rules over the catalogue's defaults, by counter name.",

@@ -294,7 +294,7 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         (
             "zzz = 1\n",
             "unknown key 'zzz'; known: counters, expect_hca_names, expect_hcas, "
-            "expect_rate_gbps, ignore_ethernet, ignore_hcas",
+            "expect_ipoib_mtu, expect_rate_gbps, expect_roce_mtu, ignore_ethernet, ignore_hcas",
         ),
         (
             'description = "x"\n',

@@ -1,0 +1,109 @@
+"""ethtool -S: the physical port's own counters behind each netdev (RoCE and IPoIB)."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from ibdiag.catalogue import lookup
+from ibdiag.command_results import skipped, usable_run
+from ibdiag.counter_grading import grade_errors, since_phrase
+from ibdiag.deltas import compare
+from ibdiag.model import Result, Snapshot, Status
+from ibdiag.registry import check
+from ibdiag.sources.parsers.ethtool import ethtool_argv, parse_ethtool_stats
+from ibdiag.targets import graded_ports
+from ibdiag.thresholds import Thresholds
+
+
+def _stats(snap: Snapshot, netdev: str):
+    run, why = usable_run(snap, ethtool_argv(netdev))
+    return (parse_ethtool_stats(run.stdout).counters if run else None), why
+
+
+@check(
+    "ethtool.errors",
+    title="Physical-port error counters (ethtool -S) did not increase",
+    needs={"ethtool"},
+    level="standard",
+)
+def ethtool_errors(
+    snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]
+) -> Iterator[Result]:
+    """Healthy: no error counter of `ethtool -S <netdev>` increased since the baseline:
+    link_down_events_phy (any increase fails), *_phy symbol and CRC errors, discards,
+    rx_out_of_buffer, pause-storm events - by the catalogue's rules (`ibdiag explain NAME`).
+
+    Why it matters: for RoCE this is the only view of the Ethernet port: CRC/symbol errors are
+    the cable, discards and pause storms are a lossy or congested fabric - RoCE needs a
+    lossless class, and a few drops cost whole retransmission windows.
+
+    What to do: errors - the cable/transceiver; discards and pause storms - PFC/ECN on host
+    (mlnx_qos) and switch; out_of_buffer - the application's receive posting.
+    """
+    comparison = compare(snap, baseline) if baseline is not None else None
+    for dev, port in graded_ports(snap, th):
+        if port.netdev is None:
+            continue
+        argv = ethtool_argv(port.netdev.name)
+        counters, why = _stats(snap, port.netdev.name)
+        if not counters:
+            yield skipped(dev.target(port), why or "ethtool -S printed no counters", argv)
+            continue
+        previous = None
+        if comparison is not None and comparison.previous_port(dev, port) is not None:
+            previous = _stats(comparison.baseline, port.netdev.name)[0]
+        results = grade_errors(
+            dev.target(port), counters, previous, comparison if previous else None, th,
+            directory="ethtool", command=" ".join(argv),
+        )  # fmt: skip
+        if results:
+            yield from results
+        else:
+            yield Result(
+                target=dev.target(port),
+                status=Status.PASS,
+                message=f"{port.netdev.name}: no catalogued error counters in "
+                "ethtool -S (not an mlx5 netdev?)",
+                evidence=[" ".join(argv)],
+            )
+
+
+@check(
+    "ethtool.pause",
+    title="Pause and PFC frames per priority (reported)",
+    needs={"ethtool"},
+    level="standard",
+)
+def ethtool_pause(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Iterator[Result]:
+    """Healthy: always passes - reported: pause/PFC frames sent and received per priority
+    and the other congestion counters of `ethtool -S`, since the baseline or since boot.
+
+    Why it matters: PFC keeps RoCE lossless but a port that pauses far more than its peers is
+    congested or is the victim of a slow receiver; with the RoCE discards it explains a slow job.
+
+    What to do: compare across the node's ports and the job's nodes; check ECN/DCQCN settings.
+    """
+    comparison = compare(snap, baseline) if baseline is not None else None
+    for dev, port in graded_ports(snap, th):
+        if port.netdev is None:
+            continue
+        counters, _ = _stats(snap, port.netdev.name)
+        if not counters:
+            continue  # ethtool.errors already said why
+        congestion = {n: v for n, v in counters.items() if lookup(n).category == "congestion"}
+        if not congestion:
+            continue
+        previous = None
+        if comparison is not None and comparison.previous_port(dev, port) is not None:
+            previous = _stats(comparison.baseline, port.netdev.name)[0]
+        if comparison is not None and previous:
+            moved = [
+                f"{c.name} +{c.delta}" for c in comparison.changes(congestion, previous) if c.delta
+            ]
+            text = f"{since_phrase(comparison)}: " + (", ".join(moved) or "none")
+        else:
+            nonzero = [f"{name} {value}" for name, value in sorted(congestion.items()) if value]
+            text = "since boot or the last reset: " + (", ".join(nonzero) or "none")
+        yield Result(target=dev.target(port), status=Status.PASS,
+                     message=f"{port.netdev.name} pause/congestion {text}",
+                     evidence=[" ".join(ethtool_argv(port.netdev.name))])  # fmt: skip

@@ -1,0 +1,119 @@
+"""The node around the HCAs: NUMA placement, GPUDirect RDMA, and netdev MTUs."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ibdiag.model import Result, Snapshot, Status
+from ibdiag.registry import check
+from ibdiag.targets import graded_devices, graded_ports, is_infiniband
+from ibdiag.thresholds import Thresholds
+
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+
+
+@check("topology.numa", title="Each HCA's NUMA node is known", needs={"sysfs", "topology"},
+       level="standard")  # fmt: skip
+def numa(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: every HCA reports the NUMA node it hangs off (or none does: a single-node or
+    virtual platform that exposes no affinity).
+
+    Why it matters: traffic pinned to the wrong socket crosses the CPU interconnect and loses
+    bandwidth (a third of it in ib_write_bw loopback); NCCL picks NICs by this affinity. One
+    HCA reporting -1 while its siblings report nodes is a BIOS/ACPI (SRAT) table problem.
+
+    What to do: check the BIOS NUMA/SRAT settings; cat /sys/bus/pci/devices/<BDF>/numa_node.
+    """
+    devices = [dev for dev in graded_devices(snap, th) if dev.pci is not None]
+    known = [dev for dev in devices if dev.pci.numa_node is not None and dev.pci.numa_node >= 0]
+    for dev in devices:
+        node = dev.pci.numa_node
+        if node is not None and node >= 0:
+            yield Result(
+                target=dev.name,
+                status=Status.PASS,
+                message=f"NUMA node {node}",
+                observed=node,
+                evidence=[f"{dev.path}/device/numa_node"],
+            )
+        elif known:
+            yield Result(
+                target=dev.name, status=Status.WARN,
+                message=f"no NUMA node reported ({node}) while {len(known)} other HCAs report one",
+                observed=node, hint="check the BIOS NUMA/SRAT settings for this slot",
+                evidence=[f"{dev.path}/device/numa_node"],
+            )  # fmt: skip
+        else:
+            yield Result(target=dev.name, status=Status.SKIP,
+                         message="the platform reports no NUMA affinity for any HCA",
+                         evidence=[f"{dev.path}/device/numa_node"])  # fmt: skip
+
+
+@check("topology.peermem", title="GPUDirect RDMA module loaded where NVIDIA GPUs are",
+       needs={"topology"}, level="standard")  # fmt: skip
+def peermem(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: on a node with NVIDIA GPUs, nvidia_peermem (nv_peer_mem on old drivers) is
+    loaded.
+
+    Why it matters: without it GPUDirect RDMA is silently off: NCCL stages every transfer
+    through host memory, costing bandwidth and CPU with no error anywhere (seed 004).
+
+    What to do: `modprobe nvidia_peermem` and make it load at boot (it ships with the NVIDIA
+    driver); after a driver update it must be rebuilt with the driver.
+    """
+    if snap.gpus is None or snap.kernel_modules is None:
+        missing = "NVIDIA GPUs" if snap.gpus is None else "the loaded modules"
+        yield Result(target="node", status=Status.SKIP, message=f"{missing} not collected",
+                     evidence=["procfs:modules"])  # fmt: skip
+        return
+    if not snap.gpus:
+        yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node",
+                     evidence=["bus/pci/devices"])  # fmt: skip
+        return
+    loaded = [name for name in PEERMEM_MODULES if name in snap.kernel_modules]
+    if loaded:
+        yield Result(target="node", status=Status.PASS,
+                     message=f"{loaded[0]} loaded for {len(snap.gpus)} NVIDIA GPUs",
+                     observed=loaded[0], evidence=["procfs:modules"])  # fmt: skip
+    else:
+        yield Result(
+            target="node", status=Status.WARN,
+            message=f"{len(snap.gpus)} NVIDIA GPUs but nvidia_peermem is not loaded: "
+            "GPUDirect RDMA is off",
+            observed="not loaded", expected="nvidia_peermem",
+            hint="modprobe nvidia_peermem, and load it at boot", evidence=["procfs:modules"],
+        )  # fmt: skip
+
+
+@check("netdev.mtu", title="IPoIB and RoCE MTU as the profile expects", needs={"sysfs"})
+def mtu(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: every IPoIB interface has expect_ipoib_mtu and every RoCE netdev
+    expect_roce_mtu, when the profile or site config sets them.
+
+    Why it matters: a node whose IPoIB MTU differs from the fabric's (2044 datagram vs 4092, or
+    connected mode's 65520) fragments or drops; RoCE's MTU sets the IB MTU of every QP.
+
+    What to do: set the MTU in the network configuration (ip link set <if> mtu N) to the site's
+    value; set the expectation with expect_ipoib_mtu / expect_roce_mtu in ibdiag.toml.
+    Without an expectation there is nothing to judge and the check says nothing.
+    """
+    for dev, port in graded_ports(snap, th):
+        netdev = port.netdev
+        if netdev is None:
+            continue
+        expected = th.expect_ipoib_mtu if is_infiniband(port) else th.expect_roce_mtu
+        if expected is None:
+            continue
+        kind = "IPoIB" if is_infiniband(port) else "RoCE"
+        source = [f"class/net/{netdev.name}/mtu"]
+        if netdev.mtu == expected:
+            yield Result(target=dev.target(port), status=Status.PASS,
+                         message=f"{kind} {netdev.name} MTU {netdev.mtu}", observed=netdev.mtu,
+                         expected=expected, evidence=source)  # fmt: skip
+        else:
+            shown = netdev.mtu if netdev.mtu is not None else netdev.problems.get("mtu", "?")
+            yield Result(target=dev.target(port), status=Status.WARN,
+                         message=f"{kind} {netdev.name} MTU {shown}, expected {expected}",
+                         observed=netdev.mtu, expected=expected,
+                         hint=f"ip link set {netdev.name} mtu {expected} (and in the network "
+                         "configuration)", evidence=source)  # fmt: skip
