@@ -62,9 +62,11 @@ def peermem(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     driver); after a driver update it must be rebuilt with the driver.
     """
     if snap.gpus is None or snap.kernel_modules is None:
-        missing = "NVIDIA GPUs" if snap.gpus is None else "the loaded modules"
-        yield Result(target="node", status=Status.SKIP, message=f"{missing} not collected",
-                     evidence=["procfs:modules"])  # fmt: skip
+        if snap.gpus is None:
+            why = "NVIDIA GPUs not collected (level quick)"
+        else:
+            why = f"loaded modules unreadable ({snap.problems.get('procfs:modules', 'unknown')})"
+        yield Result(target="node", status=Status.SKIP, message=why, evidence=["procfs:modules"])
         return
     if not snap.gpus:
         yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node",
