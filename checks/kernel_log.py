@@ -41,6 +41,18 @@ def _cutoff(snap: Snapshot, baseline: Optional[Snapshot]) -> Tuple[Optional[floa
     return seconds, "since the baseline"
 
 
+def _card_functions(bdfs: Dict[str, str]) -> Dict[str, str]:
+    """Also map the other functions of each HCA's slot (0000:0d:00.1-.7, its VFs or second
+    port without an RDMA device) to the HCA on function .0 of that slot, when there is one."""
+    mapped = dict(bdfs)
+    for address, name in bdfs.items():
+        slot, function = address.rsplit(".", 1)
+        if function == "0":
+            for other in range(1, 8):
+                mapped.setdefault(f"{slot}.{other}", name)
+    return mapped
+
+
 @check(
     "kernel.log",
     title="No HCA fault in the kernel log",
@@ -72,7 +84,7 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
     ]  # fmt: skip
     # Map every HCA (ignored ones too), so a line about an ignored HCA is dropped by name
     # rather than reported against the node.
-    bdfs = {dev.pci.address: dev.name for dev in snap.devices if dev.pci}
+    bdfs = _card_functions({dev.pci.address: dev.name for dev in snap.devices if dev.pci})
     netdevs = {p.netdev.name: dev.name for dev in snap.devices for p in dev.ports if p.netdev}
     graded = {dev.name for dev in graded_devices(snap, th)}
     grouped: Dict[Tuple[str, Optional[str]], List] = OrderedDict()

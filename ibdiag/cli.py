@@ -8,6 +8,7 @@ prolog or NHC never mistakes a typo for a sick node's "critical".
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import List, Optional, Sequence, Tuple
 
@@ -111,6 +112,27 @@ def _source_options(command):
     )(command)
 
 
+def _command_limits(command):
+    """--deadline and --command-timeout: how long level standard may spend on commands."""
+    command = click.option(
+        "--command-timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Kill a command (its whole process group) that runs longer than this.",
+    )(command)
+    return click.option(
+        "--deadline",
+        type=click.FloatRange(min=1),
+        default=25.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Level standard: start no command after this long (well inside Slurm's 60 s "
+        "HealthCheckTimeout).",
+    )(command)
+
+
 def _expectation_options(command):
     """--profile, --config and the flags that override them; shared by check and config show."""
     options = [
@@ -206,23 +228,7 @@ def cli(ctx: click.Context) -> Optional[int]:
     help="quick: files only, runs no command (prolog, NHC); standard: also read-only commands "
     "(perfquery, ethtool -S, dmesg, ibstat, ibv_devinfo) under --deadline.",
 )
-@click.option(
-    "--deadline",
-    type=click.FloatRange(min=1),
-    default=25.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Level standard: stop starting commands after this long; each command is also killed "
-    "after --command-timeout.",
-)
-@click.option(
-    "--command-timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Kill a command (its whole process group) that runs longer than this.",
-)
+@_command_limits
 @_source_options
 @_checks_dir_option
 @_expectation_options
@@ -346,16 +352,9 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
     show_default=True,
     help="standard also records perfquery and ethtool -S counters and the kernel log.",
 )
-@click.option(
-    "--deadline",
-    type=click.FloatRange(min=1),
-    default=25.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Level standard: the commands' overall deadline.",
-)
+@_command_limits
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
-def snapshot_command(sysfs_root, procfs_root, level, deadline, output) -> int:
+def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, output) -> int:
     """Save this node's state (counters included) as JSON, for a later --baseline."""
     from ibdiag.collect import collect
     from ibdiag.registry import LEVELS
@@ -363,7 +362,9 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, output) -> int:
 
     upto = LEVELS.index(level)
     needs = {source for source, at in SOURCE_LEVELS.items() if LEVELS.index(at) <= upto}
-    snapshot = collect(sysfs_root, procfs_root, needs, {"deadline_s": deadline})
+    snapshot = collect(
+        sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
+    )
     if output is None:
         click.echo(snapshot.model_dump_json(indent=1))
         return 0
@@ -486,8 +487,15 @@ def schema() -> int:
     return 0
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     # pydantic scans every installed package's metadata for its own plugins the first time a
     # model validates (~15 ms); ibdiag uses none, and the prolog is on every job's critical path.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    # Slurm stops a prolog or health check with SIGTERM: make it unwind like Ctrl-C, so the
+    # command runner kills the process groups of the commands still running.
+    signal.signal(signal.SIGTERM, _interrupt)
     cli.main(args=list(argv) if argv is not None else None, prog_name="ibdiag")

@@ -58,13 +58,33 @@ def collect(
 
 
 def _run_commands(devices, needs, runner_options) -> Dict[str, CommandRun]:
+    """Every planned command under one Runner (one deadline).
+
+    A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
+    fallback at once when it fails, rather than after the whole batch: a hung perfquery must
+    not push the fallback past the deadline.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from ibdiag.sources import plan
     from ibdiag.sources.commands import Runner  # sh and threads only at level standard
 
     runner = Runner(**runner_options)
-    runs = runner.run_all(plan.commands_for(devices, needs))
-    for run in list(runs.values()):
-        fallback = plan.fallback_for(run.argv)
-        if fallback and not (run.succeeded and run.stdout.strip()):
-            runs.update(runner.run_all([fallback]))
+    planned = plan.commands_for(devices, needs)
+    chained = [argv for argv in planned if plan.fallback_for(argv)]
+    with ThreadPoolExecutor(max_workers=max(1, len(chained))) as pool:
+        chains = [pool.submit(_with_fallback, runner, argv, plan.fallback_for(argv))
+                  for argv in chained]  # fmt: skip
+        runs = runner.run_all([argv for argv in planned if argv not in chained])
+        for chain in chains:
+            runs.update(chain.result())
+    return runs
+
+
+def _with_fallback(runner, argv, fallback) -> Dict[str, CommandRun]:
+    first = runner.run(argv)
+    runs = {first.key: first}
+    if not (first.succeeded and first.stdout.strip()):
+        second = runner.run(fallback)
+        runs[second.key] = second
     return runs

@@ -19,6 +19,7 @@ bundle, a test's JSON) goes through ``model_validate``/``model_validate_json``.
 from __future__ import annotations
 
 import enum
+import re
 from typing import Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -184,8 +185,12 @@ class CommandRun(_Model):
         if self.error:
             return f"{tool}: {self.error}"
         detail = (self.stderr.strip() or self.stdout.strip()).splitlines()
-        last = detail[-1][:200] if detail else "no output"
+        last = _PID.sub("", detail[-1])[:200] if detail else "no output"
         return f"{tool} exited {self.rc}: {last}"
+
+
+# "ibwarn: [24156] mad_rpc_open_port: ..." - the pid changes every run; a reason must not.
+_PID = re.compile(r"\[\d+\]\s*")
 
 
 def command_key(argv: List[str]) -> str:

@@ -1,7 +1,8 @@
 """Which read-only commands a standard-level run needs, from what sysfs showed.
 
-- ``perfquery`` plain, ``-x``, ``-E`` and ``-X`` for every ACTIVE InfiniBand port, addressed
-  ``-C DEV -P PORT`` (a port that is not ACTIVE has no LID to query). Never ``-r``/``-R``.
+- ``perfquery -x``, ``-E`` and ``-X`` for every ACTIVE InfiniBand port, addressed ``-C DEV -P
+  PORT`` (a port that is not ACTIVE has no LID to query), and plain ``perfquery`` when ``-x``
+  fails (HCAs without extended counters). Never ``-r``/``-R``.
 - ``ethtool -S`` for each port's netdev (IPoIB and RoCE).
 - the kernel log (``dmesg``; ``journalctl -k`` only when dmesg gives nothing usable).
 - ``ibstat`` and ``ibv_devinfo`` for the inventory cross-check.
@@ -16,7 +17,7 @@ from ibdiag.sources.parsers.ethtool import ethtool_argv
 from ibdiag.sources.parsers.kernel_log import journalctl_argv, kernel_log_argv
 from ibdiag.sources.parsers.perfquery import perfquery_argv
 
-PERFQUERY_MODES = ("basic", "x", "E", "X")
+PERFQUERY_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
 IBSTAT_ARGV = ["ibstat"]
 IBV_DEVINFO_ARGV = ["ibv_devinfo"]
 
@@ -46,5 +47,10 @@ def commands_for(devices: List[Device], needs: AbstractSet[str]) -> List[List[st
 
 
 def fallback_for(argv: List[str]) -> List[str]:
-    """The command to try when ``argv`` gave nothing usable (only the kernel log has one)."""
-    return journalctl_argv() if argv == kernel_log_argv() else []
+    """The command to try when ``argv`` gave nothing usable: journalctl -k for dmesg, plain
+    perfquery for perfquery -x."""
+    if argv == kernel_log_argv():
+        return journalctl_argv()
+    if argv[:2] == ["perfquery", "-x"]:
+        return ["perfquery", *argv[2:]]
+    return []
