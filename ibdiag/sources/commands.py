@@ -38,7 +38,7 @@ from ibdiag.model import CommandRun, command_key
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_DEADLINE_S = 25.0  # well inside Slurm's 60 s HealthCheckTimeout
-DEFAULT_MAX_WORKERS = 16  # the commands mostly wait (MADs, the kernel): 8 HCAs in ~3 waves
+DEFAULT_MAX_WORKERS = 48  # they mostly wait (MADs, the kernel): an 8-HCA node (35) in one wave
 OUTPUT_CAP_BYTES = 1 << 20
 
 _READ_CHUNK = 64 * 1024  # sh reads and hands over output in chunks of this size
