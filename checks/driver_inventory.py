@@ -7,14 +7,16 @@ from typing import Iterator, List, Set
 from ibdiag.command_results import usable_run
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.sources.parsers.ibstat import parse_ibstat_report
-from ibdiag.sources.parsers.ibv_devinfo import parse_ibv_devinfo_report
-from ibdiag.sources.plan import IBSTAT_ARGV, IBV_DEVINFO_ARGV
+from ibdiag.sources.parsers import IBSTAT_ARGV, IBV_DEVINFO_ARGV
 from ibdiag.thresholds import Thresholds
 
 
 def _listed(tool: str, text: str):
     """(HCA names the tool printed, the first problem or error it had, if any)."""
+    # Loaded when a standard-level check runs: a quick run only registers this module.
+    from ibdiag.sources.parsers.ibstat import parse_ibstat_report
+    from ibdiag.sources.parsers.ibv_devinfo import parse_ibv_devinfo_report
+
     if tool == "ibstat":
         report = parse_ibstat_report(text)
         names = {ca.name for ca in report.cas}

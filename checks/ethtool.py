@@ -10,14 +10,23 @@ from ibdiag.counter_grading import grade_errors, since_phrase
 from ibdiag.deltas import compare
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.sources.parsers.ethtool import ethtool_argv, parse_ethtool_stats
 from ibdiag.targets import graded_ports
 from ibdiag.thresholds import Thresholds
 
 
+def _parser():
+    """The ethtool parser and argv builder.
+
+    Loaded when a standard-level check runs: a quick run only registers this module.
+    """
+    from ibdiag.sources.parsers import ethtool
+
+    return ethtool
+
+
 def _stats(snap: Snapshot, netdev: str):
-    run, why = usable_run(snap, ethtool_argv(netdev))
-    return (parse_ethtool_stats(run.stdout).counters if run else None), why
+    run, why = usable_run(snap, _parser().ethtool_argv(netdev))
+    return (_parser().parse_ethtool_stats(run.stdout).counters if run else None), why
 
 
 @check(
@@ -44,7 +53,7 @@ def ethtool_errors(
     for dev, port in graded_ports(snap, th):
         if port.netdev is None:
             continue
-        argv = ethtool_argv(port.netdev.name)
+        argv = _parser().ethtool_argv(port.netdev.name)
         counters, why = _stats(snap, port.netdev.name)
         if not counters:
             yield skipped(dev.target(port), why or "ethtool -S printed no counters", argv)
@@ -106,4 +115,4 @@ def ethtool_pause(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) 
             text = "since boot or the last reset: " + (", ".join(nonzero) or "none")
         yield Result(target=dev.target(port), status=Status.PASS,
                      message=f"{port.netdev.name} pause/congestion {text}",
-                     evidence=[" ".join(ethtool_argv(port.netdev.name))])  # fmt: skip
+                     evidence=[" ".join(_parser().ethtool_argv(port.netdev.name))])  # fmt: skip

@@ -6,26 +6,34 @@ from collections import OrderedDict
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from ibdiag.command_results import usable_run
-from ibdiag.kernel_signatures import SIGNATURES
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.sources.parsers.kernel_log import (
-    classify,
-    journalctl_argv,
-    kernel_log_argv,
-    parse_kernel_log,
-)
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN, "info": Status.PASS}
-_TITLES = {signature.id: signature for signature in SIGNATURES}
+
+
+def _parser():
+    """The kernel-log parser, classifier and argv builders.
+
+    Loaded when a standard-level check runs: a quick run only registers this module.
+    """
+    from ibdiag.sources.parsers import kernel_log as parser
+
+    return parser
+
+
+def _signatures():
+    from ibdiag.kernel_signatures import SIGNATURES
+
+    return {signature.id: signature for signature in SIGNATURES}
 
 
 def _kernel_log(snap: Snapshot):
     """The first usable log (dmesg, else journalctl -k), or the reasons neither was."""
     reasons = []
-    for argv in (kernel_log_argv(), journalctl_argv()):
+    for argv in (_parser().kernel_log_argv(), _parser().journalctl_argv()):
         run, why = usable_run(snap, argv)
         if run is not None and run.stdout.strip():
             return run, None
@@ -75,11 +83,12 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
     run, why = _kernel_log(snap)
     if run is None:
         yield Result(target="node", status=Status.SKIP, message=f"kernel log unavailable: {why}",
-                     evidence=[" ".join(kernel_log_argv())])  # fmt: skip
+                     evidence=[" ".join(_parser().kernel_log_argv())])  # fmt: skip
         return
+    signatures = _signatures()
     cutoff, since = _cutoff(snap, baseline)
     lines = [
-        line for line in parse_kernel_log(run.stdout)
+        line for line in _parser().parse_kernel_log(run.stdout)
         if cutoff is None or line.seconds is None or line.seconds > cutoff
     ]  # fmt: skip
     # Map every HCA (ignored ones too), so a line about an ignored HCA is dropped by name
@@ -88,13 +97,13 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
     netdevs = {p.netdev.name: dev.name for dev in snap.devices for p in dev.ports if p.netdev}
     graded = {dev.name for dev in graded_devices(snap, th)}
     grouped: Dict[Tuple[str, Optional[str]], List] = OrderedDict()
-    for finding in classify(lines, bdfs, netdevs):
+    for finding in _parser().classify(lines, bdfs, netdevs):
         if finding.device is not None and finding.device not in graded:
             continue  # an ignored HCA
         grouped.setdefault((finding.signature, finding.device), []).append(finding)
     evidence = [" ".join(run.argv)]
     for (signature_id, device), findings in grouped.items():
-        signature = _TITLES.get(signature_id)
+        signature = signatures.get(signature_id)
         title = signature.title if signature else signature_id
         last = findings[-1].line.strip()
         yield Result(

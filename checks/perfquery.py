@@ -10,9 +10,18 @@ from ibdiag.counter_grading import grade_errors
 from ibdiag.deltas import compare
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.sources.parsers.perfquery import parse_perfquery, perfquery_argv
 from ibdiag.targets import ACTIVE, graded_ports, is_infiniband
 from ibdiag.thresholds import Thresholds
+
+
+def _parser():
+    """perfquery's parser and argv builder.
+
+    Loaded when a standard-level check runs: a quick run only registers this module.
+    """
+    from ibdiag.sources.parsers import perfquery
+
+    return perfquery
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,21 +33,21 @@ class _PmaRead:
 
 def _read(snap: Snapshot, device: str, port: int) -> _PmaRead:
     """Error counters from `perfquery -x` (plain perfquery when -x failed) plus `-E`."""
-    argv = perfquery_argv(device, port, "x")
+    argv = _parser().perfquery_argv(device, port, "x")
     run, why = usable_run(snap, argv)
     if run is None:
-        plain, _ = usable_run(snap, perfquery_argv(device, port, "basic"))
+        plain, _ = usable_run(snap, _parser().perfquery_argv(device, port, "basic"))
         if plain is not None:
             run, why = plain, None
     if run is None:
         return _PmaRead({}, why, argv)
-    parsed = parse_perfquery(run.stdout + "\n" + run.stderr)
+    parsed = _parser().parse_perfquery(run.stdout + "\n" + run.stderr)
     if parsed.mad_error:
         return _PmaRead({}, f"perfquery: {parsed.mad_error}", run.argv)
     counters = dict(parsed.counters)
-    details, _ = usable_run(snap, perfquery_argv(device, port, "E"))
+    details, _ = usable_run(snap, _parser().perfquery_argv(device, port, "E"))
     if details is not None:
-        counters.update(parse_perfquery(details.stdout + "\n" + details.stderr).counters)
+        counters.update(_parser().parse_perfquery(details.stdout + "\n" + details.stderr).counters)
     return _PmaRead(counters, None if counters else "perfquery printed no counters", run.argv)
 
 
@@ -98,12 +107,12 @@ def sl_traffic(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev, port in graded_ports(snap, th):
         if not is_infiniband(port) or port.state != ACTIVE:
             continue
-        argv = perfquery_argv(dev.name, port.number, "X")
+        argv = _parser().perfquery_argv(dev.name, port.number, "X")
         run, why = usable_run(snap, argv)
         if run is None:
             yield skipped(dev.target(port), str(why), argv)
             continue
-        parsed = parse_perfquery(run.stdout + "\n" + run.stderr)
+        parsed = _parser().parse_perfquery(run.stdout + "\n" + run.stderr)
         if not parsed.counters:
             yield skipped(dev.target(port), parsed.mad_error or "perfquery -X printed no "
                           "counters", argv)  # fmt: skip

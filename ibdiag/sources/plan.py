@@ -13,13 +13,12 @@ from __future__ import annotations
 from typing import AbstractSet, List
 
 from ibdiag.model import Device
+from ibdiag.sources.parsers import IBSTAT_ARGV, IBV_DEVINFO_ARGV
 from ibdiag.sources.parsers.ethtool import ethtool_argv
 from ibdiag.sources.parsers.kernel_log import journalctl_argv, kernel_log_argv
 from ibdiag.sources.parsers.perfquery import perfquery_argv
 
 PERFQUERY_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
-IBSTAT_ARGV = ["ibstat"]
-IBV_DEVINFO_ARGV = ["ibv_devinfo"]
 
 
 def _ib_active(port) -> bool:
