@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
+from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+
 __all__ = [
     "EthtoolSettings",
     "EthtoolStats",
@@ -34,8 +36,6 @@ __all__ = [
 ]
 
 _U64_MAX = 2**64 - 1
-_MAX_PROBLEMS = 50
-_MAX_QUOTE = 120
 
 _STATS_HEADER = re.compile(r"^\s*(?:NIC|PHY|Extended)?\s*statistics\s*(?:\([^)]*\))?\s*:\s*$", re.I)
 # "     rx_prio3_pause: 0", "port.rx_bytes: 12", "[0]: rx_packets: 5"; value last on the line.
@@ -88,7 +88,7 @@ def ethtool_settings_argv(netdev: str) -> List[str]:
 
 
 def parse_ethtool_stats(text: Union[str, bytes, None]) -> EthtoolStats:
-    text = _as_text(text)
+    text = as_text(text)
     counters: Dict[str, int] = {}
     problems: List[str] = []
     errors: List[str] = []
@@ -98,21 +98,20 @@ def parse_ethtool_stats(text: Union[str, bytes, None]) -> EthtoolStats:
             continue
         if line.startswith("Settings for "):
             problems.append(
-                f"line {number} is 'ethtool IFACE' settings output, not 'ethtool -S': "
-                f"{_quote(line)}"
+                f"line {number} is 'ethtool IFACE' settings output, not 'ethtool -S': {quote(line)}"
             )
             continue
         match = _STAT.match(line)
         if match is None:
             if _ERROR.match(line):
-                errors.append(_trim(line))
+                errors.append(trim(line))
             else:
-                problems.append(f"unparseable line {number}: {_quote(line)}")
+                problems.append(f"unparseable line {number}: {quote(line)}")
             continue
         name, value_text = match.group("name"), match.group("value")
         value = int(value_text, 16) if value_text.lower().startswith("0x") else int(value_text)
         if value < 0 or value > _U64_MAX:
-            problems.append(f"{name}: value out of range at line {number}: {_quote(line)}")
+            problems.append(f"{name}: value out of range at line {number}: {quote(line)}")
             continue
         if name in counters:
             # Some drivers print the same name twice (e.g. per-queue blocks without an index);
@@ -124,12 +123,12 @@ def parse_ethtool_stats(text: Union[str, bytes, None]) -> EthtoolStats:
     if not counters and not errors:
         problems.append("no counters in ethtool -S output" if text.strip() else "empty output")
     return EthtoolStats(
-        counters=counters, problems=_cap(problems), error="; ".join(errors[:3]) or None
+        counters=counters, problems=cap(problems), error="; ".join(errors[:3]) or None
     )
 
 
 def parse_ethtool_settings(text: Union[str, bytes, None]) -> EthtoolSettings:
-    text = _as_text(text)
+    text = as_text(text)
     fields: Dict[str, str] = {}
     problems: List[str] = []
     errors: List[str] = []
@@ -146,7 +145,7 @@ def parse_ethtool_settings(text: Union[str, bytes, None]) -> EthtoolSettings:
             last_key = None
             continue
         if _ERROR.match(line):
-            errors.append(_trim(line))
+            errors.append(trim(line))
             continue
         expanded = raw.expandtabs(8)
         indent = len(expanded) - len(expanded.lstrip())
@@ -156,7 +155,7 @@ def parse_ethtool_settings(text: Union[str, bytes, None]) -> EthtoolSettings:
             continue
         match = _SETTING.match(line)
         if match is None:
-            problems.append(f"unparseable line {number}: {_quote(line)}")
+            problems.append(f"unparseable line {number}: {quote(line)}")
             continue
         if key_indent is None:
             key_indent = indent
@@ -179,7 +178,7 @@ def parse_ethtool_settings(text: Union[str, bytes, None]) -> EthtoolSettings:
         duplex=duplex,
         link_detected=link_detected,
         port=fields.get("Port") or None,
-        problems=_cap(problems),
+        problems=cap(problems),
         interface=interface,
         auto_negotiation=auto_negotiation,
         fields=fields,
@@ -215,7 +214,7 @@ def _speed(text: Optional[str], problems: List[str]) -> Optional[int]:
         value = int(match.group(1))
         return value * 1000 if match.group(2) == "G" else value
     if not text.strip().lower().startswith("unknown"):
-        problems.append(f"unparseable Speed: {_quote(text)}")
+        problems.append(f"unparseable Speed: {quote(text)}")
     return None
 
 
@@ -223,25 +222,3 @@ def _check_ifname(netdev: str) -> str:
     if not isinstance(netdev, str) or not _IFNAME.fullmatch(netdev) or netdev.startswith("-"):
         raise ValueError(f"not a network interface name: {netdev!r}")
     return netdev
-
-
-def _as_text(text: Union[str, bytes, None]) -> str:
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        return text.decode("utf-8", errors="replace")
-    return str(text)
-
-
-def _trim(line: str) -> str:
-    return line if len(line) <= 200 else line[:200] + "..."
-
-
-def _quote(line: str) -> str:
-    return repr(line if len(line) <= _MAX_QUOTE else line[:_MAX_QUOTE] + "...")
-
-
-def _cap(problems: List[str]) -> List[str]:
-    if len(problems) <= _MAX_PROBLEMS:
-        return problems
-    return [*problems[:_MAX_PROBLEMS], f"... {len(problems) - _MAX_PROBLEMS} more problems"]

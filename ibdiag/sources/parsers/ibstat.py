@@ -42,6 +42,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
+from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+
 __all__ = [
     "IbstatCA",
     "IbstatPort",
@@ -54,8 +56,6 @@ __all__ = [
     "parse_ibstatus_report",
 ]
 
-_MAX_PROBLEMS = 50
-_MAX_QUOTE = 120
 
 _CA_LINE = re.compile(r"^CA\s+'(?P<name>[^']*)'\s*$")
 _PORT = re.compile(r"^Port\s+(?P<port>\d+)\s*:\s*$")
@@ -145,12 +145,12 @@ def parse_ibstat_report(text: Union[str, bytes, None]) -> IbstatReport:
     cas: List[_CA] = []
     ca: Optional[_CA] = None
     port: Optional[Dict[str, str]] = None
-    for number, raw in enumerate(_as_text(text).splitlines(), start=1):
+    for number, raw in enumerate(as_text(text).splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
         if _ERROR.search(line):
-            errors.append(_trim(line))
+            errors.append(trim(line))
             continue
         match = _CA_LINE.match(line)
         if match:
@@ -171,11 +171,11 @@ def parse_ibstat_report(text: Union[str, bytes, None]) -> IbstatReport:
             target = port if port is not None and key not in _CA_KEYS else ca.fields
             target.setdefault(key, value)
             continue
-        problems.append(f"unparseable line {number}: {_quote(line)}")
+        problems.append(f"unparseable line {number}: {quote(line)}")
     result = [_build_ca(ca, problems) for ca in cas]
     if not result and not errors:
-        problems.append("no CA in ibstat output" if _as_text(text).strip() else "empty output")
-    return IbstatReport(cas=result, problems=_cap(problems), error=_join(errors))
+        problems.append("no CA in ibstat output" if as_text(text).strip() else "empty output")
+    return IbstatReport(cas=result, problems=cap(problems), error=_join(errors))
 
 
 _CA_KEYS = frozenset(
@@ -201,7 +201,7 @@ def _build_ca(ca: _CA, problems: List[str]) -> IbstatCA:
             if match:
                 rate = float(match.group("gbps"))
             else:
-                problems.append(f"{where}: unparseable Rate {_quote(rate_text)}")
+                problems.append(f"{where}: unparseable Rate {quote(rate_text)}")
         ports[number] = IbstatPort(
             state=values.get("state") or None,
             physical_state=values.get("physical state") or None,
@@ -231,12 +231,12 @@ def parse_ibstatus_report(text: Union[str, bytes, None]) -> IbstatusReport:
     errors: List[str] = []
     blocks: List[_StatusBlock] = []
     block: Optional[_StatusBlock] = None
-    for number, raw in enumerate(_as_text(text).splitlines(), start=1):
+    for number, raw in enumerate(as_text(text).splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
         if _ERROR.search(line):
-            errors.append(_trim(line))
+            errors.append(trim(line))
             continue
         match = _STATUS_HEADER.match(line)
         if match:
@@ -247,13 +247,11 @@ def parse_ibstatus_report(text: Union[str, bytes, None]) -> IbstatusReport:
         if match and block is not None:
             block.fields.setdefault(match.group("key").lower(), match.group("value"))
             continue
-        problems.append(f"unparseable line {number}: {_quote(line)}")
+        problems.append(f"unparseable line {number}: {quote(line)}")
     ports = [_build_status(b, problems) for b in blocks]
     if not ports and not errors:
-        problems.append(
-            "no device in ibstatus output" if _as_text(text).strip() else "empty output"
-        )
-    return IbstatusReport(ports=ports, problems=_cap(problems), error=_join(errors))
+        problems.append("no device in ibstatus output" if as_text(text).strip() else "empty output")
+    return IbstatusReport(ports=ports, problems=cap(problems), error=_join(errors))
 
 
 class _StatusBlock:
@@ -275,7 +273,7 @@ def _build_status(block: _StatusBlock, problems: List[str]) -> IbstatusPort:
         if match:
             rate = float(match.group("gbps"))
         else:
-            problems.append(f"{where}: unparseable rate {_quote(rate_text)}")
+            problems.append(f"{where}: unparseable rate {quote(rate_text)}")
     gid = fields.get("default gid") or None
     return IbstatusPort(
         device=block.device,
@@ -310,31 +308,9 @@ def _int(text: Optional[str], what: str, problems: List[str]) -> Optional[int]:
     try:
         return int(value, 16) if value.lower().startswith("0x") else int(value)
     except ValueError:
-        problems.append(f"{what}: not a number {_quote(value)}")
+        problems.append(f"{what}: not a number {quote(value)}")
         return None
 
 
 def _join(errors: List[str]) -> Optional[str]:
     return "; ".join(errors[:3]) or None
-
-
-def _as_text(text: Union[str, bytes, None]) -> str:
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        return text.decode("utf-8", errors="replace")
-    return str(text)
-
-
-def _trim(line: str) -> str:
-    return line if len(line) <= 200 else line[:200] + "..."
-
-
-def _quote(line: str) -> str:
-    return repr(line if len(line) <= _MAX_QUOTE else line[:_MAX_QUOTE] + "...")
-
-
-def _cap(problems: List[str]) -> List[str]:
-    if len(problems) <= _MAX_PROBLEMS:
-        return problems
-    return [*problems[:_MAX_PROBLEMS], f"... {len(problems) - _MAX_PROBLEMS} more problems"]

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
+from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+
 __all__ = [
     "IbvDevice",
     "IbvDevinfoReport",
@@ -42,8 +44,6 @@ __all__ = [
     "parse_ibv_devinfo_report",
 ]
 
-_MAX_PROBLEMS = 50
-_MAX_QUOTE = 120
 
 _HCA = re.compile(r"^hca_id\s*:\s*(?P<name>\S+)\s*$")
 _PORT = re.compile(r"^port\s*:\s*(?P<port>\d+)\s*$")
@@ -105,7 +105,7 @@ class _Device:
 
 
 def parse_ibv_devinfo_report(text: Union[str, bytes, None]) -> IbvDevinfoReport:
-    text = _as_text(text)
+    text = as_text(text)
     problems: List[str] = []
     errors: List[str] = []
     devices: List[_Device] = []
@@ -122,10 +122,10 @@ def parse_ibv_devinfo_report(text: Union[str, bytes, None]) -> IbvDevinfoReport:
             port = None
             continue
         if _ERROR.match(line):
-            errors.append(_trim(line))
+            errors.append(trim(line))
             continue
         if device is None:
-            problems.append(f"unparseable line {number} (before any hca_id): {_quote(line)}")
+            problems.append(f"unparseable line {number} (before any hca_id): {quote(line)}")
             continue
         match = _PORT.match(line)
         if match:
@@ -145,7 +145,7 @@ def parse_ibv_devinfo_report(text: Union[str, bytes, None]) -> IbvDevinfoReport:
     if not result and not errors:
         problems.append("no hca_id in ibv_devinfo output" if text.strip() else "empty output")
     return IbvDevinfoReport(
-        devices=result, problems=_cap(problems), error="; ".join(errors[:3]) or None
+        devices=result, problems=cap(problems), error="; ".join(errors[:3]) or None
     )
 
 
@@ -208,27 +208,5 @@ def _int(text: Optional[str], what: str, problems: List[str]) -> Optional[int]:
     try:
         return int(value, 16) if value.lower().startswith("0x") else int(value)
     except ValueError:
-        problems.append(f"{what}: not a number {_quote(value)}")
+        problems.append(f"{what}: not a number {quote(value)}")
         return None
-
-
-def _as_text(text: Union[str, bytes, None]) -> str:
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        return text.decode("utf-8", errors="replace")
-    return str(text)
-
-
-def _trim(line: str) -> str:
-    return line if len(line) <= 200 else line[:200] + "..."
-
-
-def _quote(line: str) -> str:
-    return repr(line if len(line) <= _MAX_QUOTE else line[:_MAX_QUOTE] + "...")
-
-
-def _cap(problems: List[str]) -> List[str]:
-    if len(problems) <= _MAX_PROBLEMS:
-        return problems
-    return [*problems[:_MAX_PROBLEMS], f"... {len(problems) - _MAX_PROBLEMS} more problems"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple, Union
 
 from ibdiag.kernel_signatures import SIGNATURES, KernelSignature
+from ibdiag.sources.parsers._text import as_text
 
 __all__ = [
     "KernelFinding",
@@ -124,7 +125,7 @@ _RESTRICTED = re.compile(
 def kernel_log_restriction(text: Union[str, bytes, None]) -> Optional[str]:
     """The line of dmesg/journalctl output (pass stderr) saying the log is not readable, e.g.
     ``dmesg: read kernel buffer failed: Operation not permitted``; None if there is none."""
-    for line in _as_text(text).splitlines():
+    for line in as_text(text).splitlines():
         if _RESTRICTED.search(line):
             stripped = line.strip()
             return stripped[:300]
@@ -134,7 +135,7 @@ def kernel_log_restriction(text: Union[str, bytes, None]) -> Optional[str]:
 def parse_kernel_log(text: Union[str, bytes, None]) -> List[KernelLine]:
     """One KernelLine per non-empty line (journal ``-- ... --`` markers dropped)."""
     lines: List[KernelLine] = []
-    for raw in _as_text(text).splitlines():
+    for raw in as_text(text).splitlines():
         parsed = _parse_line(raw)
         if parsed is not None:
             lines.append(parsed)
@@ -381,11 +382,3 @@ def _level(prio: str) -> Optional[str]:
         return _LEVELS[int(prio) & 7]
     except (ValueError, IndexError):
         return None
-
-
-def _as_text(text: Union[str, bytes, None]) -> str:
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        return text.decode("utf-8", errors="replace")
-    return str(text)

@@ -37,6 +37,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
+from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+
 __all__ = [
     "OLD_COUNTER_NAMES",
     "PERFQUERY_MODES",
@@ -75,8 +77,6 @@ OLD_COUNTER_NAMES: Dict[str, str] = {
 }
 
 _U64_MAX = 2**64 - 1
-_MAX_PROBLEMS = 50
-_MAX_QUOTE = 120
 
 # "# Port extended counters: Lid 133 port 1 (CapMask: 0x5A00 CapMask2: 0x0000000)"
 _HEADER = re.compile(
@@ -160,7 +160,7 @@ def parse_perfquery(text: Union[str, bytes, None]) -> PerfqueryResult:
     are merged; blocks for other ports are left out with a problem saying so: use
     ``parse_perfquery_blocks`` for multi-port output.
     """
-    text = _as_text(text)
+    text = as_text(text)
     blocks, loose_problems, error_lines = _parse(text)
     problems: List[str] = []
     if not blocks:
@@ -209,7 +209,7 @@ def parse_perfquery(text: Union[str, bytes, None]) -> PerfqueryResult:
         port_select=result.port_select,
         lid=result.lid,
         counters=counters,
-        problems=_cap(problems),
+        problems=cap(problems),
         mad_error=mad_error,
         kind=result.kind,
         port=result.port,
@@ -225,7 +225,7 @@ def parse_perfquery_blocks(text: Union[str, bytes, None]) -> List[PerfqueryResul
     when that block has no counters; lines outside any block are reported on the first result.
     Empty output gives an empty list.
     """
-    text = _as_text(text)
+    text = as_text(text)
     blocks, loose_problems, error_lines = _parse(text)
     results: List[PerfqueryResult] = []
     if not blocks and (error_lines or loose_problems):
@@ -236,7 +236,7 @@ def parse_perfquery_blocks(text: Union[str, bytes, None]) -> List[PerfqueryResul
                 port_select=None,
                 lid=None,
                 counters={},
-                problems=_cap(loose_problems),
+                problems=cap(loose_problems),
                 mad_error=mad_error,
             )
         ]
@@ -251,7 +251,7 @@ def parse_perfquery_blocks(text: Union[str, bytes, None]) -> List[PerfqueryResul
                 port_select=block.port_select,
                 lid=block.lid,
                 counters=dict(block.counters),
-                problems=_cap(problems),
+                problems=cap(problems),
                 mad_error=mad_error,
                 kind=block.kind,
                 port=block.port,
@@ -298,13 +298,13 @@ def _parse(text: str) -> Tuple[List[_Block], List[str], List[str]]:
         if not line:
             continue
         if _TOOL_ERROR.search(line):
-            errors.append(_trim(line))
+            errors.append(trim(line))
             continue
         if line.startswith("#"):
             header = _HEADER.match(line)
             if header is None:
                 (current.problems if current else loose).append(
-                    f"unparseable header at line {number}: {_quote(line)}"
+                    f"unparseable header at line {number}: {quote(line)}"
                 )
                 continue
             current = _Block()
@@ -314,11 +314,11 @@ def _parse(text: str) -> Tuple[List[_Block], List[str], List[str]]:
         match = _FIELD.match(line)
         if match is None or not _NUMBER.match(match.group("value")):
             if _ERROR_LINE.search(line):
-                errors.append(_trim(line))
+                errors.append(trim(line))
                 continue
         if match is None:
             (current.problems if current else loose).append(
-                f"unparseable line {number}: {_quote(line)}"
+                f"unparseable line {number}: {quote(line)}"
             )
             continue
         if current is None:  # counters without a header (a wrapper stripped it)
@@ -356,7 +356,7 @@ def _add_field(block: _Block, name: str, value: str, number: int, line: str) -> 
             block.port_select = number_value
             return
         if number_value > _U64_MAX:
-            block.problems.append(f"{name} wider than 64 bits at line {number}: {_quote(line)}")
+            block.problems.append(f"{name} wider than 64 bits at line {number}: {quote(line)}")
             return
         if name in block.counters and block.counters[name] != number_value:
             block.problems.append(f"{name} repeated at line {number}; kept the first value")
@@ -366,7 +366,7 @@ def _add_field(block: _Block, name: str, value: str, number: int, line: str) -> 
     if _HEX.match(value):
         block.hex_fields.setdefault(name, int(value, 16))
         return
-    block.problems.append(f"unparseable value for {name} at line {number}: {_quote(line)}")
+    block.problems.append(f"unparseable value for {name} at line {number}: {quote(line)}")
 
 
 def _mad_error(error_lines: List[str], have_counters: bool, problems: List[str]) -> Optional[str]:
@@ -380,25 +380,3 @@ def _mad_error(error_lines: List[str], have_counters: bool, problems: List[str])
     if len(error_lines) > 5:
         joined += f"; ... ({len(error_lines) - 5} more)"
     return joined
-
-
-def _as_text(text: Union[str, bytes, None]) -> str:
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        return text.decode("utf-8", errors="replace")
-    return str(text)
-
-
-def _trim(line: str) -> str:
-    return line if len(line) <= 200 else line[:200] + "..."
-
-
-def _quote(line: str) -> str:
-    return repr(line if len(line) <= _MAX_QUOTE else line[:_MAX_QUOTE] + "...")
-
-
-def _cap(problems: List[str]) -> List[str]:
-    if len(problems) <= _MAX_PROBLEMS:
-        return problems
-    return [*problems[:_MAX_PROBLEMS], f"... {len(problems) - _MAX_PROBLEMS} more problems"]
