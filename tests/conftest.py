@@ -26,6 +26,33 @@ def scenario_names() -> List[str]:
     )
 
 
+def capture_names(kind: str) -> list:
+    """The captures in ../shared/fixtures/<kind> (for parametrize). A missing or empty folder
+    yields one ``None`` parameter, which ``read_capture`` turns into a failure, not a skip."""
+    folder = os.path.join(SHARED_FIXTURES, kind)
+    if not os.path.isdir(folder):
+        return [pytest.param(None, id=f"{kind}-fixtures-missing")]
+    names = sorted(
+        name
+        for name in os.listdir(folder)
+        if os.path.isfile(os.path.join(folder, name))
+        and name != "SOURCES.md"
+        and not name.startswith(".")
+    )
+    return names or [pytest.param(None, id=f"{kind}-fixtures-empty")]
+
+
+def read_capture(kind: str, name) -> str:
+    folder = os.path.join(SHARED_FIXTURES, kind)
+    if name is None or not os.path.isdir(folder):
+        pytest.fail(
+            f"capture folder {folder} is missing or empty: the tests need ../shared/fixtures "
+            "beside the repository"
+        )
+    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+        return handle.read()
+
+
 @pytest.fixture
 def run_cli():
     """Invoke ``ibdiag ARGS`` in-process; returns click's Result (exit_code, stdout, stderr)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import capture_names, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,26 +19,6 @@ from ibdiag.sources.parsers.ethtool import (
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 FOLDER = FIXTURES / "ethtool"
-
-
-def _captures():
-    if not FOLDER.is_dir():
-        return [pytest.param(None, id="fixtures-missing")]
-    names = sorted(
-        p.name
-        for p in FOLDER.iterdir()
-        if p.is_file() and p.name != "SOURCES.md" and not p.name.startswith(".")
-    )
-    return names or [pytest.param(None, id="fixtures-empty")]
-
-
-def _read(name):
-    if name is None or not FOLDER.is_dir():
-        pytest.fail(
-            f"capture folder {FOLDER} is missing or empty: the tests need ../shared/fixtures "
-            "beside the repository"
-        )
-    return (FOLDER / name).read_text(encoding="utf-8", errors="replace")
 
 
 # Read from each file by hand. "stats": an `ethtool -S` capture (count = its counter lines);
@@ -132,15 +113,15 @@ def test_fixture_folder_present():
 
 
 def test_every_capture_has_facts():
-    names = [n for n in _captures() if isinstance(n, str)]
+    names = [n for n in capture_names("ethtool") if isinstance(n, str)]
     assert names, f"no ethtool captures under {FOLDER}"
     missing = sorted(set(names) - set(FACTS))
     assert not missing, f"captures without facts in {__file__}: {missing}"
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", capture_names("ethtool"))
 def test_capture(name):
-    text = _read(name)
+    text = read_capture("ethtool", name)
     facts = FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into FACTS"
     stats = parse_ethtool_stats(text)
@@ -175,9 +156,9 @@ def test_capture(name):
         assert any("not 'ethtool -S'" in p for p in stats.problems)
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", capture_names("ethtool"))
 def test_capture_truncated(name):
-    text = _read(name)
+    text = read_capture("ethtool", name)
     for cut in (1, len(text) // 2, len(text) - 2):
         parse_ethtool_stats(text[:cut])
         parse_ethtool_settings(text[:cut])

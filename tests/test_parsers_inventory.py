@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import capture_names, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,28 +20,6 @@ from ibdiag.sources.parsers.ibv_devinfo import parse_ibv_devinfo, parse_ibv_devi
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 KINDS = ("ibstat", "ibstatus", "ibv_devinfo")
-
-
-def _captures(kind):
-    folder = FIXTURES / kind
-    if not folder.is_dir():
-        return [pytest.param(None, id=f"{kind}-fixtures-missing")]
-    names = sorted(
-        p.name
-        for p in folder.iterdir()
-        if p.is_file() and p.name != "SOURCES.md" and not p.name.startswith(".")
-    )
-    return names or [pytest.param(None, id=f"{kind}-fixtures-empty")]
-
-
-def _read(kind, name):
-    folder = FIXTURES / kind
-    if name is None or not folder.is_dir():
-        pytest.fail(
-            f"capture folder {folder} is missing or empty: the tests need ../shared/fixtures "
-            "beside the repository"
-        )
-    return (folder / name).read_text(encoding="utf-8", errors="replace")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,15 +276,15 @@ def test_fixture_folder_present(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_capture_has_facts(kind):
-    names = [n for n in _captures(kind) if isinstance(n, str)]
+    names = [n for n in capture_names(kind) if isinstance(n, str)]
     assert names, f"no {kind} captures under {FIXTURES / kind}"
     missing = sorted(set(names) - set(FACTS[kind]))
     assert not missing, f"{kind} captures without facts in {__file__}: {missing}"
 
 
-@pytest.mark.parametrize("name", _captures("ibstat"))
+@pytest.mark.parametrize("name", capture_names("ibstat"))
 def test_ibstat_capture(name):
-    text = _read("ibstat", name)
+    text = read_capture("ibstat", name)
     facts = IBSTAT_FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into IBSTAT_FACTS"
     report = parse_ibstat_report(text)
@@ -337,9 +316,9 @@ def test_ibstat_capture(name):
     assert down == facts["down"]
 
 
-@pytest.mark.parametrize("name", _captures("ibstatus"))
+@pytest.mark.parametrize("name", capture_names("ibstatus"))
 def test_ibstatus_capture(name):
-    text = _read("ibstatus", name)
+    text = read_capture("ibstatus", name)
     facts = IBSTATUS_FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into IBSTATUS_FACTS"
     report = parse_ibstatus_report(text)
@@ -366,9 +345,9 @@ def test_ibstatus_capture(name):
         assert getattr(ports[device], attribute) == value, (device, attribute)
 
 
-@pytest.mark.parametrize("name", _captures("ibv_devinfo"))
+@pytest.mark.parametrize("name", capture_names("ibv_devinfo"))
 def test_ibv_devinfo_capture(name):
-    text = _read("ibv_devinfo", name)
+    text = read_capture("ibv_devinfo", name)
     facts = IBV_FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into IBV_FACTS"
     report = parse_ibv_devinfo_report(text)
@@ -398,7 +377,7 @@ def test_ibv_devinfo_capture(name):
 
 
 def test_ibv_devinfo_verbose_details():
-    text = _read("ibv_devinfo", "heioy-books-connectx3-mlx4-port2-verbose-down-polling.txt")
+    text = read_capture("ibv_devinfo", "heioy-books-connectx3-mlx4-port2-verbose-down-polling.txt")
     (device,) = parse_ibv_devinfo(text)
     port = device.ports[2]
     assert (port.phys_state, port.phys_state_num) == ("POLLING", 2)
@@ -416,8 +395,8 @@ def test_captures_truncated_never_raise(kind):
         "ibstatus": parse_ibstatus_report,
         "ibv_devinfo": parse_ibv_devinfo_report,
     }[kind]
-    for name in _captures(kind):
-        text = _read(kind, name)
+    for name in capture_names(kind):
+        text = read_capture(kind, name)
         for cut in range(0, len(text), max(1, len(text) // 40)):
             parse(text[:cut])
 

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import capture_names, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,26 +23,6 @@ from ibdiag.sources.parsers.kernel_log import (
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 FOLDER = FIXTURES / "dmesg"
-
-
-def _captures():
-    if not FOLDER.is_dir():
-        return [pytest.param(None, id="fixtures-missing")]
-    names = sorted(
-        p.name
-        for p in FOLDER.iterdir()
-        if p.is_file() and p.name != "SOURCES.md" and not p.name.startswith(".")
-    )
-    return names or [pytest.param(None, id="fixtures-empty")]
-
-
-def _read(name):
-    if name is None or not FOLDER.is_dir():
-        pytest.fail(
-            f"capture folder {FOLDER} is missing or empty: the tests need ../shared/fixtures "
-            "beside the repository"
-        )
-    return (FOLDER / name).read_text(encoding="utf-8", errors="replace")
 
 
 # The 12 HCAs of the gpud H100 boot log (BDFs from the log; device names invented for the test).
@@ -207,20 +188,24 @@ FACTS = {
 }
 
 
+def _dmesg(name):
+    return read_capture("dmesg", name)
+
+
 def test_fixture_folder_present():
     assert FOLDER.is_dir(), f"{FOLDER} is missing: the kernel-log tests read the real captures"
 
 
 def test_every_capture_has_facts():
-    names = [n for n in _captures() if isinstance(n, str)]
+    names = [n for n in capture_names("dmesg") if isinstance(n, str)]
     assert names, f"no dmesg captures under {FOLDER}"
     missing = sorted(set(names) - set(FACTS))
     assert not missing, f"captures without facts in {__file__}: {missing}"
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", capture_names("dmesg"))
 def test_capture(name):
-    text = _read(name)
+    text = _dmesg(name)
     facts = FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into FACTS"
     lines = parse_kernel_log(text)
@@ -252,15 +237,15 @@ def test_capture(name):
     )
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", capture_names("dmesg"))
 def test_capture_truncated(name):
-    text = _read(name)
+    text = _dmesg(name)
     for cut in (1, len(text) // 2, len(text) - 2):
         classify(parse_kernel_log(text[:cut]), {"0000:00:00.0": "mlx5_0"}, {"ib0": "mlx5_0"})
 
 
 def test_link_flapping_without_a_netdev_map_still_counts_for_ib_netdevs():
-    findings = classify(_read("azurehpc-health-checks-syslog-ib6-link-flapping.txt"))
+    findings = classify(_dmesg("azurehpc-health-checks-syslog-ib6-link-flapping.txt"))
     assert Counter(f.signature for f in findings) == {
         "link.carrier_lost": 6,
         "link.carrier_gained": 6,
@@ -269,14 +254,18 @@ def test_link_flapping_without_a_netdev_map_still_counts_for_ib_netdevs():
 
 
 def test_insufficient_power_capture_gives_power_signature_per_hca():
-    text = _read("gpud-h100-boot-mlx5-insufficient-pcie-power-cable-unplugged-link-down.txt")
+    text = read_capture(
+        "dmesg", "gpud-h100-boot-mlx5-insufficient-pcie-power-cable-unplugged-link-down.txt"
+    )
     power = [f for f in classify(text, GPUD_BDFS) if f.signature == "mlx5.pcie_power_insufficient"]
     assert sorted(f.device for f in power) == sorted(GPUD_BDFS.values())
     assert all(f.severity == "warn" for f in power)
 
 
 def test_fatal_syndrome_capture_gives_firmware_fail():
-    text = _read("qemu-devel-2025-cx6dx-fw-internal-error-health-miss-count-synd1.txt")
+    text = read_capture(
+        "dmesg", "qemu-devel-2025-cx6dx-fw-internal-error-health-miss-count-synd1.txt"
+    )
     findings = classify(text, {"0000:0d:00.0": "mlx5_0"})
     fails = {(f.signature, f.device) for f in findings if f.severity == "fail"}
     assert ("mlx5.fw_fatal", "mlx5_0") in fails
@@ -287,7 +276,9 @@ def test_fatal_syndrome_capture_gives_firmware_fail():
 
 def test_null_deref_header_before_the_ib_call_trace():
     """The capture's call trace with the 'BUG:' header of the same oops put back in front."""
-    trace = _read("linux-rdma-2020-mlx4-ipoib-null-deref-port_pkey_list_insert-calltrace.txt")
+    trace = read_capture(
+        "dmesg", "linux-rdma-2020-mlx4-ipoib-null-deref-port_pkey_list_insert-calltrace.txt"
+    )
     text = (
         "Feb 20 23:49:53 T630 kernel: BUG: kernel NULL pointer dereference, address: "
         "0000000000000010\n"
@@ -438,7 +429,9 @@ def test_any_text_never_raises(text):
 def test_large_log_is_fast():
     import time
 
-    text = _read("gpud-h100-boot-mlx5-insufficient-pcie-power-cable-unplugged-link-down.txt")
+    text = read_capture(
+        "dmesg", "gpud-h100-boot-mlx5-insufficient-pcie-power-cable-unplugged-link-down.txt"
+    )
     big = (text + "\n" + UNRELATED) * 200  # ~24k lines
     start = time.perf_counter()
     findings = classify(parse_kernel_log(big), GPUD_BDFS, {"ib0": "mlx5_0"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import capture_names, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,26 +24,6 @@ from ibdiag.sources.parsers.perfquery import (
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 KIND = "perfquery"
 FOLDER = FIXTURES / KIND
-
-
-def _captures():
-    if not FOLDER.is_dir():
-        return [pytest.param(None, id="fixtures-missing")]
-    names = sorted(
-        p.name
-        for p in FOLDER.iterdir()
-        if p.is_file() and p.name != "SOURCES.md" and not p.name.startswith(".")
-    )
-    return names or [pytest.param(None, id="fixtures-empty")]
-
-
-def _read(name):
-    if name is None or not FOLDER.is_dir():
-        pytest.fail(
-            f"capture folder {FOLDER} is missing or empty: the tests need ../shared/fixtures "
-            "beside the repository"
-        )
-    return (FOLDER / name).read_text(encoding="utf-8", errors="replace")
 
 
 ERROR_COUNTERS = (
@@ -169,15 +150,15 @@ def test_fixture_folder_present():
 
 
 def test_every_capture_has_facts():
-    names = [n for n in _captures() if isinstance(n, str)]
+    names = [n for n in capture_names(KIND) if isinstance(n, str)]
     assert names, f"no perfquery captures under {FOLDER}"
     missing = sorted(set(names) - set(FACTS))
     assert not missing, f"captures without facts in {__file__}: {missing}"
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", capture_names(KIND))
 def test_capture(name):
-    text = _read(name)
+    text = read_capture(KIND, name)
     facts = FACTS.get(name)
     result = parse_perfquery(text)
     # whatever the capture, these hold
@@ -214,10 +195,10 @@ def test_capture(name):
         assert len(blocks) == 1 and blocks[0].counters == result.counters
 
 
-@pytest.mark.parametrize("name", _captures())
+@pytest.mark.parametrize("name", capture_names(KIND))
 def test_capture_truncated_and_with_stderr_warning(name):
     """Cut anywhere, a capture still parses; an ibwarn beside counters is a warning only."""
-    text = _read(name)
+    text = read_capture(KIND, name)
     for cut in (1, len(text) // 3, len(text) // 2, len(text) - 3):
         partial = parse_perfquery(text[:cut])
         assert isinstance(partial.counters, dict)
@@ -236,8 +217,8 @@ def test_blocks_for_the_same_port_merge():
         "infiniband_exporter-x-hca-edr-lid133.txt",
         "infiniband_exporter-E-rcverr-hca-lid133.txt",
     )
-    extended, details = (parse_perfquery(_read(name)) for name in names)
-    merged = parse_perfquery(_read(names[0]) + _read(names[1]))
+    extended, details = (parse_perfquery(read_capture(KIND, name)) for name in names)
+    merged = parse_perfquery(read_capture(KIND, names[0]) + read_capture(KIND, names[1]))
     assert merged.kind == "extended+rcv_error_details"
     assert merged.counters == {**extended.counters, **details.counters}
     assert len(merged.counters) == 28 and merged.problems == [] and merged.mad_error is None
