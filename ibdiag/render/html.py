@@ -2,20 +2,58 @@
 
 Rendered with jinja2 from reports/templates/report.html.j2 with autoescaping on, so a device
 name, hostname or message containing markup stays inert text. The renderer only arranges what
-the Report says; it decides no verdict.
+the Report says; it decides no verdict. It looks up static descriptions (the counter catalogue's
+meanings, the warning-signs guidance) to explain what is shown, never to grade it.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List
+import json
+from typing import Dict, List, Tuple
 
 import jinja2
 
 from ibdiag import resources
-from ibdiag.model import Report, Result, Status
+from ibdiag.catalogue import lookup
+from ibdiag.model import CommandRun, Report, Result, Status
 
-_SEVERITY = [Status.PASS, Status.SKIP, Status.WARN, Status.ERROR, Status.FAIL]
+# For colouring a cell: a skip (not applicable) never hides that the rest passed.
+_SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.WARN)
+
+# Seed 000's "Warning Signs" table (symptom -> likely cause -> action), quoted as guidance.
+WARNING_SIGNS: Tuple[Tuple[str, str, str], ...] = (
+    (
+        "local_ack_timeout_err climbing on one port",
+        "Cable fault, switch port issue, or remote node hung",
+        "Check cable, run ibdiagnet, contact Azure support for hardware",
+    ),
+    (
+        "packet_seq_err or out_of_sequence on multiple ports",
+        "Switch-level congestion or adaptive routing reordering",
+        "Check switch health, verify topology",
+    ),
+    (
+        "out_of_buffer",
+        "Application not posting enough receive WQEs; memory pressure",
+        "Profile NCCL buffer allocation, check for OOM events",
+    ),
+    (
+        "req_transport_retries_exceeded > 0",
+        "Remote port unreachable after all retries",
+        "Port or node is dead \u2014 check physical state, run NHC",
+    ),
+    (
+        "One port\u2019s RX/TX rate significantly lower than others",
+        "Degraded link speed, cable issue",
+        "ibstat on the node, check link speed/width",
+    ),
+    (
+        "Physical state != 5 (LinkUp)",
+        "Port down or negotiating",
+        "Restart the IB interface, check cable and switch",
+    ),
+)
 
 
 def _worst(results: List[Result]) -> str:
@@ -39,6 +77,73 @@ def port_matrix(report: Report) -> List[Dict[str, object]]:
     return rows
 
 
+def _counter_rows(values: Dict[str, int], directory: str) -> List[Dict[str, object]]:
+    """Each counter with its catalogue category and meaning; ``alarm`` marks a non-zero counter
+    the catalogue files as an error (a highlight for the eye, not a verdict)."""
+    rows = []
+    for name in sorted(values, key=str.lower):
+        info = lookup(name, directory)
+        value = values[name]
+        hover = f"{info.category}: {info.meaning}"
+        if info.action:
+            hover += f" What to do: {info.action}"
+        rows.append(
+            {
+                "name": name,
+                "value": value,
+                "category": info.category,
+                "title": hover,
+                "alarm": info.category == "error" and value != 0,
+            }
+        )
+    return rows
+
+
+def counter_tables(report: Report) -> List[Dict[str, object]]:
+    """Per device and per port: the sysfs counters and hw_counters, ready to tabulate."""
+    tables = []
+    for dev in report.snapshot.devices:
+        if dev.hw_counters:
+            rows = _counter_rows(dev.hw_counters, "hw_counters")
+            tables.append(
+                {"target": dev.name, "groups": [("hw_counters (device)", rows)], "rows": rows}
+            )
+        for port in dev.ports:
+            groups = []
+            if port.counters:
+                groups.append(("counters", _counter_rows(port.counters, "counters")))
+            if port.hw_counters:
+                groups.append(("hw_counters", _counter_rows(port.hw_counters, "hw_counters")))
+            rows = [row for _, group in groups for row in group]
+            tables.append({"target": dev.target(port), "groups": groups, "rows": rows})
+    for table in tables:
+        table["alarms"] = [row for row in table["rows"] if row["alarm"]]
+    return tables
+
+
+def _commands(report: Report) -> List[Tuple[str, CommandRun]]:
+    return sorted(report.snapshot.commands.items())
+
+
+def _problems(report: Report) -> List[Tuple[str, str, str]]:
+    """(where, attribute, reason) for everything that could not be read or made no sense."""
+    snapshot = report.snapshot
+    rows = [("node", key, why) for key, why in snapshot.problems.items()]
+    for dev in snapshot.devices:
+        rows += [(dev.name, key, why) for key, why in dev.problems.items()]
+        if dev.pci is not None:
+            rows += [(dev.name, f"pci:{key}", why) for key, why in dev.pci.problems.items()]
+        for port in dev.ports:
+            target = dev.target(port)
+            rows += [(target, key, why) for key, why in port.problems.items()]
+            if port.netdev is not None:
+                rows += [
+                    (target, f"{port.netdev.name}:{key}", why)
+                    for key, why in port.netdev.problems.items()
+                ]
+    return rows
+
+
 def render(report: Report) -> str:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(resources.templates_dir()),
@@ -47,6 +152,7 @@ def render(report: Report) -> str:
     )
     attention = [r for r in report.results if r.status in _ATTENTION]
     attention.sort(key=lambda r: _ATTENTION.index(r.status))
+    counters = counter_tables(report)
     return environment.get_template("report.html.j2").render(
         report=report,
         snapshot=report.snapshot,
@@ -54,4 +160,11 @@ def render(report: Report) -> str:
         others=[r for r in report.results if r.status not in _ATTENTION],
         matrix=port_matrix(report),
         counts=report.counts(),
+        node_status=_worst([r for r in report.results if r.target == "node"]),
+        counters=counters,
+        alarm_count=sum(len(table["alarms"]) for table in counters),
+        commands=_commands(report),
+        problems=_problems(report),
+        thresholds=json.dumps(report.thresholds.model_dump(mode="json"), indent=2),
+        warning_signs=WARNING_SIGNS,
     )

@@ -1,0 +1,244 @@
+"""The HTML report: one self-contained page, loaded for real in headless Chromium.
+
+Every golden scenario is rendered through the CLI (``ibdiag check --format html -o F``) and the
+page is opened with Debian's ``chromium`` (CI installs it: ``apt-get install -y chromium``):
+the verdict banner must be in the rendered DOM, a screenshot must come out, and the page must make
+no network request. Chromium runs with DNS mapped to nothing and a proxy nobody listens on, and
+writes a net log; a request the page itself started carries the page's (``file://``: "null")
+initiator there, while Chromium's own background traffic is "not an origin". A control page that
+does fetch proves the detector sees page requests.
+
+Hostile text - a hostname, device name, counter name and kernel-log line holding ``<script>``
+and quotes - must reach the DOM as inert text. Missing Chromium fails these tests; it never
+skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+from conftest import SCENARIOS_DIR, scenario_names
+from sysfs_builder import mlx5_node, write_node
+
+from ibdiag.model import CommandRun, Report
+from ibdiag.render import html
+
+CHROMIUM_TIMEOUT_S = 90
+HOSTILE = "<script>alert(1)</script>\"'&"
+
+# Chromium's flags: headless, no sandbox (CI runs as root), none of its own services, every host
+# name unresolvable and every connection sent to a proxy on the discard port, so a request would
+# fail - and be recorded in the net log - instead of leaving the machine.
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+    "--proxy-server=127.0.0.1:9",
+    "--window-size=1280,1600",
+)
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+    )
+    if found is None:
+        pytest.fail(
+            "headless Chromium is needed to test the HTML report and is not installed: "
+            "run `apt-get install -y chromium` (Debian) so that `chromium` is on PATH"
+        )
+    return found
+
+
+def _page_requests(net_log: Path) -> List[str]:
+    """URLs of the requests the page started (not Chromium's own background traffic)."""
+    log = json.loads(net_log.read_text(encoding="utf-8"))
+    start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    urls = []
+    for event in log["events"]:
+        params = event.get("params") or {}
+        if event["type"] != start_job or "url" not in params:
+            continue
+        if params.get("initiator") == "not an origin" or params["url"].startswith("file:"):
+            continue  # Chromium's own (update checks, time, accounts) or the page itself
+        urls.append(params["url"])
+    return urls
+
+
+def load(chromium: str, page: Path, tmp: Path, action: str) -> Tuple[str, List[str]]:
+    """Open ``page`` in Chromium with ``--dump-dom`` or ``--screenshot=FILE``; return stdout and
+    the URLs the page requested."""
+    profile = tmp / f"profile-{action.strip('-').split('=')[0]}"
+    net_log = tmp / f"netlog-{profile.name}.json"
+    argv = [
+        chromium,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--log-net-log={net_log}",
+        action,
+        page.resolve().as_uri(),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=CHROMIUM_TIMEOUT_S)
+    assert done.returncode == 0, f"chromium exited {done.returncode}: {done.stderr[-2000:]}"
+    assert net_log.is_file(), f"chromium wrote no net log: {done.stderr[-2000:]}"
+    return done.stdout, _page_requests(net_log)
+
+
+def assert_self_contained(text: str) -> None:
+    """Nothing in the page could make a browser fetch anything."""
+    for pattern in (
+        r"https?://",
+        r"<script",
+        r"<link",
+        r"<img",
+        r"<iframe",
+        r"<object",
+        r"<embed",
+        r"@import",
+        r"url\(",
+        r"\bsrc\s*=",
+        r"\bhref\s*=",
+        r"\baction\s*=",
+    ):
+        assert not re.search(pattern, text, re.IGNORECASE), f"page contains {pattern!r}"
+
+
+def assert_renders_in_chromium(chromium: str, page: Path, tmp: Path, banner: str) -> str:
+    dom, requested = load(chromium, page, tmp, "--dump-dom")
+    assert requested == [], f"the page made network requests: {requested}"
+    assert banner in dom, f"verdict banner {banner!r} not in the rendered DOM"
+    shot = tmp / "screenshot.png"
+    _, requested = load(chromium, page, tmp, f"--screenshot={shot}")
+    assert requested == [], f"the page made network requests: {requested}"
+    assert shot.is_file(), "chromium wrote no screenshot"
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "the screenshot is not a PNG"
+    assert len(data) > 20_000, f"the screenshot is nearly empty ({len(data)} bytes)"
+    return dom
+
+
+def _verdict(path: Path) -> Dict[str, object]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_scenario_page_is_self_contained_and_renders(name, run_cli, chromium, tmp_path):
+    root = os.path.join(SCENARIOS_DIR, name, "root", "sys")
+    page = tmp_path / "report.html"
+    run_cli("check", "--sysfs", root, "--format", "html", "-o", str(page))
+    report_json = tmp_path / "report.json"
+    run_cli("check", "--sysfs", root, "--format", "json", "-o", str(report_json))
+    verdict = _verdict(report_json)["verdict"]
+
+    text = page.read_text(encoding="utf-8")
+    assert_self_contained(text)
+    assert f"IBDIAG {verdict}" in text
+    assert "fetches nothing from the network" in text
+    assert "Warning signs" in text and "out_of_buffer" in text
+
+    assert_renders_in_chromium(chromium, page, tmp_path, f"IBDIAG {verdict}")
+
+
+def test_network_detector_sees_a_page_that_fetches(chromium, tmp_path):
+    """The control: were the report to fetch anything, the net log check would catch it."""
+    page = tmp_path / "fetches.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><style>body{background:url(http://bg.example.invalid/a.png)}"
+        '</style></head><body><p>control</p><img src="https://img.example.invalid/x.png">'
+        "</body></html>",
+        encoding="utf-8",
+    )
+    dom, requested = load(chromium, page, tmp_path, "--dump-dom")
+    assert "control" in dom
+    assert "https://img.example.invalid/x.png" in requested
+    assert "http://bg.example.invalid/a.png" in requested
+
+
+def _hostile_report(tmp_path: Path, run_cli) -> Report:
+    """A real report of a built node (one error counter non-zero, a hostile hostname), with
+    hostile names and command runs - a kernel log among them - added as a bundle could hold."""
+    hcas = mlx5_node(2)
+    hcas[0].ports[0].counters["symbol_error"] = 7
+    write_node(str(tmp_path / "sys"), hcas)
+    kernel = tmp_path / "proc" / "sys" / "kernel"
+    (kernel / "random").mkdir(parents=True)
+    (kernel / "hostname").write_text(f"node{HOSTILE}\n", encoding="utf-8")
+    (kernel / "random" / "boot_id").write_text(
+        "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0\n", encoding="utf-8"
+    )
+    out = tmp_path / "report.json"
+    run_cli(
+        "check",
+        "--sysfs",
+        str(tmp_path / "sys"),
+        "--procfs",
+        str(tmp_path / "proc"),
+        "--format",
+        "json",
+        "-o",
+        str(out),
+    )
+    report = Report.model_validate_json(out.read_text(encoding="utf-8"))
+    assert report.snapshot.host == f"node{HOSTILE}"
+
+    device = report.snapshot.devices[1]
+    device.name = f"mlx5_{HOSTILE}"
+    device.ports[0].counters[f"evil{HOSTILE}"] = 3
+    runs = [
+        CommandRun(
+            argv=["dmesg", "--kernel", "--nopager"],
+            rc=0,
+            stdout=f"[  12.5] mlx5_core 0000:10:00.0: {HOSTILE} firmware said \"hi\" 'x'\n",
+            duration_s=0.042,
+        ),
+        CommandRun(
+            argv=["perfquery", "-x", "-C", "mlx5_0", "-P", "1"],
+            rc=0,
+            stdout="# Port extended counters: Lid 18 port 1\nSymbolErrorCounter:..........7\n",
+            duration_s=0.113,
+        ),
+        CommandRun(argv=["ethtool", "-S", "ib0"], timed_out=True, duration_s=5.0),
+    ]
+    for command in runs:
+        report.snapshot.commands[command.key] = command
+    return report
+
+
+def test_hostile_text_stays_inert_and_commands_and_counters_show(run_cli, chromium, tmp_path):
+    report = _hostile_report(tmp_path, run_cli)
+    text = html.render(report)
+    page = tmp_path / "hostile.html"
+    page.write_text(text, encoding="utf-8")
+
+    assert_self_contained(text)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&amp;" in text
+    # The non-zero error counter is highlighted, with the catalogue's meaning on hover.
+    assert re.search(r'<tr class="alarm"><td><abbr title="error: Symbol errors[^"]*">', text)
+    assert "symbol_error</code>=7" in text
+    # Each command: argv, exit status, duration, output.
+    assert "dmesg --kernel --nopager" in text
+    assert "0.042 s" in text and "0.113 s" in text
+    assert "ethtool timed out after 5.0 s and was killed" in text
+
+    dom = assert_renders_in_chromium(chromium, page, tmp_path, f"IBDIAG {report.verdict.value}")
+    assert "<script" not in dom.lower(), "hostile text became a script element"
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom  # shown as text, escaped again
+    for where in (f"node{HOSTILE}", f"mlx5_{HOSTILE}", f"evil{HOSTILE}", "firmware said"):
+        escaped = where.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert escaped.split('"')[0] in dom, f"{where!r} is not shown as text"
