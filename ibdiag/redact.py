@@ -1,0 +1,482 @@
+"""Redaction of support bundles that leave the site (pure, stdlib only).
+
+One :class:`Redactor` per bundle: every text file and every file name goes through the same
+instance, so a value gets the same replacement in every file. Replacements keep the
+original's shape, so the parsers that re-grade a redacted bundle still read it:
+
+- ``ips``: IPv4 ``192.168.3.5`` -> ``198.18.0.1`` (label ip4-1; RFC 2544 benchmarking range
+  198.18.0.0/15, last octet never 0 or 255), also inside ``::ffff:a.b.c.d``, RoCE GIDs and
+  perftest's decimal GIDs; IPv6 ``2001:db8:5::17`` -> ``2001:db8::1`` (ip6-1; RFC 3849
+  documentation prefix), any spelling.
+- ``guids``: ``0xa088c20300e3142a`` (11-16 digits) -> ``0xfeed000000000001`` (guid-1),
+  ``b859:9f03:00d4:0a10`` -> ``feed:0000:0000:0001``, ibnetdiscover ``S-0002c90200e07e58`` and
+  ``(2c903000f3a9b)``, bare 16 digits ``b8599f0300d40a10``; in link-local IPv6 / IB GIDs
+  (``fe80:0000:0000:0000:0002:c903:00f9:bfa1``, ``fe80::b859:...``, perftest ``254:128:...``,
+  the IPoIB 20-byte hardware address ``00:00:10:87:fe:80:...``) the fe80::/64 prefix is kept
+  and the interface id (the port GUID) is mapped like a GUID.
+- ``hostnames``: the names given to the constructor (case-insensitive) -> ``host-1``, their
+  domain parts -> ``domain-1``, and any ``label.<known domain>`` (an FQDN becomes
+  ``host-1.domain-1``).
+- ``macs`` (off by default): ``aa:bb:cc:dd:ee:ff`` / ``aa-bb-..`` -> ``02:ed:00:00:00:01``.
+
+The same value is recognised in every spelling (``0x0002c90300f9bfa1``, ``0002:c903:00f9:bfa1``
+and the GID ``fe80::2:c903:f9:bfa1`` share one token; an IPv4 and its ``::ffff:`` form too).
+Shapes are kept: a GID written in full stays in full, upper case stays upper case.
+
+Kept on purpose (not identifying): 127.0.0.0/8, 0.0.0.0/8, 255.255.255.255 and netmasks
+(255.x contiguous), ``::``, ``::1``, IPv6 multicast ff00::/8 (the IPoIB broadcast GID),
+GUID-shaped values below 2**47 (an OUI under 00:00:80, which no IB vendor uses:
+``0x0000000000000000``, counters, user-space pointers ``VAddr 0x007f9fc479c000``, PCI BARs
+``Memory at 0000218002000000``), with the top 16 bits all ones (kernel pointers
+``0xffff8e8b...``) or the low 32 bits all zero (flag masks ``0x5000401600000000``); the
+all-zero and the broadcast MAC. Never matched: PCI addresses ``0000:0c:00.0``, versions
+``20.31.2354`` / ``4.18.0-513.el8`` / ``OFED-5.8-1.0.1.1`` (in text, an IPv4 preceded by
+``-`` or a word character, or followed by ``.digit``, is not an address; :meth:`Redactor.name`
+is laxer), rates, timestamps ``12:34:56``, LIDs ``0x3a4``, masks ``0x00010000``.
+
+Tokens are never redacted again: running the output through the same Redactor returns it
+unchanged. The mapping (:attr:`Redactor.mapping`, :meth:`Redactor.table`) is for the admin
+to keep locally; it must never be written into the bundle.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+KINDS = ("hostnames", "ips", "guids", "macs")
+DEFAULT_KINDS = ("hostnames", "ips", "guids")
+
+_V4_BASE = int(ipaddress.IPv4Address("198.18.0.0"))
+_V4_SPAN = 1 << 17  # 198.18.0.0/15
+_V6_BASE = int(ipaddress.IPv6Address("2001:db8::"))
+_GUID_BASE = 0xFEED << 48
+_MAC_BASE = 0x02ED << 32
+_LINK_LOCAL = 0xFE80 << 112  # fe80::/64, the default IB subnet prefix
+_V4_MAPPED = 0xFFFF << 32  # ::ffff:0:0/96
+
+# Names that would redact words, or collide with our own tokens.
+_UNUSABLE_NAMES = {"localhost", "localdomain", "localhost.localdomain", "host", "domain"}
+
+_H4 = r"[0-9a-f]{1,4}"
+_OCT = r"\d{1,3}"
+_DOTTED = rf"{_OCT}\.{_OCT}\.{_OCT}\.{_OCT}"
+# IPv6 in every legal spelling; the forms with an embedded dotted IPv4 come first so that
+# ``::ffff:1.2.3.4`` is taken whole rather than as ``::ffff:1`` and ``.2.3.4``.
+_IPV6 = (
+    r"(?:"
+    rf"(?:{_H4}:){{6}}{_DOTTED}"
+    rf"|::(?:{_H4}:){{0,5}}{_DOTTED}"
+    rf"|(?:{_H4}:){{1,5}}(?::{_H4}){{0,4}}:{_DOTTED}"
+    rf"|(?:{_H4}:){{7}}{_H4}"
+    rf"|(?:{_H4}:){{1,6}}(?::{_H4}){{1,6}}"
+    rf"|(?:{_H4}:){{1,7}}:"
+    rf"|::{_H4}(?::{_H4}){{1,6}}"
+    r")"
+)
+
+
+def _compress6(value: int, upper: bool) -> str:
+    """RFC 5952 text of an IPv6 address, hex groups only (the same on every Python)."""
+    groups = [(value >> (112 - 16 * i)) & 0xFFFF for i in range(8)]
+    best_start, best_len, start = -1, 0, -1
+    for i, group in enumerate([*groups, 1]):
+        if group == 0 and start < 0:
+            start = i
+        elif group != 0 and start >= 0:
+            if i - start > best_len and i - start >= 2:
+                best_start, best_len = start, i - start
+            start = -1
+    parts = [f"{g:x}" for g in groups]
+    if best_start >= 0:
+        text = ":".join(parts[:best_start]) + "::" + ":".join(parts[best_start + best_len :])
+    else:
+        text = ":".join(parts)
+    return text.upper() if upper else text
+
+
+def _exploded6(value: int, upper: bool) -> str:
+    text = ":".join(f"{(value >> (112 - 16 * i)) & 0xFFFF:04x}" for i in range(8))
+    return text.upper() if upper else text
+
+
+def _has_upper(text: str) -> bool:
+    return any(c in "ABCDEF" for c in text)
+
+
+def _v4_kept(value: int) -> bool:
+    first = value >> 24
+    if first in (0, 127) or value == 0xFFFFFFFF:
+        return True
+    if first == 255:  # a netmask: ones then zeros
+        inverted = ~value & 0xFFFFFFFF
+        return inverted & (inverted + 1) == 0
+    return False
+
+
+def _guid_kept(value: int) -> bool:
+    """Not a GUID: below 2**47 (an OUI under 00:00:80, none used by IB vendors: zero GUIDs,
+    counters, user-space pointers 0x00007f..., PCI BARs), kernel pointers 0xffff...,
+    or low 32 bits all zero (flag masks, aligned addresses)."""
+    return value < (1 << 47) or (value >> 48) == 0xFFFF or value & 0xFFFFFFFF == 0
+
+
+class _Space:
+    """Original value (int) -> token value (int) for one class of identifiers."""
+
+    def __init__(self, label: str, make: Callable[[int], Optional[int]]) -> None:
+        self.label = label
+        self._make = make
+        self.forward: Dict[int, int] = {}
+        self.labels: Dict[int, str] = {}  # token value -> "ip4-1"
+        self._next = 1
+        self.last: Optional[str] = None  # label of the last token handed out or met
+
+    def get(self, value: int) -> int:
+        if value in self.labels:  # already a token: never redacted again
+            self.last = self.labels[value]
+            return value
+        token = self.forward.get(value)
+        if token is None:
+            while True:
+                candidate = self._make(self._next)
+                self._next += 1
+                if candidate is not None and candidate != value and candidate not in self.forward:
+                    break
+            token = candidate
+            self.forward[value] = token
+            self.labels[token] = f"{self.label}-{len(self.forward)}"
+        self.last = self.labels[token]
+        return token
+
+
+def _v4_token(n: int) -> Optional[int]:
+    if n >= _V4_SPAN:
+        raise RuntimeError("more than 131070 distinct IPv4 addresses to redact")
+    return None if (n & 0xFF) in (0, 0xFF) else _V4_BASE + n
+
+
+class Redactor:
+    """Consistent, shape-keeping redaction of one support bundle (see the module docstring)."""
+
+    def __init__(
+        self,
+        kinds: Iterable[str] = DEFAULT_KINDS,
+        hostnames: Iterable[str] = (),
+    ) -> None:
+        """kinds: which classes to redact (``hostnames``, ``ips``, ``guids``, ``macs``);
+        hostnames: the node's own names (FQDNs or short names) to replace wherever they
+        appear, with their domain parts (hostnames cannot be found by pattern alone)."""
+        self.kinds = frozenset(kinds)
+        unknown = self.kinds - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown redaction kind(s): {', '.join(sorted(unknown))}")
+        self._v4 = _Space("ip4", _v4_token)
+        self._v6 = _Space("ip6", lambda n: _V6_BASE + n)
+        self._guid = _Space("guid", lambda n: _GUID_BASE + n)
+        self._mac = _Space("mac", lambda n: _MAC_BASE + n)
+        self._spaces = (self._v4, self._v6, self._guid, self._mac)
+        self._hosts: Dict[str, str] = {}
+        self._domains: Dict[str, str] = {}
+        self._map: Dict[str, str] = {}
+        self._rows: Dict[str, Tuple[str, str]] = {}  # original -> (kind, label)
+        names, domains = self._split_names(hostnames)
+        self._names = names
+        self._rx_text = self._build(names, domains, lax=False)
+        self._rx_name = self._build(names, domains, lax=True)
+
+    # -- public API ---------------------------------------------------------------------
+
+    def text(self, text: str) -> str:
+        """``text`` with every identifier of the enabled kinds replaced by its token."""
+        if self._rx_text is None or not text:
+            return text
+        return self._rx_text.sub(self._replace, text)
+
+    def name(self, value: str) -> str:
+        """A file name or path, redacted with the same mapping (``/`` separators kept; an
+        IPv4 next to ``-`` or ``_`` counts here, as in ``ping-10.1.2.3.txt``)."""
+        if self._rx_name is None or not value:
+            return value
+        return "/".join(self._rx_name.sub(self._replace, part) for part in value.split("/"))
+
+    @property
+    def mapping(self) -> Dict[str, str]:
+        """Original text -> replacement, for every spelling met so far. Keep it LOCALLY
+        (never in the bundle): it undoes the redaction."""
+        return dict(self._map)
+
+    def table(self) -> List[Dict[str, str]]:
+        """The mapping as rows ``{kind, label, original, replacement}`` (label: ``ip4-1``...),
+        sorted by label, for a local mapping file."""
+        rows = [
+            {"kind": kind, "label": label, "original": original, "replacement": self._map[original]}
+            for original, (kind, label) in self._rows.items()
+        ]
+        return sorted(rows, key=lambda r: (r["kind"], _label_key(r["label"]), r["original"]))
+
+    def summary(self) -> Dict[str, int]:
+        """How many distinct values of each enabled kind were replaced so far."""
+        counts = {
+            "hostnames": len(self._hosts) + len(self._domains),
+            "ips": len(self._v4.forward) + len(self._v6.forward),
+            "guids": len(self._guid.forward),
+            "macs": len(self._mac.forward),
+        }
+        return {kind: counts[kind] for kind in KINDS if kind in self.kinds}
+
+    # -- construction -------------------------------------------------------------------
+
+    def _split_names(self, hostnames: Iterable[str]) -> Tuple[List[str], List[str]]:
+        names: Set[str] = set()
+        domains: Set[str] = set()
+        if "hostnames" not in self.kinds:
+            return [], []
+        for raw in hostnames:
+            name = (raw or "").strip().rstrip(".").lower()
+            if not self._usable(name):
+                continue
+            labels = name.split(".")
+            if self._usable(labels[0]):
+                names.add(labels[0])
+            if len(labels) > 1:
+                domains.add(".".join(labels[1:]))
+                for i in range(2, len(labels) - 1):
+                    domains.add(".".join(labels[i:]))
+        names -= domains
+        by_length = lambda s: (-len(s), s)  # noqa: E731 - longest first in alternations
+        return sorted(names, key=by_length), sorted(domains, key=by_length)
+
+    @staticmethod
+    def _usable(name: str) -> bool:
+        if len(name) < 2 or name.isdigit() or name in _UNUSABLE_NAMES:
+            return False
+        if not re.fullmatch(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", name):
+            return False
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return True
+        return False
+
+    def _build(self, names: List[str], domains: List[str], lax: bool) -> Optional[re.Pattern]:
+        on = self.kinds
+        branches = []
+        if on & {"ips", "guids"}:
+            # IPoIB hardware address: 4 bytes of flags/QPN, then the port's 16-byte GID.
+            branches.append(
+                r"(?<![0-9a-z:])(?P<ipoib>(?:[0-9a-f]{2}:){19}[0-9a-f]{2})(?![0-9a-z:])"
+            )
+            # perftest prints GIDs as 16 decimal bytes.
+            branches.append(r"(?<![0-9a-z:])(?P<decgid>(?:\d{1,3}:){15}\d{1,3})(?![0-9a-z:])")
+            branches.append(rf"(?<![0-9a-z:.])(?P<ip6>{_IPV6})(?![0-9a-z:]|\.\d)")
+        if "guids" in on:
+            branches += [
+                r"(?<![0-9a-z:.])(?P<gcolon>[0-9a-f]{4}(?::[0-9a-f]{4}){3})(?![0-9a-z:]|\.\d)",
+                r"(?<![0-9a-z])0x(?P<g0x>[0-9a-f]{11,16})(?![0-9a-z])",
+                r"(?<![0-9a-z])(?P<ghs>[hsr])-(?P<ghsv>[0-9a-f]{16})(?![0-9a-z])",
+                r"\((?P<gparen>[0-9a-f]{11,16})\)",
+                r"(?<![0-9a-z-])(?P<gbare>[0-9a-f]{16})(?![0-9a-z-])",
+            ]
+        if "ips" in on:
+            before, after = (r"[\d.]", r"\d|\.\d") if lax else (r"[\w.-]", r"[\w-]|\.\d")
+            branches.append(rf"(?<!{before})(?P<ip4>{_DOTTED})(?!{after})")
+        if "macs" in on:
+            branches.append(
+                r"(?<![0-9a-z:-])(?P<mac>[0-9a-f]{2}(?P<macsep>[:-])(?:[0-9a-f]{2}(?P=macsep)){4}"
+                r"[0-9a-f]{2})(?![0-9a-z:-])"
+            )
+        if "hostnames" in on and (names or domains):
+            label = r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?"
+            alts = []
+            if domains:
+                bare = [d for d in domains if "." in d]
+                if bare:  # a bare multi-label domain ("search cluster.example.com")
+                    alts.append("(?P<dom>" + "|".join(re.escape(d) for d in bare) + ")")
+                doms = "|".join(re.escape(d) for d in domains)
+                # any host in a known domain, the longest domain winning (lazy prefix)
+                alts.append(rf"(?P<hpre>{label}(?:\.{label})*?)\.(?P<hdom>{doms})")
+            if names:
+                alts.append("(?P<host>" + "|".join(re.escape(n) for n in names) + ")")
+            branches.append(r"(?<![a-z0-9])(?:" + "|".join(alts) + r")(?![a-z0-9])")
+        if not branches:
+            return None
+        return re.compile("|".join(branches), re.IGNORECASE)
+
+    # -- replacement --------------------------------------------------------------------
+
+    def _replace(self, match: re.Match) -> str:
+        for space in self._spaces:
+            space.last = None
+        group = match.lastgroup
+        original = match.group(0)
+        kind = "guids"
+        if group == "ip6":
+            replacement, kind = self._ip6_text(original)
+        elif group == "ipoib":
+            replacement, kind = self._ipoib(original)
+        elif group == "decgid":
+            replacement, kind = self._decgid(original)
+        elif group in ("gcolon", "g0x", "ghsv", "gparen", "gbare"):
+            replacement = self._guid_text(match, group)
+        elif group == "ip4":
+            replacement, kind = self._ip4_text(original), "ips"
+        elif group == "mac":
+            replacement, kind = self._mac_text(match.group("mac"), match.group("macsep")), "macs"
+        else:
+            replacement, kind = self._host_text(match), "hostnames"
+        if replacement != original:
+            self._remember(original, replacement, kind)
+        return replacement
+
+    def _remember(self, original: str, replacement: str, kind: str) -> None:
+        if original in self._map:
+            return
+        self._map[original] = replacement
+        self._rows[original] = (kind, self._label(kind, replacement))
+
+    def _label(self, kind: str, replacement: str) -> str:
+        if kind == "hostnames":
+            return replacement
+        labels = [space.last for space in self._spaces if space.last]
+        return labels[-1] if labels else kind
+
+    # IPv4 ------------------------------------------------------------------------------
+
+    def _ip4_value(self, value: int) -> int:
+        if "ips" not in self.kinds or _v4_kept(value):
+            return value
+        return self._v4.get(value)
+
+    def _ip4_text(self, text: str) -> str:
+        octets = [int(o) for o in text.split(".")]
+        if any(o > 255 for o in octets):
+            return text
+        value = (octets[0] << 24) | (octets[1] << 16) | (octets[2] << 8) | octets[3]
+        token = self._ip4_value(value)
+        if token == value:
+            return text
+        return str(ipaddress.IPv4Address(token))
+
+    # IPv6, GIDs ------------------------------------------------------------------------
+
+    def _ip6_value(self, value: int) -> Tuple[int, str]:
+        """(replacement value, kind) of one IPv6 address or GID."""
+        if value in (0, 1) or (value >> 120) == 0xFF:
+            return value, "ips"
+        if (value >> 32) == (_V4_MAPPED >> 32):
+            return (value & ~0xFFFFFFFF) | self._ip4_value(value & 0xFFFFFFFF), "ips"
+        if (value >> 64) == (_LINK_LOCAL >> 64):
+            iid = value & ((1 << 64) - 1)
+            if "guids" in self.kinds:
+                return (value >> 64 << 64) | self._guid_value(iid), "guids"
+        if "ips" not in self.kinds:
+            return value, "ips"
+        return self._v6.get(value), "ips"
+
+    def _ip6_text(self, text: str) -> Tuple[str, str]:
+        if "." in text:  # embedded dotted IPv4: keep the spelling, swap the IPv4
+            head = text.rpartition(":")[0]
+            try:
+                value = int(ipaddress.IPv6Address(text))
+            except ValueError:
+                return text, "ips"
+            new, kind = self._ip6_value(value)
+            if new == value:
+                return text, kind
+            if (new >> 32) == (value >> 32):
+                return f"{head}:{ipaddress.IPv4Address(new & 0xFFFFFFFF)}", kind
+            return _compress6(new, _has_upper(text)), kind
+        try:
+            value = int(ipaddress.IPv6Address(text))
+        except ValueError:
+            return text, "ips"
+        new, kind = self._ip6_value(value)
+        if new == value:
+            return text, kind
+        full = re.fullmatch(r"[0-9a-f]{4}(?::[0-9a-f]{4}){7}", text, re.IGNORECASE)
+        render = _exploded6 if full else _compress6
+        return render(new, _has_upper(text)), kind
+
+    def _ipoib(self, text: str) -> Tuple[str, str]:
+        octets = text.split(":")
+        value = int("".join(octets[4:]), 16)
+        new, kind = self._ip6_value(value)
+        if new == value:
+            return text, kind
+        tail = [f"{(new >> (120 - 8 * i)) & 0xFF:02x}" for i in range(16)]
+        out = ":".join(octets[:4] + tail)
+        return (out.upper() if _has_upper(text) else out), kind
+
+    def _decgid(self, text: str) -> Tuple[str, str]:
+        octets = [int(o) for o in text.split(":")]
+        if any(o > 255 for o in octets):
+            return text, "ips"
+        value = int.from_bytes(bytes(octets), "big")
+        new, kind = self._ip6_value(value)
+        if new == value:
+            return text, kind
+        return ":".join(f"{b:02d}" for b in new.to_bytes(16, "big")), kind
+
+    # GUIDs, MACs -----------------------------------------------------------------------
+
+    def _guid_text(self, match: re.Match, group: str) -> str:
+        original = match.group(0)
+        digits = match.group(group)
+        value = int(digits.replace(":", ""), 16)
+        token = self._guid_value(value)
+        if token == value:
+            return original
+        text = f"{token:016x}" if len(digits.replace(":", "")) == 16 else f"{token:x}"
+        if group == "gcolon":
+            text = ":".join(text[i : i + 4] for i in range(0, 16, 4))
+        if _has_upper(digits):
+            text = text.upper()
+        start, end = match.span(group)
+        base = match.start(0)
+        return original[: start - base] + text + original[end - base :]
+
+    def _guid_value(self, value: int) -> int:
+        if "guids" not in self.kinds or _guid_kept(value):
+            return value
+        return self._guid.get(value)
+
+    def _mac_text(self, text: str, sep: str) -> str:
+        value = int(text.replace(sep, ""), 16)
+        if value in (0, (1 << 48) - 1):
+            return text
+        token = self._mac.get(value)
+        out = sep.join(f"{(token >> (40 - 8 * i)) & 0xFF:02x}" for i in range(6))
+        return out.upper() if _has_upper(text) else out
+
+    # Hostnames -------------------------------------------------------------------------
+
+    def _host_token(self, name: str) -> str:
+        key = name.lower()
+        token = self._hosts.get(key)
+        if token is None:
+            token = self._hosts[key] = f"host-{len(self._hosts) + 1}"
+        return token
+
+    def _domain_token(self, name: str) -> str:
+        key = name.lower()
+        token = self._domains.get(key)
+        if token is None:
+            token = self._domains[key] = f"domain-{len(self._domains) + 1}"
+        return token
+
+    def _host_text(self, match: re.Match) -> str:
+        groups = match.groupdict()
+        if groups.get("hdom") is not None:
+            prefix = groups["hpre"]
+            host = prefix if prefix.lower() in self._hosts.values() else self._host_token(prefix)
+            return f"{host}.{self._domain_token(groups['hdom'])}"
+        if groups.get("dom") is not None:
+            return self._domain_token(groups["dom"])
+        return self._host_token(groups["host"])
+
+
+def _label_key(label: str) -> Tuple[str, int]:
+    head, _, tail = label.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (label, 0)
