@@ -7,7 +7,7 @@ commands. What it could not read is recorded in the Snapshot's ``problems``, nev
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import AbstractSet, Dict, Optional
+from typing import AbstractSet, Any, Dict, Optional
 
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Problems, Snapshot
@@ -19,42 +19,71 @@ def collect(
     procfs_root: str,
     needs: AbstractSet[str],
     runner_options: Optional[Dict[str, float]] = None,
+    recording: Optional[sysfs.Recording] = None,
 ) -> Snapshot:
     """Read what ``needs`` names into a Snapshot. Identity is always read.
 
     Commands run only when a command source is needed (level standard and up), through one
     Runner whose deadline bounds the whole collection; ``runner_options`` are its keyword
     arguments (timeout_s, deadline_s, ...).
+
+    ``recording``: pass an empty ``sysfs.Recording`` to have every file read (its exact bytes,
+    or why it could not be read), every directory listing, ``exists`` answer and resolved
+    symlink noted in it, keyed ``sys/<path>`` / ``proc/<path>`` - what a support bundle stores
+    (``ibdiag.bundle.write_bundle``). Commands are recorded in the Snapshot itself.
     """
-    problems: Problems = {}
-    host, boot_id = procfs.read_identity(procfs_root, problems)
-    boot_time = procfs.read_boot_time(procfs_root, problems) if "kernel_log" in needs else None
-    devices = []
-    if "sysfs" in needs:
-        devices, sysfs_problems = sysfs.read_devices(sysfs.SysfsReader(sysfs_root))
-        problems.update(sysfs_problems)
-    gpus = modules = None
-    if "topology" in needs:
-        gpus = topology.read_nvidia_gpus(sysfs.SysfsReader(sysfs_root), problems)
-        modules = procfs.read_modules(procfs_root, problems)
+    if recording is None:
+        sys_reader = sysfs.SysfsReader(sysfs_root)
+        proc_reader = sysfs.SysfsReader(procfs_root)
+    else:
+        sys_reader = sysfs.RecordingReader(sysfs_root, recording, "sys")
+        proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
+    fields = read_node(sys_reader, proc_reader, needs)
     commands = {}
     if needs & COMMAND_SOURCES:
-        commands = _run_commands(devices, needs, runner_options or {})
+        commands = _run_commands(fields["devices"], needs, runner_options or {})
     return Snapshot.model_construct(
         tool_version=__version__,
-        host=host,
-        boot_id=boot_id,
-        boot_time=boot_time,
         collected_at=datetime.now(timezone.utc),
         sysfs_root=sysfs_root,
         procfs_root=procfs_root,
         sources=sorted({"procfs"} | set(needs)),
-        devices=devices,
-        gpus=gpus,
-        kernel_modules=modules,
         commands=commands,
-        problems=problems,
+        **fields,
     )
+
+
+def read_node(
+    sys_reader: sysfs.SysfsReader, proc_reader: sysfs.SysfsReader, needs: AbstractSet[str]
+) -> Dict[str, Any]:
+    """The Snapshot fields that come from files, read through the two readers.
+
+    Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay`` (readers over a bundle),
+    so a replayed bundle is parsed by exactly the code a live run uses.
+    """
+    problems: Problems = {}
+    procfs_root = proc_reader.root
+    host, boot_id = procfs.read_identity(procfs_root, problems, proc_reader)
+    boot_time = None
+    if "kernel_log" in needs:
+        boot_time = procfs.read_boot_time(procfs_root, problems, proc_reader)
+    devices = []
+    if "sysfs" in needs:
+        devices, sysfs_problems = sysfs.read_devices(sys_reader)
+        problems.update(sysfs_problems)
+    gpus = modules = None
+    if "topology" in needs:
+        gpus = topology.read_nvidia_gpus(sys_reader, problems)
+        modules = procfs.read_modules(procfs_root, problems, proc_reader)
+    return {
+        "host": host,
+        "boot_id": boot_id,
+        "boot_time": boot_time,
+        "devices": devices,
+        "gpus": gpus,
+        "kernel_modules": modules,
+        "problems": problems,
+    }
 
 
 def _run_commands(devices, needs, runner_options) -> Dict[str, CommandRun]:

@@ -14,9 +14,15 @@ from ibdiag.model import Problems
 from ibdiag.sources.sysfs import SysfsReader
 
 
-def read_identity(procfs_root: str, problems: Problems) -> Tuple[Optional[str], Optional[str]]:
-    """(hostname, boot_id); the hostname falls back to the kernel's own when procfs lacks it."""
-    reader = SysfsReader(procfs_root)  # procfs files read exactly like sysfs attributes
+def read_identity(
+    procfs_root: str, problems: Problems, reader: Optional[SysfsReader] = None
+) -> Tuple[Optional[str], Optional[str]]:
+    """(hostname, boot_id); the hostname falls back to the kernel's own when procfs lacks it.
+
+    ``reader`` (here and below): a reader over ``procfs_root`` to use instead of a plain one,
+    e.g. a RecordingReader for a support bundle or a bundle's replay reader.
+    """
+    reader = reader or SysfsReader(procfs_root)  # procfs files read exactly like sysfs attributes
     host, problem = reader.read_text("sys/kernel/hostname")
     if problem is not None:
         problems["procfs:sys/kernel/hostname"] = problem
@@ -27,9 +33,11 @@ def read_identity(procfs_root: str, problems: Problems) -> Tuple[Optional[str], 
     return (host.strip() if host else None), (boot_id.strip() if boot_id else None)
 
 
-def read_boot_time(procfs_root: str, problems: Problems) -> Optional[datetime]:
+def read_boot_time(
+    procfs_root: str, problems: Problems, reader: Optional[SysfsReader] = None
+) -> Optional[datetime]:
     """When the node booted (``btime`` in /proc/stat): dmesg timestamps count from it."""
-    text, problem = SysfsReader(procfs_root).read_text("stat")
+    text, problem = (reader or SysfsReader(procfs_root)).read_text("stat")
     for line in (text or "").splitlines():
         if line.startswith("btime "):
             try:
@@ -40,9 +48,11 @@ def read_boot_time(procfs_root: str, problems: Problems) -> Optional[datetime]:
     return None
 
 
-def read_modules(procfs_root: str, problems: Problems) -> Optional[List[str]]:
+def read_modules(
+    procfs_root: str, problems: Problems, reader: Optional[SysfsReader] = None
+) -> Optional[List[str]]:
     """Names of the loaded kernel modules (/proc/modules), or None when unreadable."""
-    text, problem = SysfsReader(procfs_root).read_text("modules")
+    text, problem = (reader or SysfsReader(procfs_root)).read_text("modules")
     if problem is not None:
         problems["procfs:modules"] = problem
         return None

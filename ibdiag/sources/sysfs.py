@@ -94,6 +94,91 @@ class SysfsReader:
         """The last component of the path a symlink resolves to (a PCI address for ``device``)."""
         return os.path.basename(os.path.realpath(self.abspath(rel)))
 
+    def read_bytes(self, rel: str) -> Tuple[Optional[bytes], Optional[str]]:
+        """The raw bytes one ``read`` returns (what ``read_text`` decodes), or (None, why)."""
+        try:
+            fd = os.open(self.abspath(rel), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            return None, describe_os_error(exc)
+        try:
+            return os.read(fd, _MAX_ATTRIBUTE_BYTES), None
+        except IsADirectoryError:
+            return None, "is a directory"
+        except OSError as exc:
+            return None, describe_os_error(exc)
+        finally:
+            os.close(fd)
+
+
+def decode_attribute(data: bytes) -> Tuple[Optional[str], Optional[str]]:
+    """What ``SysfsReader.read_text`` makes of the bytes it read (kept inline there for speed)."""
+    text = data.decode("utf-8", errors="replace").rstrip("\n")
+    if not text.strip():
+        return None, "empty"
+    return text, None
+
+
+class Recording:
+    """Everything a collection read, keyed by logical path (``sys/<rel>`` or ``proc/<rel>``).
+
+    ``files``: the exact bytes read; ``unreadable``: why a file could not be read; ``listings``
+    and ``listing_errors``: directory listings; ``links``: each symlink resolved by ``realname``
+    (``{"name": <basename>, "target": <target relative to its root, or absolute>}``);
+    ``exists``: each ``exists`` answer. A support bundle stores this and replays it.
+    """
+
+    def __init__(self) -> None:
+        self.files: Dict[str, bytes] = {}
+        self.unreadable: Dict[str, str] = {}
+        self.listings: Dict[str, List[str]] = {}
+        self.listing_errors: Dict[str, str] = {}
+        self.links: Dict[str, Dict[str, str]] = {}
+        self.exists: Dict[str, bool] = {}
+
+
+class RecordingReader(SysfsReader):
+    """A SysfsReader that also notes every answer in a ``Recording`` under ``prefix/``.
+
+    Only used when a bundle is being collected: the plain reader's quick path is untouched.
+    """
+
+    def __init__(self, root: str, recording: Recording, prefix: str) -> None:
+        super().__init__(root)
+        self.recording = recording
+        self.prefix = prefix
+
+    def key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel.strip('/')}"
+
+    def read_text(self, rel: str) -> Tuple[Optional[str], Optional[str]]:
+        data, problem = self.read_bytes(rel)
+        if data is None:
+            self.recording.unreadable[self.key(rel)] = problem or "unreadable"
+            return None, problem
+        self.recording.files[self.key(rel)] = data
+        return decode_attribute(data)
+
+    def listdir(self, rel: str) -> Tuple[List[str], Optional[str]]:
+        names, problem = super().listdir(rel)
+        if problem is not None:
+            self.recording.listing_errors[self.key(rel)] = problem
+        else:
+            self.recording.listings[self.key(rel)] = list(names)
+        return names, problem
+
+    def exists(self, rel: str) -> bool:
+        answer = super().exists(rel)
+        self.recording.exists[self.key(rel)] = answer
+        return answer
+
+    def realname(self, rel: str) -> str:
+        target = os.path.realpath(self.abspath(rel))
+        root = os.path.realpath(self.root)
+        shown = os.path.relpath(target, root) if target.startswith(root + os.sep) else target
+        name = os.path.basename(target)
+        self.recording.links[self.key(rel)] = {"name": name, "target": shown}
+        return name
+
 
 class _AttributeReader:
     """Reads attributes of one sysfs directory into values, noting problems per attribute."""
