@@ -247,6 +247,13 @@ def cli(ctx: click.Context) -> Optional[int]:
     help="Grade counters on their change since this snapshot (ibdiag snapshot -o FILE).",
 )
 @click.option(
+    "--from",
+    "from_bundle",
+    metavar="BUNDLE",
+    help="Grade a support bundle (tarball or directory) instead of this node: nothing live "
+    "is read or run; the level is the bundle's.",
+)
+@click.option(
     "--state",
     "state_path",
     metavar="FILE",
@@ -271,11 +278,18 @@ def check_command(
     as_json,
     output,
     baseline_path,
+    from_bundle,
     state_path,
     quiet,
     verbose,
 ) -> int:
     """Grade this node's InfiniBand health and exit with its Nagios code."""
+    if from_bundle:
+        if state_path:
+            raise click.UsageError("--state cannot be used with --from (a bundle is read-only)")
+        flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
+        report = _grade_bundle(from_bundle, flags, checks_dirs, baseline_path)
+        return _emit(report, fmt, as_json, output, quiet, verbose)
     from ibdiag.collect import collect
     from ibdiag.grade import grade
 
@@ -292,6 +306,40 @@ def check_command(
     if state_path:
         _replace_state(state_path, snapshot)
 
+    return _emit(report, fmt, as_json, output, quiet, verbose)
+
+
+def _grade_bundle(path, flags, checks_dirs, baseline_path=None):
+    """Replay a bundle's raw files and outputs and grade them with today's checks.
+
+    Thresholds: the bundle's own, unless --profile, --config or expectation flags are given
+    (then those, as for a live run). Missing or altered files are warned about on stderr; a
+    bundle that cannot be used at all is a one-line error, exit 3.
+    """
+    from ibdiag.bundle import BundleError, open_bundle, replay
+    from ibdiag.grade import grade
+    from ibdiag.thresholds import Thresholds
+
+    registry = _load_registry(checks_dirs)
+    try:
+        with open_bundle(path) as opened:
+            for problem in opened.problems:
+                click.echo(f"ibdiag: warning: {path}: {problem}", err=True)
+            snapshot = replay(opened)
+            level = opened.level or "quick"
+            recorded = opened.thresholds
+    except BundleError as exc:
+        raise UsageFailure(f"{path}: {exc}") from exc
+    if any(flag for flag in flags) or recorded is None:
+        thresholds = _effective(*flags).thresholds
+    else:
+        thresholds = Thresholds.model_validate(recorded)
+    previous = _read_baseline(snapshot, baseline_path, None)
+    return grade(snapshot, registry, thresholds, level, baseline=previous)
+
+
+def _emit(report, fmt, as_json, output, quiet, verbose) -> int:
+    """Print or write the report in the asked-for format; the verdict's exit code."""
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, color=color, verbose=verbose)
@@ -341,6 +389,124 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
     from ibdiag.render import text as renderer
 
     return renderer.render(report, color=color, verbose=verbose)
+
+
+@cli.command("collect")
+@_source_options
+@click.option(
+    "--level",
+    type=click.Choice(["quick", "standard"]),
+    default="standard",
+    show_default=True,
+    help="What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat.",
+)
+@_command_limits
+@_checks_dir_option
+@_expectation_options
+@click.option("--tarball", is_flag=True, help="Write one .tar.gz (0600) and its .sha256.")
+@click.option(
+    "-o",
+    "--output-dir",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where the bundle goes.",
+)
+@click.option(
+    "--redact",
+    metavar="KINDS",
+    help="Replace hostnames, IP addresses and GUIDs consistently in every file "
+    "(hostnames,ips,guids or all); the mapping is written beside the bundle, not in it.",
+)
+def collect_command(
+    sysfs_root, procfs_root, level, deadline, command_timeout, checks_dirs, profile,
+    config_path, expect_hcas, expect_rate, ignore_hcas, tarball, output_dir, redact,
+) -> int:  # fmt: skip
+    """Gather everything for a support ticket into one bundle, graded, with an HTML report."""
+    from ibdiag.bundle import write_bundle
+    from ibdiag.collect import collect
+    from ibdiag.grade import grade
+    from ibdiag.sources.sysfs import Recording
+
+    redact_kinds = _redact_kinds(redact)
+    thresholds = _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas).thresholds
+    registry = _load_registry(checks_dirs)
+    needs = {need for spec in registry.for_level(level) for need in spec.needs}
+    recording = Recording()
+    snapshot = collect(
+        sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
+        recording=recording,
+    )  # fmt: skip
+    report = grade(snapshot, registry, thresholds, level)
+    redactor = None
+    if redact_kinds:
+        from ibdiag.redact import Redactor
+
+        redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or ""])
+    try:
+        path = write_bundle(snapshot, report, recording, output_dir, tarball, redactor=redactor)
+    except OSError as exc:
+        raise UsageFailure(f"cannot write the bundle in {output_dir}: {exc}") from exc
+    from ibdiag.render import text as renderer
+
+    click.echo(renderer.verdict_line(report))
+    click.echo(f"bundle: {path}")
+    if redactor is not None:
+        _write_redaction_map(path, redactor)
+    return 0
+
+
+_REDACT_KINDS = ("hostnames", "ips", "guids", "macs")
+
+
+def _redact_kinds(value: Optional[str]) -> Tuple[str, ...]:
+    """--redact all|hostnames,ips,guids[,macs] -> the kinds (checked before collecting)."""
+    if not value:
+        return ()
+    kinds = ("hostnames", "ips", "guids") if value == "all" else tuple(value.split(","))
+    unknown = [kind for kind in kinds if kind not in _REDACT_KINDS]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown kind {', '.join(unknown)}; use all or {', '.join(_REDACT_KINDS)}",
+            param_hint="--redact",
+        )
+    return kinds
+
+
+def _write_redaction_map(bundle_path: str, redactor) -> None:
+    """original -> replacement, 0600 beside the bundle: for the admin, never for the ticket."""
+    import json
+
+    from ibdiag.files import write_atomically
+
+    base = bundle_path[: -len(".tar.gz")] if bundle_path.endswith(".tar.gz") else bundle_path
+    path = f"{base}.redaction-map.json"
+    write_atomically(path, json.dumps(redactor.table(), indent=1) + "\n", mode=0o600)
+    click.echo(f"redaction map (keep it here, do not attach it): {path}")
+
+
+@cli.command("report")
+@click.argument("bundle", type=click.Path(exists=True))
+@_checks_dir_option
+@_expectation_options
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (--format json).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Write the report to FILE (format from --format or the extension).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
+@click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
+def report_command(
+    bundle, checks_dirs, profile, config_path, expect_hcas, expect_rate, ignore_hcas,
+    fmt, as_json, output, quiet, verbose,
+) -> int:  # fmt: skip
+    """Re-grade a support bundle offline with today's checks (and your thresholds)."""
+    flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
+    report = _grade_bundle(bundle, flags, checks_dirs)
+    return _emit(report, fmt, as_json, output, quiet, verbose)
 
 
 @cli.command("snapshot")

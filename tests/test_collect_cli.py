@@ -1,0 +1,184 @@
+"""`ibdiag collect`, `ibdiag report BUNDLE` and `ibdiag check --from BUNDLE` at the command line."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+from conftest import REPO
+from sysfs_builder import mlx5_node, write_node
+
+PRIVATE_HOST = "secret-node-17"
+PRIVATE_GUID = "b859:9f03:00d4:0a10"  # the builder's node_guid
+
+
+@pytest.fixture
+def node(tmp_path):
+    """A 2-HCA node: sysfs from the builder, a procfs naming the host."""
+    write_node(str(tmp_path / "sys"), mlx5_node(2))
+    proc = tmp_path / "proc"
+    (proc / "sys" / "kernel" / "random").mkdir(parents=True)
+    (proc / "sys" / "kernel" / "hostname").write_text(PRIVATE_HOST + "\n")
+    (proc / "sys" / "kernel" / "random" / "boot_id").write_text("5f1e-boot\n")
+    return tmp_path
+
+
+def _collect(run_cli, node, *extra):
+    out = node / "out"
+    result = run_cli(
+        "collect", "--level", "quick", "--sysfs", str(node / "sys"), "--procfs",
+        str(node / "proc"), "-o", str(out), *extra,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    path = next(line for line in result.stdout.splitlines() if line.startswith("bundle: "))
+    return path[len("bundle: ") :], result
+
+
+def test_collect_writes_a_private_complete_directory_bundle(run_cli, node):
+    path, result = _collect(run_cli, node)
+    assert os.path.basename(path).startswith(f"ibdiag-{PRIVATE_HOST}-")
+    assert result.stdout.splitlines()[0].startswith("IBDIAG OK")
+    for name in ("report.json", "report.html", "summary.txt", "manifest.json"):
+        assert os.path.isfile(os.path.join(path, name)), name
+    state = os.path.join(
+        path, "root", "sys", "class", "infiniband", "mlx5_0", "ports", "1", "state"
+    )
+    with open(state) as handle:
+        assert handle.read() == "4: ACTIVE\n"
+    for directory, _dirs, files in os.walk(path):
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+        for name in files:
+            assert stat.S_IMODE(os.stat(os.path.join(directory, name)).st_mode) == 0o600
+
+
+def _outcomes(report):
+    return sorted((r["check_id"], r["target"], r["status"]) for r in report["results"])
+
+
+def test_report_regrades_the_bundle_as_the_live_run_graded(run_cli, node):
+    path, _ = _collect(run_cli, node)
+    sysfs, procfs = str(node / "sys"), str(node / "proc")
+    live = json.loads(run_cli("check", "--sysfs", sysfs, "--procfs", procfs, "--json").stdout)
+    offline = json.loads(run_cli("report", path, "--json").stdout)
+    assert _outcomes(offline) == _outcomes(live)
+    assert offline["snapshot"]["host"] == PRIVATE_HOST
+    assert offline["snapshot"]["sysfs_root"] == str(node / "sys")  # the original, not the bundle
+
+
+def test_check_from_bundle_with_another_profile_changes_the_verdict(run_cli, node):
+    path, _ = _collect(run_cli, node)
+    assert run_cli("check", "--from", path).exit_code == 0
+    regraded = run_cli("check", "--from", path, "--expect-hcas", "4")
+    assert regraded.exit_code == 2
+    assert "found 2 of 4 expected HCAs" in regraded.stdout
+
+
+def test_tarball_is_private_with_a_matching_sha256(run_cli, node):
+    path, _ = _collect(run_cli, node, "--tarball")
+    assert path.endswith(".tar.gz")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path + ".sha256") as handle:
+        digest, name = handle.read().split()
+    with open(path, "rb") as handle:
+        assert hashlib.sha256(handle.read()).hexdigest() == digest
+    assert name == os.path.basename(path)
+    assert run_cli("report", path).exit_code == 0
+
+
+def test_redacted_bundle_holds_no_hostname_or_guid_and_keeps_the_map_outside(run_cli, node):
+    path, result = _collect(run_cli, node, "--tarball", "--redact", "all")
+    assert PRIVATE_HOST not in os.path.basename(path)
+    with tarfile.open(path) as archive:
+        for member in archive.getmembers():
+            assert PRIVATE_HOST not in member.name
+            if member.isfile():
+                data = archive.extractfile(member).read().decode("utf-8", "replace")
+                assert PRIVATE_HOST not in data, member.name
+                assert PRIVATE_GUID not in data, member.name
+                assert "redaction-map" not in member.name
+        manifest = json.load(archive.extractfile(next(
+            m for m in archive.getmembers() if m.name.endswith("/manifest.json"))))  # fmt: skip
+    assert manifest["redaction"]["replaced"]["hostnames"] >= 1
+    assert manifest["redaction"]["replaced"]["guids"] >= 1
+    mapping = path[: -len(".tar.gz")] + ".redaction-map.json"
+    assert stat.S_IMODE(os.stat(mapping).st_mode) == 0o600
+    with open(mapping) as handle:
+        assert PRIVATE_HOST in handle.read()
+    assert mapping in result.stdout
+    regraded = run_cli("report", path)  # a redacted bundle still parses and grades
+    assert regraded.exit_code == 0 and PRIVATE_HOST not in regraded.stdout
+
+
+def test_bad_redact_kind_is_a_usage_error(run_cli, node):
+    result = run_cli("collect", "--sysfs", str(node / "sys"), "--redact", "passwords")
+    assert result.exit_code == 3 and "--redact" in result.stderr
+    assert not (node / "out").exists()
+
+
+def test_hostile_tarball_is_refused_exit_3_naming_the_member(run_cli, tmp_path):
+    evil = tmp_path / "evil.tar.gz"
+    with tarfile.open(evil, "w:gz") as archive:
+        info = tarfile.TarInfo("../escape.txt")
+        payload = b"gotcha"
+        info.size = len(payload)
+        archive.addfile(info, io.BytesIO(payload))
+    result = run_cli("report", str(evil))
+    assert result.exit_code == 3
+    assert len(result.stderr.strip().splitlines()) == 1 and "../escape.txt" in result.stderr
+    assert not (tmp_path.parent / "escape.txt").exists()
+
+
+def test_truncated_tarball_is_exit_3(run_cli, node):
+    path, _ = _collect(run_cli, node, "--tarball")
+    with open(path, "rb") as handle:
+        data = handle.read()
+    cut = node / "cut.tar.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    result = run_cli("report", str(cut))
+    assert result.exit_code == 3 and result.stderr.startswith("ibdiag: error:")
+    assert "Traceback" not in result.output
+
+
+def test_altered_and_missing_files_are_warned_about_and_the_rest_graded(run_cli, node):
+    path, _ = _collect(run_cli, node)
+    root = os.path.join(path, "root", "sys", "class", "infiniband", "mlx5_1", "ports", "1")
+    with open(os.path.join(root, "state"), "w") as handle:
+        handle.write("1: DOWN\n")  # altered after the fact
+    os.remove(os.path.join(root, "rate"))
+    result = run_cli("report", path)
+    assert "altered" in result.stderr and "state" in result.stderr
+    assert "missing" in result.stderr and "rate" in result.stderr
+    assert result.exit_code in (1, 2)  # graded on what is there, saying what changed
+
+
+def test_sigterm_while_collecting_leaves_nothing_that_looks_complete(node, tmp_path):
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for tool in ("perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo"):
+        script = stubs / tool
+        script.write_text("#!/bin/sh\nsleep 30\n")
+        script.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{stubs}:/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ibdiag", "collect", "--sysfs", str(node / "sys"), "--procfs",
+         str(node / "proc"), "-o", str(out), "--tarball"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 3, stderr
+    leftovers = [name for name in os.listdir(out)] if out.exists() else []
+    assert not [name for name in leftovers if name.startswith("ibdiag-")], leftovers
+    marker = subprocess.run(["pgrep", "-f", f"{stubs}"], capture_output=True, text=True)
+    assert marker.stdout.strip() == "", "a stub command outlived ibdiag"
