@@ -316,26 +316,56 @@ def _grade_bundle(path, flags, checks_dirs, baseline_path=None):
     (then those, as for a live run). Missing or altered files are warned about on stderr; a
     bundle that cannot be used at all is a one-line error, exit 3.
     """
-    from ibdiag.bundle import BundleError, open_bundle, replay
     from ibdiag.grade import grade
     from ibdiag.thresholds import Thresholds
 
     registry = _load_registry(checks_dirs)
-    try:
-        with open_bundle(path) as opened:
-            for problem in opened.problems:
-                click.echo(f"ibdiag: warning: {path}: {problem}", err=True)
-            snapshot = replay(opened)
-            level = opened.level or "quick"
-            recorded = opened.thresholds
-    except BundleError as exc:
-        raise UsageFailure(f"{path}: {exc}") from exc
+    if _is_saved_json(path):
+        snapshot, level, recorded = _load_saved_json(path)
+    else:
+        snapshot, level, recorded = _replay_bundle(path)
     if any(flag for flag in flags) or recorded is None:
         thresholds = _effective(*flags).thresholds
     else:
         thresholds = Thresholds.model_validate(recorded)
     previous = _read_baseline(snapshot, baseline_path, None)
     return grade(snapshot, registry, thresholds, level, baseline=previous)
+
+
+def _replay_bundle(path):
+    from ibdiag.bundle import BundleError, open_bundle, replay
+
+    try:
+        with open_bundle(path) as opened:
+            for problem in opened.problems:
+                click.echo(f"ibdiag: warning: {path}: {problem}", err=True)
+            return replay(opened), opened.level or "quick", opened.thresholds
+    except BundleError as exc:
+        raise UsageFailure(f"{path}: {exc}") from exc
+
+
+def _is_saved_json(path: str) -> bool:
+    """A report or snapshot written as JSON (check -o F.json, ibdiag snapshot), not a bundle."""
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as handle:
+        return handle.read(64).lstrip().startswith(b"{")
+
+
+def _load_saved_json(path: str):
+    """(snapshot, level, thresholds) of a saved report, or of a bare snapshot (quick)."""
+    import json
+
+    from ibdiag import baseline
+
+    snapshot, problem = baseline.load(path)
+    if problem is not None:
+        raise UsageFailure(problem)
+    with open(path, "rb") as handle:
+        data = json.loads(handle.read())
+    if "results" in data:  # a report: grade as it was graded, unless told otherwise
+        return snapshot, data.get("level") or "quick", data.get("thresholds")
+    return snapshot, "standard" if snapshot.commands else "quick", None
 
 
 def _emit(report, fmt, as_json, output, quiet, verbose) -> int:
@@ -486,7 +516,7 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
 
 
 @cli.command("report")
-@click.argument("bundle", type=click.Path(exists=True))
+@click.argument("bundle", metavar="BUNDLE|REPORT.json", type=click.Path(exists=True))
 @_checks_dir_option
 @_expectation_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
@@ -503,7 +533,8 @@ def report_command(
     bundle, checks_dirs, profile, config_path, expect_hcas, expect_rate, ignore_hcas,
     fmt, as_json, output, quiet, verbose,
 ) -> int:  # fmt: skip
-    """Re-grade a support bundle offline with today's checks (and your thresholds)."""
+    """Re-grade a support bundle - or a saved report or snapshot JSON - offline, with today's
+    checks (and your thresholds); render it as text, JSON or HTML."""
     flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
     report = _grade_bundle(bundle, flags, checks_dirs)
     return _emit(report, fmt, as_json, output, quiet, verbose)

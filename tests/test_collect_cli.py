@@ -182,3 +182,24 @@ def test_sigterm_while_collecting_leaves_nothing_that_looks_complete(node, tmp_p
     assert not [name for name in leftovers if name.startswith("ibdiag-")], leftovers
     marker = subprocess.run(["pgrep", "-f", f"{stubs}"], capture_output=True, text=True)
     assert marker.stdout.strip() == "", "a stub command outlived ibdiag"
+
+
+def test_report_renders_a_saved_report_or_snapshot_json_as_html(run_cli, node, tmp_path):
+    sysfs, procfs = str(node / "sys"), str(node / "proc")
+    saved = tmp_path / "saved.json"
+    assert run_cli("check", "--sysfs", sysfs, "--procfs", procfs, "--expect-hcas", "3",
+                   "-o", str(saved)).exit_code == 2  # fmt: skip
+    page = tmp_path / "page.html"
+    result = run_cli("report", str(saved), "--format", "html", "-o", str(page))
+    assert result.exit_code == 2  # graded with the thresholds the report recorded
+    assert "IBDIAG CRITICAL" in page.read_text()
+    snapshot = tmp_path / "snap.json"
+    assert (
+        run_cli("snapshot", "--sysfs", sysfs, "--procfs", procfs, "-o", str(snapshot)).exit_code
+        == 0
+    )
+    assert run_cli("report", str(snapshot)).exit_code == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"snapshot": ')
+    result = run_cli("report", str(broken))
+    assert result.exit_code == 3 and "not valid JSON" in result.stderr
