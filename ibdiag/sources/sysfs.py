@@ -62,22 +62,10 @@ class SysfsReader:
         skipping Python's buffered-file layer halves the cost of each of the hundreds of files
         a node has.
         """
-        try:
-            fd = os.open(self.abspath(rel), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            return None, describe_os_error(exc)
-        try:
-            data = os.read(fd, _MAX_ATTRIBUTE_BYTES)
-        except IsADirectoryError:
-            return None, "is a directory"
-        except OSError as exc:
-            return None, describe_os_error(exc)
-        finally:
-            os.close(fd)
-        text = data.decode("utf-8", errors="replace").rstrip("\n")
-        if not text.strip():
-            return None, "empty"
-        return text, None
+        data, problem = self.read_bytes(rel)
+        if problem is not None:
+            return None, problem
+        return decode_attribute(data)  # type: ignore[arg-type]
 
     def listdir(self, rel: str) -> Tuple[List[str], Optional[str]]:
         """Sorted entry names, or ([], why) when the directory is missing or unreadable."""
@@ -111,7 +99,7 @@ class SysfsReader:
 
 
 def decode_attribute(data: bytes) -> Tuple[Optional[str], Optional[str]]:
-    """What ``SysfsReader.read_text`` makes of the bytes it read (kept inline there for speed)."""
+    """What ``SysfsReader.read_text`` makes of the bytes it read: text, or why it is none."""
     text = data.decode("utf-8", errors="replace").rstrip("\n")
     if not text.strip():
         return None, "empty"
