@@ -58,7 +58,12 @@ def run_cli():
     """Invoke ``ibdiag ARGS`` in-process; returns click's Result (exit_code, stdout, stderr)."""
     from ibdiag.cli import cli
 
+    try:  # click 8.1 (Python 3.9) mixes stderr into stdout unless told not to; 8.2 never does
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+
     def invoke(*args: str, env=None):
-        return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+        return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return invoke
