@@ -262,6 +262,13 @@ def cli(ctx: click.Context) -> Optional[int]:
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
 @click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
+@click.option(
+    "--reason",
+    "reason_only",
+    is_flag=True,
+    help="Print only one stable line naming the worst finding ('ibdiag: mlx5_6:1 link.state "
+    "2: INIT'), nothing when all is well: for drain reasons (NHC, Slurm).",
+)
 def check_command(
     level,
     deadline,
@@ -282,6 +289,7 @@ def check_command(
     state_path,
     quiet,
     verbose,
+    reason_only,
 ) -> int:
     """Grade this node's InfiniBand health and exit with its Nagios code."""
     if from_bundle:
@@ -289,7 +297,7 @@ def check_command(
             raise click.UsageError("--state cannot be used with --from (a bundle is read-only)")
         flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
         report = _grade_bundle(from_bundle, flags, checks_dirs, baseline_path)
-        return _emit(report, fmt, as_json, output, quiet, verbose)
+        return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
     from ibdiag.collect import collect
     from ibdiag.grade import grade
 
@@ -306,7 +314,7 @@ def check_command(
     if state_path:
         _replace_state(state_path, snapshot)
 
-    return _emit(report, fmt, as_json, output, quiet, verbose)
+    return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
 
 
 def _grade_bundle(path, flags, checks_dirs, baseline_path=None):
@@ -368,8 +376,15 @@ def _load_saved_json(path: str):
     return snapshot, "standard" if snapshot.commands else "quick", None
 
 
-def _emit(report, fmt, as_json, output, quiet, verbose) -> int:
+def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> int:
     """Print or write the report in the asked-for format; the verdict's exit code."""
+    if reason_only:
+        from ibdiag.render.text import reason_line
+
+        line = reason_line(report)
+        if line:
+            click.echo(line)
+        return report.verdict.exit_code
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, color=color, verbose=verbose)

@@ -469,3 +469,24 @@ def test_missing_explicit_config_and_unknown_profile_exit_3(run_cli, tmp_path):
     assert missing.exit_code == 3 and "nope.toml" in missing.stderr
     unknown = run_cli("check", "--sysfs", GOOD, "--profile", "azure-ndv9")
     assert unknown.exit_code == 3 and "no such profile" in unknown.stderr
+
+
+# --- --reason: one stable line for drain reasons -----------------------------------------------
+
+
+def test_reason_is_one_stable_line_without_counts(run_cli, tmp_path):
+    """Two nodes whose errors differ only in count drain with the very same reason."""
+    reasons = []
+    for index, errors in enumerate((3, 3000)):
+        root = tmp_path / f"node{index}"
+        write_node(str(root / "sys"), mlx5_node(1))
+        base = root / "base.json"
+        assert run_cli("snapshot", "--sysfs", str(root / "sys"), "-o", str(base)).exit_code == 0
+        counters = root / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "counters"
+        (counters / "link_downed").write_text(f"{errors}\n")
+        result = run_cli("check", "--sysfs", str(root / "sys"), "--baseline", str(base), "--reason")
+        assert result.exit_code == 2
+        assert len(result.stdout.splitlines()) == 1
+        reasons.append(result.stdout.strip())
+    assert reasons[0] == reasons[1] == "ibdiag: mlx5_0:1 counters.port_errors"
+    assert run_cli("check", "--sysfs", GOOD, "--reason").stdout == ""

@@ -43,6 +43,26 @@ def verdict_line(report: Report, color: bool = False) -> str:
     return f"{verdict} - {report.verdict_reason} ({scope}, level {report.level}) on {snap.host}"
 
 
+REASON_PREFIX = "ibdiag:"
+
+
+def reason_line(report: Report) -> str:
+    """One stable line naming the worst finding, for a drain reason: "" when nothing is wrong.
+
+    Slurm groups drained nodes by their reason, so it holds no counts, rates, times or line
+    numbers: the target, the check, and the observed value only when that is a word (a state,
+    a kernel-log signature id), never a number.
+    """
+    for status in (Status.FAIL, Status.ERROR, Status.WARN):
+        hits = [result for result in report.results if result.status == status]
+        if hits:
+            first = hits[0]
+            detail = f" {first.observed}" if isinstance(first.observed, str) else ""
+            more = " and more" if len(hits) > 1 else ""
+            return f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}"
+    return ""
+
+
 def render(report: Report, color: bool = False, verbose: bool = False) -> str:
     """Fail, error and warn lines (with ``verbose`` every result), worst first, then the verdict."""
     shown = [
