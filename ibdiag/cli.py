@@ -555,6 +555,91 @@ def report_command(
     return _emit(report, fmt, as_json, output, quiet, verbose)
 
 
+def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
+    """A function making a fresh quick-level report: sysfs re-read every time, no command."""
+    import time
+
+    from ibdiag.collect import collect
+    from ibdiag.grade import grade
+
+    thresholds = _effective(*flags).thresholds
+    registry = _load_registry(checks_dirs)
+    needs = {need for spec in registry.for_level("quick") for need in spec.needs}
+
+    def make_report():
+        start = time.monotonic()
+        report = grade(collect(sysfs_root, procfs_root, needs), registry, thresholds, "quick")
+        return report, time.monotonic() - start
+
+    return make_report
+
+
+@cli.command("export")
+@_source_options
+@_checks_dir_option
+@_expectation_options
+@click.option(
+    "--textfile",
+    metavar="PATH",
+    required=True,
+    help="Write Prometheus metrics to PATH atomically, e.g. into node_exporter's "
+    "--collector.textfile.directory as ibdiag.prom.",
+)
+@click.option(
+    "--compat",
+    type=click.Choice(["moneo"]),
+    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
+    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
+)
+def export_command(
+    sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
+    ignore_hcas, textfile, compat,
+) -> int:  # fmt: skip
+    """Write the quick check's counters, gauges and results as Prometheus metrics."""
+    from ibdiag.render import prometheus
+
+    flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
+    report, duration = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)()
+    try:
+        prometheus.write_textfile(textfile, prometheus.render(report, duration, compat))
+    except OSError as exc:
+        raise UsageFailure(f"cannot write {textfile}: {exc.strerror or exc}") from exc
+    return 0
+
+
+@cli.command("serve")
+@_source_options
+@_checks_dir_option
+@_expectation_options
+@click.option(
+    "--listen",
+    default="127.0.0.1:9477",
+    show_default=True,
+    metavar="ADDR:PORT",
+    help="Where to answer GET /metrics; every scrape re-reads sysfs (level quick, no command).",
+)
+@click.option(
+    "--compat",
+    type=click.Choice(["moneo"]),
+    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
+    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
+)
+def serve_command(
+    sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
+    ignore_hcas, listen, compat,
+) -> int:  # fmt: skip
+    """Serve the quick check as Prometheus metrics over HTTP."""
+    from ibdiag.render import prometheus
+
+    flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
+    try:
+        make_report = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)
+        prometheus.serve(listen, make_report, compat)
+    except OSError as exc:
+        raise UsageFailure(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
+    return 0
+
+
 @cli.command("snapshot")
 @_source_options
 @click.option(

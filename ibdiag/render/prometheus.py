@@ -1,0 +1,453 @@
+"""Prometheus output: text exposition 0.0.4, an atomic textfile writer and a /metrics server.
+
+Written by hand with the standard library only (no prometheus_client), so importing this module
+costs nothing on the quick check path and adds no dependency.
+
+Metric scheme (every name starts with ``ibdiag_``; values in base units):
+
+Counters, one family per counter name, HELP from ``ibdiag.catalogue``:
+
+- ``ibdiag_port_<name>_total{device,port}``: each entry of a port's ``counters``
+  (counters/ and counters_ext/). ``<name>`` is the sysfs name lower-cased with a leading
+  ``port_`` dropped: ``symbol_error`` -> ``ibdiag_port_symbol_error_total``,
+  ``port_rcv_errors`` -> ``ibdiag_port_rcv_errors_total``.
+- ``ibdiag_port_hw_<name>_total{device,port}``: each entry of a port's ``hw_counters``.
+- ``ibdiag_device_hw_<name>_total{device}``: each device-level ``hw_counters`` entry.
+- Units: a counter the catalogue counts in ``words`` (4 bytes) is multiplied by 4 and named
+  ``..._bytes_total`` (``port_rcv_data`` -> ``ibdiag_port_rcv_data_bytes_total``); ``bytes``
+  gets ``_bytes``; a ``config`` counter is a gauge without ``_total`` (``ms`` -> ``_seconds``,
+  divided by 1000: ``lifespan`` -> ``ibdiag_port_hw_lifespan_seconds``).
+- A counter whose name is not a valid metric-name fragment (hfi1 names with spaces, commas,
+  ...), or whose derived family name is already taken by another counter, is never made into a
+  metric name: it goes, raw, into the untyped ``ibdiag_port_other_value{device,port,source,
+  counter}`` (``source``: ``counters`` or ``hw_counters``) or
+  ``ibdiag_device_other_value{device,counter}``, with the name as an escaped label value.
+
+Gauges:
+
+- ``ibdiag_port_state{device,port}`` (IB PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, ...),
+  ``ibdiag_port_phys_state{device,port}`` (5 LinkUp, ...),
+  ``ibdiag_port_rate_bytes_per_second{device,port}`` (negotiated rate, Gb/s x 1e9 / 8: promtool
+  rejects ``bits`` as a unit, and node_exporter's ``node_infiniband_rate_bytes_per_second``
+  does the same),
+  ``ibdiag_port_info{device,port,link_layer}`` (always 1).
+  A port attribute that could not be read has no sample.
+- ``ibdiag_check_status{check,target}``: 0 pass, 1 warn, 2 fail, 3 error, -1 skip.
+- ``ibdiag_verdict``: the node's verdict as its Nagios exit code (0 OK, 1 WARNING,
+  2 CRITICAL, 3 UNKNOWN).
+- ``ibdiag_run_duration_seconds``: how long collecting and grading took.
+- ``ibdiag_last_run_timestamp_seconds``: the snapshot's ``collected_at`` (Unix time).
+- ``ibdiag_read_problems{device}``: attributes that could not be read (the device's own, its
+  PCI function's, its ports' and their netdevs'); ``device=""`` counts node-level problems.
+- ``ibdiag_command_timeouts``: commands of this run that timed out and were killed.
+
+``compat="moneo"`` adds, after the families above, the names existing Moneo / ib_hw_exporter
+dashboards query (seed 000), as gauges of the raw sysfs values with labels
+``instance`` (the snapshot's host) and ``ib_port`` (``mlx5_ib0:1``):
+``ib_<counter>`` for each port counter (``ib_port_rcv_data``, ``ib_symbol_error``; raw, so the
+data counters are in 4-byte words as sysfs has them), ``ib_port_physical_state`` and
+``ib_hw_<counter>`` for each port hw_counter. Names that are not valid metric names are left
+out of the compat set (they are in ``ibdiag_port_other_value``). Prometheus renames a scraped
+``instance`` label to ``exported_instance`` unless the job sets ``honor_labels: true``.
+
+The renderer only reports the Report: it decides no verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ibdiag.catalogue import lookup
+from ibdiag.model import Report, Status
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+STATUS_VALUES: Dict[Status, int] = {
+    Status.PASS: 0,
+    Status.WARN: 1,
+    Status.FAIL: 2,
+    Status.ERROR: 3,
+    Status.SKIP: -1,
+}
+
+_FRAGMENT = re.compile(r"[a-zA-Z0-9_]+")
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+Labels = Tuple[Tuple[str, str], ...]
+
+
+class _Family:
+    def __init__(self, name: str, kind: str, help_text: str) -> None:
+        self.name = name
+        self.kind = kind
+        self.help = help_text
+        self.samples: Dict[Labels, float] = {}
+
+    def add(self, labels: Labels, value: float) -> None:
+        self.samples[labels] = value
+
+
+class _Exposition:
+    def __init__(self) -> None:
+        self.families: Dict[str, _Family] = {}
+        self.owner: Dict[str, Tuple[str, str]] = {}  # family name -> (scope, counter name)
+
+    def family(self, name: str, kind: str, help_text: str) -> _Family:
+        found = self.families.get(name)
+        if found is None:
+            found = self.families[name] = _Family(name, kind, help_text)
+        return found
+
+    def text(self) -> str:
+        lines: List[str] = []
+        for family in self.families.values():
+            if not family.samples:
+                continue
+            lines.append(f"# HELP {family.name} {escape_help(family.help)}")
+            lines.append(f"# TYPE {family.name} {family.kind}")
+            for labels, value in family.samples.items():
+                lines.append(f"{family.name}{format_labels(labels)} {format_value(value)}")
+        return "\n".join(lines) + "\n" if lines else ""
+
+
+def escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def format_labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{key}="{escape_label(value)}"' for key, value in labels) + "}"
+
+
+def format_value(value: float) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 2**63:
+        return str(int(value))
+    return repr(value)
+
+
+def _counter_family(
+    out: _Exposition, scope: str, prefix: str, name: str, directory: str
+) -> Optional[Tuple[_Family, float]]:
+    """The family for counter ``name`` and the factor its raw value is multiplied by; None when
+    the name cannot be part of a metric name (it then goes to the generic family)."""
+    if not _FRAGMENT.fullmatch(name):
+        return None
+    info = lookup(name, directory)
+    stem = name.lower()
+    if prefix == "ibdiag_port_" and stem.startswith("port_"):
+        stem = stem[len("port_") :]
+    factor: float = 1
+    unit = ""
+    if info.unit == "words":
+        factor, unit = 4, "_bytes"
+    elif info.unit == "bytes":
+        unit = "_bytes"
+    elif info.unit == "ms":
+        factor, unit = 0.001, "_seconds"
+    if info.category == "config":
+        kind, full = "gauge", f"{prefix}{stem}{unit}"
+    else:
+        kind, full = "counter", f"{prefix}{stem}{unit}_total"
+    if not _NAME.fullmatch(full):
+        return None
+    owner = out.owner.setdefault(full, (scope, name))
+    if owner != (scope, name):
+        return None  # two counters would share one name: keep the second one generic
+    meaning = info.meaning
+    if info.unit == "words":
+        meaning += " Converted from 4-byte words to bytes."
+    elif info.unit == "ms":
+        meaning += " Converted from milliseconds to seconds."
+    help_text = f"{directory}/{name} ({info.category}): {meaning}"
+    return out.family(full, kind, help_text), factor
+
+
+def _add_counters(
+    out: _Exposition,
+    scope: str,
+    prefix: str,
+    directory: str,
+    values: Dict[str, int],
+    base: Labels,
+    other: _Family,
+    other_labels: Labels = (),
+) -> None:
+    for name in sorted(values):
+        value = values[name]
+        found = _counter_family(out, scope, prefix, name, directory)
+        if found is None:
+            other.add(base + other_labels + (("counter", name),), value)
+            continue
+        family, factor = found
+        family.add(base, value * factor)
+
+
+def _problem_count(device) -> int:
+    count = len(device.problems)
+    if device.pci is not None:
+        count += len(device.pci.problems)
+    for port in device.ports:
+        count += len(port.problems)
+        if port.netdev is not None:
+            count += len(port.netdev.problems)
+    return count
+
+
+COMPAT_CHOICES = ("moneo",)
+
+
+def render(report: Report, duration_s: float, compat: Optional[str] = None) -> str:
+    """The Report as Prometheus text exposition format 0.0.4 (see the module docstring).
+
+    ``compat``: None, or ``"moneo"`` to add the Moneo / ib_hw_exporter names as well."""
+    if compat is not None and compat not in COMPAT_CHOICES:
+        raise ValueError(f"unknown compat {compat!r}: choose from {', '.join(COMPAT_CHOICES)}")
+    out = _Exposition()
+    snapshot = report.snapshot
+    out.family(
+        "ibdiag_verdict",
+        "gauge",
+        "Node verdict as a Nagios code: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+    ).add((), report.verdict.exit_code)
+    out.family(
+        "ibdiag_run_duration_seconds", "gauge", "Seconds ibdiag took to collect and grade."
+    ).add((), float(duration_s))
+    out.family(
+        "ibdiag_last_run_timestamp_seconds",
+        "gauge",
+        "Unix time at which the snapshot was collected.",
+    ).add((), snapshot.collected_at.timestamp())
+    timeouts = sum(1 for run in snapshot.commands.values() if run.timed_out)
+    out.family(
+        "ibdiag_command_timeouts", "gauge", "Commands of this run that timed out and were killed."
+    ).add((), timeouts)
+    problems = out.family(
+        "ibdiag_read_problems",
+        "gauge",
+        'Attributes that could not be read, per device (device="": node-level).',
+    )
+    problems.add((("device", ""),), len(snapshot.problems))
+    status = out.family(
+        "ibdiag_check_status",
+        "gauge",
+        "Result of one check on one target: 0 pass, 1 warn, 2 fail, 3 error, -1 skip.",
+    )
+    for result in report.results:
+        status.add(
+            (("check", result.check_id), ("target", result.target)),
+            STATUS_VALUES[Status(result.status)],
+        )
+    state = out.family(
+        "ibdiag_port_state", "gauge", "IB port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE."
+    )
+    phys = out.family(
+        "ibdiag_port_phys_state",
+        "gauge",
+        "IB physical port state: 2 Polling, 3 Disabled, 5 LinkUp, 7 PhyTest, ...",
+    )
+    rate = out.family(
+        "ibdiag_port_rate_bytes_per_second",
+        "gauge",
+        "Negotiated port rate in bytes per second (the sysfs Gb/s x 1e9 / 8).",
+    )
+    info = out.family(
+        "ibdiag_port_info", "gauge", "Always 1; carries the port's link layer as a label."
+    )
+    port_other = out.family(
+        "ibdiag_port_other_value",
+        "untyped",
+        "Raw port counters whose names cannot be metric names (name in label counter).",
+    )
+    device_other = out.family(
+        "ibdiag_device_other_value",
+        "untyped",
+        "Raw device hw_counters whose names cannot be metric names (name in label counter).",
+    )
+    for device in snapshot.devices:
+        problems.add((("device", device.name),), _problem_count(device))
+        for port in device.ports:
+            base: Labels = (("device", device.name), ("port", str(port.number)))
+            if port.state is not None:
+                state.add(base, port.state)
+            if port.phys_state is not None:
+                phys.add(base, port.phys_state)
+            if port.rate is not None:
+                rate.add(base, port.rate.gbps * 1e9 / 8)
+            info.add((*base, ("link_layer", port.link_layer or "")), 1)
+        for port in device.ports:
+            base = (("device", device.name), ("port", str(port.number)))
+            _add_counters(
+                out,
+                "counters",
+                "ibdiag_port_",
+                "counters",
+                port.counters,
+                base,
+                port_other,
+                (("source", "counters"),),
+            )
+            _add_counters(
+                out,
+                "hw_counters",
+                "ibdiag_port_hw_",
+                "hw_counters",
+                port.hw_counters,
+                base,
+                port_other,
+                (("source", "hw_counters"),),
+            )
+        _add_counters(
+            out,
+            "device_hw_counters",
+            "ibdiag_device_hw_",
+            "hw_counters",
+            device.hw_counters,
+            (("device", device.name),),
+            device_other,
+        )
+    if compat == "moneo":
+        _add_moneo(out, report)
+    return out.text()
+
+
+def _add_moneo(out: _Exposition, report: Report) -> None:
+    instance = report.snapshot.host or ""
+    phys = out.family(
+        "ib_port_physical_state",
+        "gauge",
+        "Moneo name: port physical link state (5 = LinkUp, 3 = Disabled, 2 = Polling).",
+    )
+    taken = set(out.families)
+    for device in report.snapshot.devices:
+        for port in device.ports:
+            labels: Labels = (("instance", instance), ("ib_port", device.target(port)))
+            if port.phys_state is not None:
+                phys.add(labels, port.phys_state)
+            for prefix, directory, values in (
+                ("ib_", "counters", port.counters),
+                ("ib_hw_", "hw_counters", port.hw_counters),
+            ):
+                for name in sorted(values):
+                    full = prefix + name
+                    if not _FRAGMENT.fullmatch(name) or not _NAME.fullmatch(full):
+                        continue
+                    if full in taken:
+                        continue  # e.g. a counter literally named port_physical_state
+                    help_text = f"Moneo name, raw sysfs {directory}/{name}: "
+                    help_text += lookup(name, directory).meaning
+                    out.family(full, "gauge", help_text).add(labels, values[name])
+
+
+def write_textfile(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same directory, fsync, rename),
+    mode 0644, so node_exporter's textfile collector never reads half a file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(prefix=".ibdiag-", suffix=".prom.tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+
+
+def _split_listen(listen: str) -> Tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"--listen wants HOST:PORT, got {listen!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+_INDEX = (
+    b"<html><head><title>ibdiag</title></head><body><h1>ibdiag</h1>"
+    b'<p><a href="/metrics">/metrics</a>: InfiniBand health, re-read on every scrape.</p>'
+    b"</body></html>\n"
+)
+
+
+def make_server(
+    listen: str, make_report: Callable[[], Tuple[Report, float]], compat: Optional[str] = None
+) -> ThreadingHTTPServer:
+    """The HTTP server ``serve`` runs, bound to ``listen`` but not yet serving (for tests and
+    callers that run it in a thread: ``server.serve_forever()`` / ``server.shutdown()``)."""
+    host, port = _split_listen(listen)
+    lock = threading.Lock()  # one collection at a time: concurrent scrapes queue up
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "ibdiag"
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                try:
+                    with lock:
+                        report, duration = make_report()
+                        body = render(report, duration, compat).encode("utf-8")
+                except Exception as exc:  # noqa: BLE001 - a scrape answers, never crashes
+                    self._send(500, "text/plain; charset=utf-8", f"ibdiag: {exc}\n".encode())
+                    return
+                self._send(200, CONTENT_TYPE, body)
+            elif path == "/":
+                self._send(200, "text/html; charset=utf-8", _INDEX)
+            else:
+                self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+        def _send(self, code: int, content_type: str, body: bytes) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args) -> None:
+            return
+
+    if ":" in host:
+        return _Server6((host, port), Handler)
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def serve(
+    listen: str, make_report: Callable[[], Tuple[Report, float]], compat: Optional[str] = None
+) -> None:
+    """Answer ``GET /metrics`` on ``listen`` (HOST:PORT) with a fresh ``make_report()`` per
+    scrape; ``/`` gives a pointer, anything else 404. Runs until interrupted."""
+    server = make_server(listen, make_report, compat)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,427 @@
+"""Prometheus output, checked by a strict parser here and by the real Prometheus tools.
+
+``promtool check metrics`` lints every rendered exposition; a real ``prometheus-node-exporter``
+serves our textfile; a real ``prometheus`` scrapes ``serve``. All come from Debian's
+``prometheus`` and ``prometheus-node-exporter`` packages (CI: ``apt-get install -y prometheus
+prometheus-node-exporter``). A missing tool fails these tests; it never skips them. Every
+process listens on loopback only and is stopped in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+from conftest import SCENARIOS_DIR, scenario_names
+from sysfs_builder import mlx5_node, write_node
+
+from ibdiag.collect import collect
+from ibdiag.grade import grade
+from ibdiag.model import Report
+from ibdiag.registry import load_registry
+from ibdiag.render import prometheus
+from ibdiag.thresholds import Thresholds
+
+ODD_COUNTER = 'TxWait, total "x"\\y z'  # hfi1-style: spaces, a comma - plus a quote, backslash
+TOOL_TIMEOUT_S = 60
+
+_REGISTRY: List = []
+
+
+def _registry():
+    if not _REGISTRY:
+        _REGISTRY.append(load_registry())
+    return _REGISTRY[0]
+
+
+def _report(sys_root: str, proc_root: str = "/nonexistent-proc") -> Report:
+    snapshot = collect(sys_root, proc_root, {"sysfs"})
+    return grade(snapshot, _registry(), Thresholds(), "quick")
+
+
+def _builder_report(tmp_path: Path) -> Report:
+    hcas = mlx5_node(2)
+    hcas[0].ports[0].counters[ODD_COUNTER] = 7
+    write_node(str(tmp_path / "sys"), hcas)
+    return _report(str(tmp_path / "sys"))
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or (
+        f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None
+    )
+    if not found:
+        pytest.fail(
+            f"{name} is not installed: these tests need Debian's prometheus and "
+            "prometheus-node-exporter (apt-get install -y prometheus prometheus-node-exporter)"
+        )
+    return found
+
+
+# --- a small strict parser of the text exposition format 0.0.4 -------------------------------
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+_SAMPLE = re.compile(
+    rf"^(?P<name>{_NAME})(?:\{{(?P<labels>{_LABEL}(?:,{_LABEL})*)?\}})? "
+    r"(?P<value>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|Inf|NaN))$"
+)
+_LABEL_ITEM = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+_TYPES = {"counter", "gauge", "untyped", "summary", "histogram"}
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), value)
+
+
+def parse(text: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
+    """Every sample as {(name, labels): value}; AssertionError on anything not strictly valid."""
+    assert text.endswith("\n"), "the exposition must end with a newline"
+    helps: Dict[str, str] = {}
+    types: Dict[str, str] = {}
+    sampled: set = set()
+    samples: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"line {number}: {line!r}"
+        assert line, f"{where}: empty line"
+        if line.startswith("#"):
+            match = re.fullmatch(rf"# (HELP|TYPE) ({_NAME}) (.*)", line)
+            assert match, f"{where}: bad comment"
+            kind, name, rest = match.groups()
+            assert name not in sampled, f"{where}: {kind} after the family's samples"
+            if kind == "HELP":
+                assert name not in helps, f"{where}: second HELP"
+                assert rest.strip(), f"{where}: empty HELP"
+                helps[name] = rest
+            else:
+                assert name not in types, f"{where}: second TYPE"
+                assert rest in _TYPES, f"{where}: unknown type"
+                types[name] = rest
+            continue
+        match = _SAMPLE.match(line)
+        assert match, f"{where}: not `name{{labels}} value`"
+        name = match.group("name")
+        assert name in helps and name in types, f"{where}: no HELP/TYPE before the sample"
+        labels = tuple(_LABEL_ITEM.findall(match.group("labels") or ""))
+        keys = [key for key, _ in labels]
+        assert len(keys) == len(set(keys)), f"{where}: repeated label"
+        series = (name, tuple((key, _unescape(value)) for key, value in labels))
+        assert series not in samples, f"{where}: duplicate series"
+        if types[name] == "counter":
+            assert name.endswith("_total"), f"{where}: counter without _total"
+        samples[series] = float(match.group("value"))
+        sampled.add(name)
+    # A family's samples are contiguous: once another family started, it may not come back.
+    order = [line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[0] != "#"]
+    seen: List[str] = []
+    for name in order:
+        if not seen or seen[-1] != name:
+            assert name not in seen, f"samples of {name} are not contiguous"
+            seen.append(name)
+    return samples
+
+
+def promtool_check(text: str) -> None:
+    proc = subprocess.run(
+        [_tool("promtool"), "check", "metrics"],
+        input=text.encode(),
+        capture_output=True,
+        timeout=TOOL_TIMEOUT_S,
+        check=False,
+    )
+    output = (proc.stdout + proc.stderr).decode(errors="replace")
+    assert proc.returncode == 0, f"promtool check metrics failed ({proc.returncode}):\n{output}"
+
+
+def _value(samples, name: str, **labels: str) -> float:
+    key = (name, tuple(labels.items()))
+    assert key in samples, f"no sample {key}"
+    return samples[key]
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def test_builder_tree_renders_strict_and_promtool_clean(tmp_path: Path) -> None:
+    report = _builder_report(tmp_path)
+    text = prometheus.render(report, 0.25)
+    samples = parse(text)
+    promtool_check(text)
+
+    assert _value(samples, "ibdiag_verdict") == report.verdict.exit_code
+    assert _value(samples, "ibdiag_run_duration_seconds") == 0.25
+    assert _value(samples, "ibdiag_last_run_timestamp_seconds") == pytest.approx(
+        report.snapshot.collected_at.timestamp()
+    )
+    assert _value(samples, "ibdiag_command_timeouts") == 0
+    port = {"device": "mlx5_0", "port": "1"}
+    assert _value(samples, "ibdiag_port_state", **port) == 4
+    assert _value(samples, "ibdiag_port_phys_state", **port) == 5
+    assert _value(samples, "ibdiag_port_rate_bytes_per_second", **port) == 200e9 / 8
+    assert _value(samples, "ibdiag_port_symbol_error_total", **port) == 0
+    assert _value(samples, "ibdiag_port_rcv_data_bytes_total", **port) == 9837712934 * 4
+    assert _value(samples, "ibdiag_port_xmit_wait_total", **port) == 1931
+    assert _value(samples, "ibdiag_port_hw_out_of_sequence_total", **port) == 0
+    assert _value(samples, "ibdiag_read_problems", device="mlx5_0") == 0
+    # The odd hfi1-style name is a label value, escaped, never a metric name.
+    odd = dict(port, source="counters", counter=ODD_COUNTER)
+    assert _value(samples, "ibdiag_port_other_value", **odd) == 7
+    assert 'counter="TxWait, total \\"x\\"\\\\y z"' in text
+    for result in report.results:
+        status = _value(samples, "ibdiag_check_status", check=result.check_id, target=result.target)
+        assert status == prometheus.STATUS_VALUES[result.status]
+    # HELP text comes from the catalogue.
+    assert "# HELP ibdiag_port_symbol_error_total counters/symbol_error (error): " in text
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_every_scenario_renders_strict_and_promtool_clean(name: str) -> None:
+    root = os.path.join(SCENARIOS_DIR, name, "root")
+    report = _report(os.path.join(root, "sys"), os.path.join(root, "proc"))
+    text = prometheus.render(report, 1.5)
+    samples = parse(text)
+    promtool_check(text)
+    assert _value(samples, "ibdiag_verdict") == report.verdict.exit_code
+    for device in report.snapshot.devices:
+        for port in device.ports:
+            labels = {"device": device.name, "port": str(port.number)}
+            if port.state is not None:
+                assert _value(samples, "ibdiag_port_state", **labels) == port.state
+
+
+def test_render_escapes_hostile_label_values(tmp_path: Path) -> None:
+    report = _builder_report(tmp_path)
+    report.results[0].target = 'a"b\\c\nd'
+    text = prometheus.render(report, 0.0)
+    samples = parse(text)
+    promtool_check(text)
+    assert (
+        "ibdiag_check_status",
+        (("check", report.results[0].check_id), ("target", 'a"b\\c\nd')),
+    ) in samples
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_moneo_compat_names_strict_and_promtool_clean(name: str) -> None:
+    root = os.path.join(SCENARIOS_DIR, name, "root")
+    report = _report(os.path.join(root, "sys"), os.path.join(root, "proc"))
+    text = prometheus.render(report, 1.5, compat="moneo")
+    samples = parse(text)
+    promtool_check(text)
+    assert _value(samples, "ibdiag_verdict") == report.verdict.exit_code
+    host = report.snapshot.host or ""
+    for device in report.snapshot.devices:
+        for port in device.ports:
+            labels = {"instance": host, "ib_port": f"{device.name}:{port.number}"}
+            if port.phys_state is not None:
+                assert _value(samples, "ib_port_physical_state", **labels) == port.phys_state
+            if "port_rcv_data" in port.counters:
+                got = _value(samples, "ib_port_rcv_data", **labels)
+                assert got == port.counters["port_rcv_data"]
+            for counter, value in port.hw_counters.items():
+                assert _value(samples, f"ib_hw_{counter}", **labels) == value
+
+
+def test_moneo_compat_builder_tree(tmp_path: Path) -> None:
+    report = _builder_report(tmp_path)
+    text = prometheus.render(report, 0.1, compat="moneo")
+    samples = parse(text)
+    promtool_check(text)
+    labels = {"instance": report.snapshot.host or "", "ib_port": "mlx5_0:1"}
+    assert _value(samples, "ib_hw_out_of_sequence", **labels) == 0
+    assert _value(samples, "ib_port_xmit_data", **labels) == 9912377104
+    assert not any(name.startswith("ib_") and " " in name for name, _ in samples)
+    with pytest.raises(ValueError):
+        prometheus.render(report, 0.1, compat="nope")
+
+
+# --- textfile --------------------------------------------------------------------------------
+
+
+def test_write_textfile_is_atomic_and_complete(tmp_path: Path) -> None:
+    text = prometheus.render(_builder_report(tmp_path), 0.1)
+    out = tmp_path / "out"
+    out.mkdir()
+    target = out / "ibdiag.prom"
+    target.write_text("old content\n")
+    prometheus.write_textfile(str(target), text)
+    assert target.read_text() == text
+    assert os.listdir(out) == ["ibdiag.prom"], "a temp file was left behind"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 10) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
+        return response.read().decode()
+
+
+def _wait_for(what: str, probe, deadline_s: float, proc=None):
+    end = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"{what}: the process exited with {proc.returncode}")
+        try:
+            found = probe()
+            if found:
+                return found
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            last = exc
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not within {deadline_s} s (last error: {last})")
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+    return ""
+
+
+def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
+    exporter = _tool("prometheus-node-exporter")
+    report = _builder_report(tmp_path)
+    directory = tmp_path / "textfile"
+    directory.mkdir()
+    prometheus.write_textfile(str(directory / "ibdiag.prom"), prometheus.render(report, 0.3))
+    port = _free_port()
+    log = open(tmp_path / "node_exporter.log", "wb")
+    proc = subprocess.Popen(
+        [
+            exporter,
+            f"--collector.textfile.directory={directory}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--collector.disable-defaults",
+            "--collector.textfile",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        body = _wait_for(
+            "node_exporter /metrics",
+            lambda: _get(f"http://127.0.0.1:{port}/metrics"),
+            30,
+            proc,
+        )
+        assert re.search(rf"^ibdiag_verdict {report.verdict.exit_code}$", body, re.M), body[:2000]
+        assert "ibdiag_port_symbol_error_total{" in body
+        # node_exporter reports a textfile it could not parse through this gauge.
+        assert not re.search(r"^node_textfile_scrape_error 1", body, re.M), body[:2000]
+    finally:
+        _stop(proc)
+        log.close()
+
+
+# --- serve -----------------------------------------------------------------------------------
+
+
+def _serving(tmp_path: Path):
+    sys_root = str(tmp_path / "sys")
+    hcas = mlx5_node(2)
+    hcas[0].ports[0].counters[ODD_COUNTER] = 7
+    write_node(sys_root, hcas)
+
+    def make_report():
+        start = time.monotonic()
+        report = _report(sys_root)
+        return report, time.monotonic() - start
+
+    port = _free_port()
+    server = prometheus.make_server(f"127.0.0.1:{port}", make_report)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, port
+
+
+def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:
+    server, thread, port = _serving(tmp_path)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        first = parse(_get(f"http://127.0.0.1:{port}/metrics"))
+        time.sleep(0.05)
+        second_text = _get(f"http://127.0.0.1:{port}/metrics")
+        second = parse(second_text)
+        promtool_check(second_text)
+        stamp = "ibdiag_last_run_timestamp_seconds"
+        assert _value(second, stamp) > _value(first, stamp), "a scrape served a stale report"
+        assert abs(_value(second, stamp) - datetime.now(timezone.utc).timestamp()) < 60
+        assert "/metrics" in _get(f"http://127.0.0.1:{port}/")
+        with pytest.raises(urllib.error.HTTPError) as error:
+            _get(f"http://127.0.0.1:{port}/nothing")
+        assert error.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_real_prometheus_scrapes_serve(tmp_path: Path) -> None:
+    binary = _tool("prometheus")
+    server, thread, port = _serving(tmp_path)
+    prom_port = _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n"
+        "  - job_name: ibdiag\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+    )
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    api = f"http://127.0.0.1:{prom_port}/api/v1/query?query=ibdiag_verdict"
+
+    def verdict_series():
+        answer = json.loads(_get(api))
+        return answer["status"] == "success" and answer["data"]["result"]
+
+    try:
+        try:
+            result = _wait_for("ibdiag_verdict in Prometheus", verdict_series, 45, proc)
+        except BaseException:
+            log.flush()
+            print((tmp_path / "prometheus.log").read_text(errors="replace")[-4000:])
+            raise
+        assert result[0]["metric"]["job"] == "ibdiag"
+        assert result[0]["value"][1] in {"0", "1", "2", "3"}
+        targets = json.loads(_get(f"http://127.0.0.1:{prom_port}/api/v1/targets"))
+        health = [t["health"] for t in targets["data"]["activeTargets"]]
+        assert health == ["up"], targets
+    finally:
+        _stop(proc)
+        log.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
