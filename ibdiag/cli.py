@@ -133,6 +133,31 @@ def _command_limits(command):
     )(command)
 
 
+def _output_options(command):
+    """--format, --json, -o FILE, --quiet, --verbose: how a report is shown (check, report)."""
+    options = [
+        click.option(
+            "--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text]."
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the JSON report (--format json)."
+        ),
+        click.option(
+            "-o",
+            "--output",
+            type=click.Path(dir_okay=False, writable=True),
+            help="Write the report to FILE (format from --format or the extension).",
+        ),
+        click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells."),
+        click.option(
+            "-v", "--verbose", is_flag=True, help="Also list passing and skipped results."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def _expectation_options(command):
     """--profile, --config and the flags that override them; shared by check and config show."""
     options = [
@@ -232,14 +257,7 @@ def cli(ctx: click.Context) -> Optional[int]:
 @_source_options
 @_checks_dir_option
 @_expectation_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (--format json).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, writable=True),
-    help="Write the report to FILE (format from --format or the extension).",
-)
+@_output_options
 @click.option(
     "--baseline",
     "baseline_path",
@@ -260,8 +278,6 @@ def cli(ctx: click.Context) -> Optional[int]:
     help="Use FILE (the previous run's snapshot) as the baseline when present, then replace "
     "it with this run's (NHC, HealthCheckProgram).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
-@click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
 @click.option(
     "--reason",
     "reason_only",
@@ -534,16 +550,7 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
 @click.argument("bundle", metavar="BUNDLE|REPORT.json", type=click.Path(exists=True))
 @_checks_dir_option
 @_expectation_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text].")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (--format json).")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False, writable=True),
-    help="Write the report to FILE (format from --format or the extension).",
-)
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells.")
-@click.option("-v", "--verbose", is_flag=True, help="Also list passing and skipped results.")
+@_output_options
 def report_command(
     bundle, checks_dirs, profile, config_path, expect_hcas, expect_rate, ignore_hcas,
     fmt, as_json, output, quiet, verbose,
