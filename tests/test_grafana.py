@@ -1,0 +1,317 @@
+"""contrib/grafana/ibdiag.json: a valid dashboard whose every PromQL expression runs against a
+real Prometheus (Debian ``prometheus``) scraping ``ibdiag serve`` and returns series.
+
+The sysfs tree has non-zero port and hw error counters (so the "non-zero" tables and the
+non-passing checks table have rows) and ``make_report`` bumps traffic and error counters before
+each collection (so rate() sees growing counters). A missing ``prometheus`` fails the test, it
+never skips it. Everything listens on loopback and is stopped in ``finally``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+import pytest
+from sysfs_builder import mlx5_node, write_node
+
+from ibdiag.collect import collect
+from ibdiag.grade import grade
+from ibdiag.registry import load_registry
+from ibdiag.render import prometheus
+from ibdiag.thresholds import Thresholds
+
+DASHBOARD = Path(__file__).resolve().parent.parent / "contrib" / "grafana" / "ibdiag.json"
+VARIABLES = {
+    "${DS_PROMETHEUS}": "",
+    "$__rate_interval": "1m",
+    "$__interval": "30s",
+    "$instance": ".*",
+    "$device": ".*",
+    "$port": ".*",
+}
+# Error counters the test tree sets non-zero (the rest stay at the builder's 0).
+PORT_ERRORS = {"symbol_error": 12, "port_rcv_errors": 3, "port_xmit_discards": 5}
+HW_ERRORS = {
+    "out_of_sequence": 40,
+    "packet_seq_err": 2,
+    "local_ack_timeout_err": 7,
+    "req_transport_retries_exceeded": 1,
+    "req_rnr_retries_exceeded": 1,
+    "req_cqe_error": 4,
+}
+# Counters mlx5 exposes on some kernels that sysfs_builder's list lacks; the dashboard uses them.
+EXTRA_HW = ("req_transport_retries_exceeded", "req_rnr_retries_exceeded")
+GROWING = ("counters/port_rcv_data", "counters/port_xmit_data", "hw_counters/rx_write_requests")
+
+
+def _load() -> dict:
+    with open(DASHBOARD) as handle:
+        return json.load(handle)
+
+
+def _panels(dashboard: dict) -> Iterator[dict]:
+    for panel in dashboard["panels"]:
+        yield panel
+        yield from panel.get("panels", [])
+
+
+def _exprs(dashboard: dict) -> List[Tuple[str, str]]:
+    """(panel title/refId, expression with template variables substituted) for every target."""
+    found = []
+    for panel in _panels(dashboard):
+        for target in panel.get("targets", []):
+            expr = target["expr"]
+            for name in sorted(VARIABLES, key=len, reverse=True):
+                expr = expr.replace(name, VARIABLES[name])
+            assert "$" not in expr, f"unsubstituted variable in {expr!r}"
+            found.append((f"{panel['title']}/{target['refId']}", expr))
+    return found
+
+
+# --- shape -----------------------------------------------------------------------------------
+
+
+def test_dashboard_shape() -> None:
+    dashboard = _load()
+    assert dashboard["title"]
+    assert 36 <= dashboard["schemaVersion"] <= 41
+    assert dashboard["uid"]
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["DS_PROMETHEUS"]["type"] == "datasource"
+    assert variables["DS_PROMETHEUS"]["query"] == "prometheus"
+    assert variables["instance"]["type"] == "query"
+    assert "label_values(ibdiag_verdict, instance)" in variables["instance"]["definition"]
+    for name in ("device", "port"):  # together: the ib_port (device:port)
+        assert variables[name]["type"] == "query"
+        assert f", {name})" in variables[name]["definition"]
+    rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    assert rows == ["IB Port Health", "IB Hardware Counters", "ibdiag check status"]
+    ids = set()
+    for panel in _panels(dashboard):
+        grid = panel["gridPos"]
+        assert set(grid) >= {"h", "w", "x", "y"}, panel["title"]
+        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
+        assert panel["id"] not in ids, f"duplicate panel id {panel['id']}"
+        ids.add(panel["id"])
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${DS_PROMETHEUS}", panel["title"]
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)), panel["title"]
+        for target in panel["targets"]:
+            assert target["refId"] and target["expr"].strip(), panel["title"]
+    titles = {p["title"] for p in _panels(dashboard)}
+    for title in (
+        "Non-zero port error counters",
+        "RX data rate",
+        "TX data rate",
+        "RX error rate",
+        "Physical state",
+        "Non-zero hw error counters",
+        "Retransmission / timeout rate",
+        "Sequence / NAK error rate",
+        "CQE / buffer error rate",
+        "Remote access error rate",
+        "RDMA operation rate",
+        "Verdict per instance",
+        "Non-passing checks",
+    ):
+        assert title in titles
+
+
+# --- against a real Prometheus ---------------------------------------------------------------
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name) or (
+        f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None
+    )
+    if not found:
+        pytest.fail(
+            f"{name} is not installed: this test needs Debian's prometheus "
+            "(apt-get install -y prometheus)"
+        )
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 10) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
+        return response.read().decode()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def _bump(path: str, by: int) -> None:
+    with open(path) as handle:
+        value = int(handle.read().strip())
+    with open(path, "w") as handle:
+        handle.write(f"{value + by}\n")
+
+
+def _serving(tmp_path: Path):
+    sys_root = str(tmp_path / "sys")
+    hcas = mlx5_node(2)
+    port = hcas[0].ports[0]
+    port.counters.update(PORT_ERRORS)
+    for hca in hcas:
+        for name in EXTRA_HW:
+            hca.ports[0].hw_counters.setdefault(name, 0)
+    port.hw_counters.update(HW_ERRORS)
+    # The second HCA's link is down: a failing check for the non-passing checks table.
+    hcas[1].ports[0].state = "1: DOWN"
+    hcas[1].ports[0].phys_state = "2: Polling"
+    write_node(sys_root, hcas)
+    registry = load_registry()
+    port_dirs = [
+        os.path.join(sys_root, "class", "infiniband", hca.name, "ports", "1") for hca in hcas
+    ]
+
+    def make_report():
+        start = time.monotonic()
+        for port_dir in port_dirs:
+            for name in GROWING:
+                _bump(os.path.join(port_dir, name), 250_000)
+        _bump(os.path.join(port_dirs[0], "hw_counters", "out_of_sequence"), 1)
+        snapshot = collect(sys_root, "/nonexistent-proc", {"sysfs"})
+        report = grade(snapshot, registry, Thresholds(), "quick")
+        return report, time.monotonic() - start
+
+    listen_port = _free_port()
+    server = prometheus.make_server(f"127.0.0.1:{listen_port}", make_report)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, listen_port
+
+
+def _query(prom_port: int, expr: str) -> Dict:
+    url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        return json.loads(_get(url))
+    except urllib.error.HTTPError as error:  # 400/422: a bad expression, with its reason
+        return json.loads(error.read().decode())
+
+
+def _label_values(prom_port: int, definition: str) -> List[str]:
+    """What Grafana's label_values(selector, label) asks Prometheus for."""
+    inner = definition[len("label_values(") : -1]
+    selector, label = (part.strip() for part in inner.rsplit(",", 1))
+    for name, value in VARIABLES.items():
+        selector = selector.replace(name, value)
+    url = f"http://127.0.0.1:{prom_port}/api/v1/label/{label}/values?" + urllib.parse.urlencode(
+        {"match[]": selector}
+    )
+    answer = json.loads(_get(url))
+    assert answer["status"] == "success", answer
+    return answer["data"]
+
+
+def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) -> None:
+    binary = _tool("prometheus")
+    dashboard = _load()
+    exprs = _exprs(dashboard)
+    assert len(exprs) >= 20
+    server, thread, port = _serving(tmp_path)
+    prom_port = _free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n"
+        "  - job_name: ibdiag\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+    )
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        # At least 3 scrapes stored: every rate() over 1m has two or more samples.
+        deadline = time.monotonic() + 60
+        scrapes = 0.0
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"prometheus exited with {proc.returncode}")
+            try:
+                answer = _query(prom_port, "count_over_time(ibdiag_verdict[1m])")
+                result = answer.get("data", {}).get("result", [])
+                scrapes = float(result[0]["value"][1]) if result else 0.0
+            except (OSError, ValueError):
+                scrapes = 0.0
+            if scrapes >= 3:
+                break
+            time.sleep(0.3)
+        else:
+            log.flush()
+            print((tmp_path / "prometheus.log").read_text(errors="replace")[-4000:])
+            pytest.fail(f"fewer than 3 scrapes within 60 s ({scrapes})")
+
+        failures = []
+        for where, expr in exprs:
+            answer = _query(prom_port, expr)
+            if answer.get("status") != "success":
+                failures.append(f"{where}: {expr}\n  error: {answer.get('error')}")
+            elif not answer["data"]["result"]:
+                failures.append(f"{where}: {expr}\n  no series")
+        assert not failures, "\n".join(failures)
+
+        # The rate panels really see traffic, and the "non-zero" tables list our counters.
+        rx = _query(prom_port, exprs_for(exprs, "RX data rate/A"))["data"]["result"]
+        assert all(float(series["value"][1]) > 0 for series in rx), rx
+        table = _query(prom_port, exprs_for(exprs, "Non-zero hw error counters/A"))
+        names = {series["metric"]["__name__"] for series in table["data"]["result"]}
+        assert names == {f"ibdiag_port_hw_{name}_total" for name in HW_ERRORS}, names
+        checks = _query(prom_port, exprs_for(exprs, "Non-passing checks/A"))["data"]["result"]
+        assert any(series["metric"]["target"] == "mlx5_1:1" for series in checks), checks
+
+        # The template variables' queries give the values the panels filter on.
+        variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+        assert _label_values(prom_port, variables["instance"]["definition"]) == [
+            f"127.0.0.1:{port}"
+        ]
+        assert _label_values(prom_port, variables["device"]["definition"]) == [
+            "mlx5_0",
+            "mlx5_1",
+        ]
+        assert _label_values(prom_port, variables["port"]["definition"]) == ["1"]
+    finally:
+        _stop(proc)
+        log.close()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def exprs_for(exprs: List[Tuple[str, str]], where: str) -> str:
+    return next(expr for name, expr in exprs if name == where)
