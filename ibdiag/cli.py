@@ -133,6 +133,14 @@ def _command_limits(command):
     )(command)
 
 
+_compat_option = click.option(
+    "--compat",
+    type=click.Choice(["moneo"]),
+    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
+    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
+)
+
+
 def _output_options(command):
     """--format, --json, -o FILE, --quiet, --verbose: how a report is shown (check, report)."""
     options = [
@@ -592,12 +600,7 @@ def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
     help="Write Prometheus metrics to PATH atomically, e.g. into node_exporter's "
     "--collector.textfile.directory as ibdiag.prom.",
 )
-@click.option(
-    "--compat",
-    type=click.Choice(["moneo"]),
-    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
-    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
-)
+@_compat_option
 def export_command(
     sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
     ignore_hcas, textfile, compat,
@@ -625,12 +628,7 @@ def export_command(
     metavar="ADDR:PORT",
     help="Where to answer GET /metrics; every scrape re-reads sysfs (level quick, no command).",
 )
-@click.option(
-    "--compat",
-    type=click.Choice(["moneo"]),
-    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
-    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
-)
+@_compat_option
 def serve_command(
     sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
     ignore_hcas, listen, compat,
