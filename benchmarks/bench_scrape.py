@@ -16,19 +16,18 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from typing import List, Optional, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "tests")]
 
+from loopback import free_port, http_get  # noqa: E402
 from sysfs_builder import mlx5_node, write_node  # noqa: E402
 
 from ibdiag.collect import collect  # noqa: E402
@@ -42,17 +41,6 @@ _DURATION = re.compile(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 - loopback
-        return response.read().decode()
-
-
 def bench_ibdiag(sys_root: str, scrapes: int) -> List[float]:
     registry = load_registry()
 
@@ -61,16 +49,16 @@ def bench_ibdiag(sys_root: str, scrapes: int) -> List[float]:
         snapshot = collect(sys_root, "/nonexistent-proc", {"sysfs"})
         return grade(snapshot, registry, Thresholds(), "quick"), time.monotonic() - start
 
-    port = _free_port()
+    port = free_port()
     server = prometheus.make_server(f"127.0.0.1:{port}", make_report)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        _get(f"http://127.0.0.1:{port}/metrics")  # warm-up
+        http_get(f"http://127.0.0.1:{port}/metrics", timeout=30)  # warm-up
         times = []
         for _ in range(scrapes):
             start = time.perf_counter()
-            _get(f"http://127.0.0.1:{port}/metrics")
+            http_get(f"http://127.0.0.1:{port}/metrics", timeout=30)
             times.append(time.perf_counter() - start)
         return times
     finally:
@@ -80,7 +68,7 @@ def bench_ibdiag(sys_root: str, scrapes: int) -> List[float]:
 
 
 def bench_node_exporter(binary: str, sys_root: str, scrapes: int) -> List[float]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             binary,
@@ -96,7 +84,7 @@ def bench_node_exporter(binary: str, sys_root: str, scrapes: int) -> List[float]
         deadline = time.monotonic() + 30
         while True:
             try:
-                _get(f"http://127.0.0.1:{port}/metrics")
+                http_get(f"http://127.0.0.1:{port}/metrics", timeout=30)
                 break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:
@@ -104,7 +92,7 @@ def bench_node_exporter(binary: str, sys_root: str, scrapes: int) -> List[float]
                 time.sleep(0.1)
         times = []
         for _ in range(scrapes):
-            match = _DURATION.search(_get(f"http://127.0.0.1:{port}/metrics"))
+            match = _DURATION.search(http_get(f"http://127.0.0.1:{port}/metrics", timeout=30))
             if not match:
                 raise RuntimeError("node_exporter reported no infiniband collector duration")
             times.append(float(match.group(1)))

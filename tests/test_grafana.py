@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import threading
 import time
 import urllib.error
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 import pytest
+from loopback import free_port, http_get, start_prometheus, stop
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.collect import collect
@@ -146,27 +145,6 @@ def _tool(name: str) -> str:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _get(url: str, timeout: float = 10) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
-        return response.read().decode()
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
 def _bump(path: str, by: int) -> None:
     with open(path) as handle:
         value = int(handle.read().strip())
@@ -202,7 +180,7 @@ def _serving(tmp_path: Path):
         report = grade(snapshot, registry, Thresholds(), "quick")
         return report, time.monotonic() - start
 
-    listen_port = _free_port()
+    listen_port = free_port()
     server = prometheus.make_server(f"127.0.0.1:{listen_port}", make_report)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -212,7 +190,7 @@ def _serving(tmp_path: Path):
 def _query(prom_port: int, expr: str) -> Dict:
     url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     try:
-        return json.loads(_get(url))
+        return json.loads(http_get(url))
     except urllib.error.HTTPError as error:  # 400/422: a bad expression, with its reason
         return json.loads(error.read().decode())
 
@@ -226,7 +204,7 @@ def _label_values(prom_port: int, definition: str) -> List[str]:
     url = f"http://127.0.0.1:{prom_port}/api/v1/label/{label}/values?" + urllib.parse.urlencode(
         {"match[]": selector}
     )
-    answer = json.loads(_get(url))
+    answer = json.loads(http_get(url))
     assert answer["status"] == "success", answer
     return answer["data"]
 
@@ -237,25 +215,7 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
     exprs = _exprs(dashboard)
     assert len(exprs) >= 20
     server, thread, port = _serving(tmp_path)
-    prom_port = _free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: ibdiag\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-    )
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    proc, prom_port = start_prometheus(binary, tmp_path, port)
     try:
         # At least 3 scrapes stored: every rate() over 1m has two or more samples.
         deadline = time.monotonic() + 60
@@ -273,7 +233,6 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
                 break
             time.sleep(0.3)
         else:
-            log.flush()
             print((tmp_path / "prometheus.log").read_text(errors="replace")[-4000:])
             pytest.fail(f"fewer than 3 scrapes within 60 s ({scrapes})")
 
@@ -306,8 +265,7 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
         ]
         assert _label_values(prom_port, variables["port"]["definition"]) == ["1"]
     finally:
-        _stop(proc)
-        log.close()
+        stop(proc)
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)

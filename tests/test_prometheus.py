@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import threading
@@ -26,6 +25,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 from conftest import SCENARIOS_DIR, scenario_names
+from loopback import free_port, http_get, start_prometheus, stop
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.collect import collect
@@ -263,17 +263,6 @@ def test_write_textfile_is_atomic_and_complete(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _get(url: str, timeout: float = 10) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback
-        return response.read().decode()
-
-
 def _wait_for(what: str, probe, deadline_s: float, proc=None):
     end = time.monotonic() + deadline_s
     last = None
@@ -290,24 +279,13 @@ def _wait_for(what: str, probe, deadline_s: float, proc=None):
     pytest.fail(f"{what}: not within {deadline_s} s (last error: {last})")
 
 
-def _stop(proc: subprocess.Popen) -> str:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-    return ""
-
-
 def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
     exporter = _tool("prometheus-node-exporter")
     report = _builder_report(tmp_path)
     directory = tmp_path / "textfile"
     directory.mkdir()
     prometheus.write_textfile(str(directory / "ibdiag.prom"), prometheus.render(report, 0.3))
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "node_exporter.log", "wb")
     proc = subprocess.Popen(
         [
@@ -323,7 +301,7 @@ def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
     try:
         body = _wait_for(
             "node_exporter /metrics",
-            lambda: _get(f"http://127.0.0.1:{port}/metrics"),
+            lambda: http_get(f"http://127.0.0.1:{port}/metrics"),
             30,
             proc,
         )
@@ -332,7 +310,7 @@ def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
         # node_exporter reports a textfile it could not parse through this gauge.
         assert not re.search(r"^node_textfile_scrape_error 1", body, re.M), body[:2000]
     finally:
-        _stop(proc)
+        stop(proc)
         log.close()
 
 
@@ -350,7 +328,7 @@ def _serving(tmp_path: Path):
         report = _report(sys_root)
         return report, time.monotonic() - start
 
-    port = _free_port()
+    port = free_port()
     server = prometheus.make_server(f"127.0.0.1:{port}", make_report)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -361,17 +339,17 @@ def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:
     server, thread, port = _serving(tmp_path)
     try:
         assert server.server_address[0] == "127.0.0.1"
-        first = parse(_get(f"http://127.0.0.1:{port}/metrics"))
+        first = parse(http_get(f"http://127.0.0.1:{port}/metrics"))
         time.sleep(0.05)
-        second_text = _get(f"http://127.0.0.1:{port}/metrics")
+        second_text = http_get(f"http://127.0.0.1:{port}/metrics")
         second = parse(second_text)
         promtool_check(second_text)
         stamp = "ibdiag_last_run_timestamp_seconds"
         assert _value(second, stamp) > _value(first, stamp), "a scrape served a stale report"
         assert abs(_value(second, stamp) - datetime.now(timezone.utc).timestamp()) < 60
-        assert "/metrics" in _get(f"http://127.0.0.1:{port}/")
+        assert "/metrics" in http_get(f"http://127.0.0.1:{port}/")
         with pytest.raises(urllib.error.HTTPError) as error:
-            _get(f"http://127.0.0.1:{port}/nothing")
+            http_get(f"http://127.0.0.1:{port}/nothing")
         assert error.value.code == 404
     finally:
         server.shutdown()
@@ -382,46 +360,26 @@ def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:
 def test_real_prometheus_scrapes_serve(tmp_path: Path) -> None:
     binary = _tool("prometheus")
     server, thread, port = _serving(tmp_path)
-    prom_port = _free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: ibdiag\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
-    )
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    proc, prom_port = start_prometheus(binary, tmp_path, port)
     api = f"http://127.0.0.1:{prom_port}/api/v1/query?query=ibdiag_verdict"
 
     def verdict_series():
-        answer = json.loads(_get(api))
+        answer = json.loads(http_get(api))
         return answer["status"] == "success" and answer["data"]["result"]
 
     try:
         try:
             result = _wait_for("ibdiag_verdict in Prometheus", verdict_series, 45, proc)
         except BaseException:
-            log.flush()
             print((tmp_path / "prometheus.log").read_text(errors="replace")[-4000:])
             raise
         assert result[0]["metric"]["job"] == "ibdiag"
         assert result[0]["value"][1] in {"0", "1", "2", "3"}
-        targets = json.loads(_get(f"http://127.0.0.1:{prom_port}/api/v1/targets"))
+        targets = json.loads(http_get(f"http://127.0.0.1:{prom_port}/api/v1/targets"))
         health = [t["health"] for t in targets["data"]["activeTargets"]]
         assert health == ["up"], targets
     finally:
-        _stop(proc)
-        log.close()
+        stop(proc)
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)

@@ -10,6 +10,7 @@ import time
 import urllib.request
 
 from conftest import REPO, SCENARIOS_DIR
+from loopback import free_port
 
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
 
@@ -30,14 +31,8 @@ def test_export_to_an_unwritable_place_is_one_line_exit_3(run_cli, tmp_path):
     assert result.exit_code == 3 and result.stderr.startswith("ibdiag: error:")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_serve_answers_metrics_on_loopback_and_stops_on_sigterm(tmp_path):
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "ibdiag", "serve", "--sysfs", STUCK, "--listen",
          f"127.0.0.1:{port}"],
