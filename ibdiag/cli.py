@@ -789,6 +789,16 @@ def schema() -> int:
     return 0
 
 
+def _add_slurm_commands() -> None:
+    """`ibdiag slurm ...` lives in its own module; it reuses the option decorators above."""
+    from ibdiag.slurm.commands import slurm_group
+
+    cli.add_command(slurm_group)
+
+
+_add_slurm_commands()
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 

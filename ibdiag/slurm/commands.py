@@ -1,0 +1,220 @@
+"""``ibdiag slurm prolog|epilog|healthcheck``: the commands contrib/slurm's scripts run.
+
+Exit codes: prolog 0 (let the job start) or 1 (sick: drained, Slurm requeues the job); epilog
+0 or 1 (sick and our drain failed, so Slurm drains with "Epilog error"); healthcheck the
+verdict's code (Slurm ignores it). 3: ibdiag could not run as configured (one stderr line) -
+the scripts log it and let the job start unless IBDIAG_STRICT=1.
+
+What happened (drained, resumed, left an admin's reason alone, warnings) goes to stderr and
+syslog (facility daemon, ident ``ibdiag``), where slurmd's own messages are.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+import click
+
+from ibdiag.cli import (
+    UsageFailure,
+    _checks_dir_option,
+    _effective,
+    _expectation_options,
+    _load_registry,
+    _read_baseline,
+    _replace_state,
+    _source_options,
+)
+from ibdiag.slurm import hooks
+from ibdiag.slurm.scontrol import DEFAULT_SCONTROL_TIMEOUT_S, Scontrol
+
+DEFAULT_DEADLINE_S = 30.0
+
+
+def _hook_options(default_level: str):
+    """The options every hook takes, on top of check's source and expectation options."""
+
+    def decorate(command):
+        options = [
+            click.option(
+                "--level",
+                type=click.Choice(["quick", "standard"]),
+                default=default_level,
+                show_default=True,
+                help="quick reads files only; standard also runs perfquery, ethtool -S, dmesg.",
+            ),
+            click.option(
+                "--node",
+                envvar="SLURMD_NODENAME",
+                metavar="NAME",
+                help="The Slurm node name [default: $SLURMD_NODENAME, else the short hostname].",
+            ),
+            click.option(
+                "--state-dir",
+                default=hooks.DEFAULT_STATE_DIR,
+                show_default=True,
+                metavar="DIR",
+                help="Where job baselines and the health check's state live (0700).",
+            ),
+            click.option(
+                "--scontrol",
+                "scontrol_program",
+                default="scontrol",
+                show_default=True,
+                metavar="PROGRAM",
+                help="The scontrol to drain and resume with.",
+            ),
+            click.option(
+                "--scontrol-timeout",
+                type=click.FloatRange(min=0.1),
+                default=DEFAULT_SCONTROL_TIMEOUT_S,
+                show_default=True,
+                metavar="SECONDS",
+                help="Kill an scontrol call that takes longer (a hung slurmctld).",
+            ),
+            click.option(
+                "--deadline",
+                type=click.FloatRange(min=2),
+                default=DEFAULT_DEADLINE_S,
+                show_default=True,
+                metavar="SECONDS",
+                help="The whole hook, scontrol included, ends within this; a check still "
+                "running then (a hung HCA) drains the node.",
+            ),
+            click.option(
+                "--command-timeout",
+                type=click.FloatRange(min=0.1),
+                default=10.0,
+                show_default=True,
+                metavar="SECONDS",
+                help="Level standard: kill a command that runs longer than this.",
+            ),
+            click.option(
+                "--strict",
+                is_flag=True,
+                help="Also drain when ibdiag cannot judge the node (UNKNOWN).",
+            ),
+            _expectation_options,
+            _checks_dir_option,
+            _source_options,
+        ]
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _job_id_option(command):
+    return click.option(
+        "--job-id",
+        envvar="SLURM_JOB_ID",
+        required=True,
+        metavar="ID",
+        help="The job's id [default: $SLURM_JOB_ID].",
+    )(command)
+
+
+@click.group("slurm")
+def slurm_group() -> None:
+    """Slurm prolog, epilog and HealthCheckProgram: drain sick nodes, resume repaired ones.
+
+    Drain reasons start with 'ibdiag:'; a reason that does not (an admin's) is never
+    overwritten nor resumed. See contrib/slurm/README.md for the slurm.conf lines.
+    """
+
+
+@slurm_group.command("prolog")
+@_job_id_option
+@_hook_options("quick")
+def prolog_command(job_id, **options) -> int:
+    """Before a job: drain and exit 1 when sick; save the job's baseline when not."""
+    return _run_hook("prolog", options, lambda ctx, grade: hooks.prolog(ctx, grade, job_id))
+
+
+@slurm_group.command("epilog")
+@_job_id_option
+@_hook_options("standard")
+def epilog_command(job_id, **options) -> int:
+    """After a job: drain on counter or kernel-log faults since its baseline; remove it."""
+    return _run_hook("epilog", options, lambda ctx, grade: hooks.epilog(ctx, grade, job_id))
+
+
+@slurm_group.command("healthcheck")
+@_hook_options("quick")
+def healthcheck_command(**options) -> int:
+    """HealthCheckProgram: drain when sick, resume what ibdiag drained once healthy."""
+    return _run_hook("healthcheck", options, hooks.healthcheck)
+
+
+def _run_hook(name: str, options: dict, hook: Callable) -> int:
+    deadline_at = time.monotonic() + options["deadline"]
+    node = options["node"] or socket.gethostname().split(".")[0]
+    flags = tuple(
+        options[key]
+        for key in ("profile", "config_path", "expect_hcas", "expect_rate", "ignore_hcas")
+    )
+    grade = _grader(options, flags)
+    scontrol = Scontrol(node, options["scontrol_program"], options["scontrol_timeout"], deadline_at)
+    ctx = hooks.HookContext(
+        state_dir=options["state_dir"],
+        scontrol=scontrol,
+        deadline_at=deadline_at,
+        log=_logger(name, node),
+        strict=options["strict"],
+    )
+    try:
+        code = hook(ctx, grade)
+    except hooks.HookError as exc:
+        raise UsageFailure(str(exc)) from exc
+    if any(thread.name == "ibdiag-check" for thread in threading.enumerate()):
+        # The check is stuck in the kernel (a hung HCA's sysfs read): exit without waiting
+        # for it, which the interpreter's normal shutdown would.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _grader(options: dict, flags: tuple) -> hooks.Grader:
+    """Collect and grade this node as ``ibdiag check`` would, at the hook's level."""
+    from ibdiag.collect import collect
+    from ibdiag.grade import grade
+
+    thresholds = _effective(*flags).thresholds
+    registry = _load_registry(options["checks_dirs"])
+    level = options["level"]
+    needs = {need for spec in registry.for_level(level) for need in spec.needs}
+
+    def grade_node(baseline_path: Optional[str], save_path: Optional[str], seconds: float):
+        limits = {
+            "timeout_s": min(options["command_timeout"], seconds),
+            "deadline_s": max(1.0, seconds - 1.0),
+        }
+        snapshot = collect(options["sysfs_root"], options["procfs_root"], needs, limits)
+        previous = _read_baseline(snapshot, baseline_path, None)
+        report = grade(snapshot, registry, thresholds, level, baseline=previous)
+        if save_path:
+            _replace_state(save_path, snapshot)
+        return report
+
+    return grade_node
+
+
+def _logger(hook: str, node: str) -> Callable[[str], None]:
+    """Log lines to stderr and to syslog (daemon facility), prefixed with hook and node."""
+    import syslog
+
+    syslog.openlog("ibdiag", syslog.LOG_PID, syslog.LOG_DAEMON)
+
+    def log(message: str) -> None:
+        line = f"slurm {hook} on {node}: {message}"
+        click.echo(f"ibdiag: {line}", err=True)
+        syslog.syslog(syslog.LOG_NOTICE, line)
+
+    return log

@@ -1,0 +1,201 @@
+"""Slurm's three places to run ibdiag: the job prolog, the job epilog and HealthCheckProgram.
+
+- Prolog (before every job): a quick check. Healthy: exit 0 and the job's baseline saved to
+  ``<state dir>/job-<id>.json``. Sick (CRITICAL): drain with ibdiag's stable reason, then exit
+  non-zero, which makes Slurm requeue the job on another node.
+- Epilog (after every job): grades counter and kernel-log changes since the job's baseline, so
+  errors the job itself drove (a cable that fails under load) drain the node before the next
+  job lands there. The baseline is always removed.
+- Health check (every HealthCheckInterval): Slurm ignores its exit code, so it drains by itself
+  and resumes nodes ibdiag drained once they are healthy again. Counters are judged on their
+  change since the previous health check, so a port that stops taking errors comes back.
+
+A WARNING never drains. UNKNOWN (ibdiag could not judge: a bad option or config file, no
+InfiniBand and none expected) never drains either unless ``strict``: one configuration slip
+must not drain a whole cluster.
+
+Each hook finishes inside its deadline: the check runs in a worker thread that the hook stops
+waiting for (a sysfs read of a hung HCA blocks in the kernel and cannot be interrupted), and
+every ``scontrol`` call is bounded by its own timeout and by the same deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ibdiag.model import Report, Verdict
+from ibdiag.slurm.scontrol import Scontrol, SlurmError, mark_healthy, mark_unhealthy
+
+DEFAULT_STATE_DIR = "/run/ibdiag"
+HEALTHCHECK_STATE = "healthcheck.json"
+
+# grade(baseline_path or None, save_path or None, seconds) -> Report: collect this node, grade
+# it (against the baseline when given), save its snapshot to save_path; commands stop in time.
+Grader = Callable[[Optional[str], Optional[str], float], Report]
+
+
+class HookError(Exception):
+    """The hook cannot run as configured (bad job id, unusable state dir): one line."""
+
+
+@dataclass
+class HookContext:
+    """What every hook needs: where to keep baselines, how to reach Slurm, when to stop."""
+
+    state_dir: str
+    scontrol: Scontrol
+    deadline_at: float  # time.monotonic() by which the hook must have finished
+    log: Callable[[str], None]
+    strict: bool = False
+
+    def seconds_for_check(self) -> float:
+        """The deadline less what two scontrol calls (show, update) may take afterwards."""
+        reserve = 2 * self.scontrol.timeout_s + 0.5
+        return max(1.0, self.deadline_at - time.monotonic() - reserve)
+
+
+class CheckTimedOut(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the node check did not finish within {seconds:.0f} s")
+        self.seconds = seconds
+
+
+def job_baseline_path(state_dir: str, job_id: str) -> str:
+    """``<state dir>/job-<id>.json``; the id must be Slurm's (digits, or an array's 12_3)."""
+    if not job_id or not all(part.isdigit() for part in job_id.split("_", 1)):
+        raise HookError(f"not a Slurm job id: {job_id!r} (is SLURM_JOB_ID set?)")
+    return os.path.join(state_dir, f"job-{job_id}.json")
+
+
+def prolog(ctx: HookContext, grade: Grader, job_id: str) -> int:
+    """0: the job may start (healthy, warning, or not judged); 1: sick, drained, requeue."""
+    path = job_baseline_path(ctx.state_dir, job_id)
+    _make_state_dir(ctx.state_dir)
+    try:
+        report = _run_check(ctx, grade, None, path)
+    except CheckTimedOut as exc:
+        _drain(ctx, f"ibdiag: prolog check timed out ({exc})")
+        return 1
+    sick = report.verdict == Verdict.CRITICAL
+    if not sick:
+        _note_not_ok(ctx, report)
+    if sick or (report.verdict == Verdict.UNKNOWN and ctx.strict):
+        _remove(ctx, path)  # the job will not run here: no epilog will want it
+        _drain(ctx, _reason(report) if sick else "ibdiag: could not judge the node")
+        return 1
+    return 0
+
+
+def epilog(ctx: HookContext, grade: Grader, job_id: str) -> int:
+    """0: healthy, or sick and drained by us; 1: sick but the drain failed (Slurm then drains
+    the node with its own "Epilog error"). The job's baseline is removed in every case."""
+    path = job_baseline_path(ctx.state_dir, job_id)
+    try:
+        baseline = path if os.path.lexists(path) else None
+        if baseline is None:
+            ctx.log(f"no baseline for job {job_id} (did the prolog run?): grading since boot")
+        try:
+            report = _run_check(ctx, grade, baseline, None)
+        except CheckTimedOut as exc:
+            return 0 if _drain(ctx, f"ibdiag: epilog check timed out ({exc})") else 1
+    finally:
+        _remove(ctx, path)
+    if report.verdict == Verdict.CRITICAL:
+        return 0 if _drain(ctx, _reason(report)) else 1
+    _note_not_ok(ctx, report)
+    if report.verdict == Verdict.UNKNOWN and ctx.strict:
+        return 0 if _drain(ctx, "ibdiag: could not judge the node") else 1
+    return 0
+
+
+def healthcheck(ctx: HookContext, grade: Grader) -> int:
+    """Drain when sick, resume when ibdiag drained the node and it is healthy again.
+
+    Returns the verdict's exit code (Slurm ignores it; it helps when run by hand)."""
+    _make_state_dir(ctx.state_dir)
+    state = os.path.join(ctx.state_dir, HEALTHCHECK_STATE)
+    try:
+        report = _run_check(ctx, grade, state if os.path.lexists(state) else None, state)
+    except CheckTimedOut as exc:
+        _drain(ctx, f"ibdiag: health check timed out ({exc})")
+        return Verdict.CRITICAL.exit_code
+    if report.verdict == Verdict.CRITICAL or (report.verdict == Verdict.UNKNOWN and ctx.strict):
+        _drain(ctx, _reason(report) or "ibdiag: could not judge the node")
+    elif report.verdict == Verdict.UNKNOWN:
+        _note_not_ok(ctx, report)  # cannot tell: leave the node as it is
+    else:
+        _note_not_ok(ctx, report)
+        _resume(ctx)
+    return report.verdict.exit_code
+
+
+# -- internals ---------------------------------------------------------------------------------
+
+
+def _run_check(ctx: HookContext, grade: Grader, baseline: Optional[str], save: Optional[str]):
+    """Run the grader in a worker thread; CheckTimedOut when it is not done in time."""
+    seconds = ctx.seconds_for_check()
+    outcome: dict = {}
+
+    def work() -> None:
+        try:
+            outcome["report"] = grade(baseline, save, seconds)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="ibdiag-check", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise CheckTimedOut(seconds)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["report"]
+
+
+def _reason(report: Report) -> str:
+    from ibdiag.render.text import reason_line
+
+    return reason_line(report)
+
+
+def _drain(ctx: HookContext, reason: str) -> bool:
+    """Drain with ``reason``; False only when scontrol failed (the log says why)."""
+    try:
+        ctx.log(mark_unhealthy(ctx.scontrol, reason))
+        return True
+    except SlurmError as exc:
+        ctx.log(f"could not drain the node ({reason}): {exc}")
+        return False
+
+
+def _resume(ctx: HookContext) -> None:
+    try:
+        ctx.log(mark_healthy(ctx.scontrol))
+    except SlurmError as exc:
+        ctx.log(f"could not check or resume the node: {exc}")
+
+
+def _note_not_ok(ctx: HookContext, report: Report) -> None:
+    if report.verdict != Verdict.OK:
+        ctx.log(f"{report.verdict.value}: {_reason(report) or report.verdict_reason}")
+
+
+def _make_state_dir(path: str) -> None:
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise HookError(f"cannot create the state directory {path}: {exc.strerror}") from exc
+
+
+def _remove(ctx: HookContext, path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        ctx.log(f"could not remove the job baseline {path}: {exc.strerror}")

@@ -1,0 +1,374 @@
+"""contrib/slurm's hook script and ``ibdiag slurm ...`` against a fake scontrol.
+
+The same flows run against a real slurmctld and slurmd in tests/test_slurm_cluster.py; here
+the cases a real cluster makes slow or hard: a hung scontrol, a hung sysfs read, a missing
+scontrol, odd job ids, every exit-code mapping of the script.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ibdiag.slurm.scontrol import (
+    NodeRecord,
+    Scontrol,
+    SlurmError,
+    clean_reason,
+    mark_healthy,
+    mark_unhealthy,
+    parse_show_node,
+)
+from tests.conftest import REPO, SCENARIOS_DIR
+from tests.fake_scontrol import FakeScontrol
+
+HOOK = os.path.join(REPO, "contrib", "slurm", "ibdiag-slurm-hook")
+GOOD_NODE = os.path.join(REPO, "examples", "sample-node")
+STUCK_INIT = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
+FLAPPING = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-ib4-operstate-down-flapping", "root", "sys")
+STUCK_INIT_REASON = "ibdiag: mlx5_6:1 link.state 2: INIT and more"
+IBDIAG = shutil.which("ibdiag", path=os.path.dirname(sys.executable)) or shutil.which("ibdiag")
+
+# What Debian's Slurm 22.05 prints for a drained node (recorded by tests/test_slurm_cluster.py).
+SHOW_DRAINED = """\
+NodeName=node1 Arch=x86_64 CoresPerSocket=1
+   CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.31
+   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A
+   Partitions=debug
+   Reason=ibdiag: mlx5_6:1 link.state 2: INIT [root@2026-11-21T17:03:12]
+"""
+
+
+@pytest.fixture
+def node(tmp_path):
+    """A good sysfs tree (a copy, so tests can break it), a fake scontrol, a state dir."""
+    root = tmp_path / "node"
+    shutil.copytree(GOOD_NODE, root, symlinks=True)
+    for port in (root / "sys" / "class" / "infiniband").glob("*/ports/*"):
+        (port / "counters").mkdir()  # the capture has none; zeros, as on a clean port
+        for name in ("link_downed", "symbol_error", "port_rcv_errors"):
+            (port / "counters" / name).write_text("0\n")
+    return {
+        "sysfs": str(root / "sys"),
+        "scontrol": FakeScontrol(tmp_path / "slurm"),
+        "state_dir": tmp_path / "run-ibdiag",
+        "tmp": tmp_path,
+    }
+
+
+def write_settings(node, sysfs=None, extra="", deadline=20, ibdiag=None):
+    """The site's /etc/ibdiag/slurm.env for these tests."""
+    settings = node["tmp"] / "slurm.env"
+    args = [
+        "--sysfs", sysfs or node["sysfs"], "--node", "node1",
+        "--scontrol", node["scontrol"].path, "--state-dir", str(node["state_dir"]),
+    ]  # fmt: skip
+    settings.write_text(
+        f"IBDIAG={ibdiag or IBDIAG}\n"
+        f"IBDIAG_ARGS=({' '.join(repr(arg) for arg in args)})\n"
+        f"IBDIAG_DEADLINE={deadline}\n{extra}\n"
+    )
+    return settings
+
+
+def run_hook(node, hook, job_id="42", timeout=60, **settings):
+    env = {
+        "PATH": os.environ["PATH"],
+        "IBDIAG_SLURM_ENV": str(write_settings(node, **settings)),
+        "SLURM_JOB_ID": job_id,
+        "SLURMD_NODENAME": "node1",
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [HOOK, hook], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    done.elapsed = time.monotonic() - started
+    return done
+
+
+def bump_counter(sysfs: str, device: str, port: int, name: str, by: int) -> None:
+    path = Path(sysfs, "class", "infiniband", device, "ports", str(port), "counters", name)
+    path.write_text(f"{int(path.read_text()) + by}\n")
+
+
+# -- scontrol: parsing and the drain/resume rules -----------------------------------------------
+
+
+def test_show_node_gives_state_and_reason_without_the_stamp():
+    record = parse_show_node("node1", SHOW_DRAINED)
+    assert record == NodeRecord("node1", "IDLE+DRAIN", "ibdiag: mlx5_6:1 link.state 2: INIT")
+    assert record.drained and record.reason_is_ours
+
+
+def test_show_node_without_reason_and_with_an_admin_reason():
+    idle = parse_show_node("n", "NodeName=n\n   State=MIXED ThreadsPerCore=1\n")
+    assert idle.reason is None and not idle.drained
+    admin = parse_show_node("n", "   State=DOWN+DRAIN\n   Reason=RMA [ops@2026-01-01T00:00:00]\n")
+    assert admin.reason == "RMA" and admin.drained and not admin.reason_is_ours
+    # "MCS_label=" or "NextState=" on the same line must not be taken for State=
+    odd = parse_show_node("n", "   NextState=IDLE State=ALLOCATED Owner=N/A\n")
+    assert odd.state == "ALLOCATED"
+
+
+def test_show_node_without_state_is_a_one_line_error():
+    with pytest.raises(SlurmError, match="no State="):
+        parse_show_node("n", "slurm_load_node error: Unable to contact slurm controller\n")
+
+
+def test_reasons_get_the_prefix_one_line_and_a_bounded_length():
+    assert clean_reason("mlx5_0:1 link.state\nDOWN") == "ibdiag: mlx5_0:1 link.state DOWN"
+    assert clean_reason("ibdiag: x") == "ibdiag: x"
+    assert len(clean_reason("ibdiag: " + "y" * 500)) == 200
+
+
+def test_drain_sets_our_reason_when_there_is_none(tmp_path):
+    fake = FakeScontrol(tmp_path)
+    message = mark_unhealthy(Scontrol("node1", fake.path), "ibdiag: mlx5_0:1 link.state DOWN")
+    assert fake.node()["reason"] == "ibdiag: mlx5_0:1 link.state DOWN"
+    assert fake.node()["state"] == "IDLE+DRAIN"
+    assert message.startswith("drained node1")
+
+
+def test_drain_never_overwrites_an_admin_reason(tmp_path):
+    fake = FakeScontrol(tmp_path)
+    fake.set("IDLE+DRAIN", "cable swap, ticket 4411")
+    message = mark_unhealthy(Scontrol("node1", fake.path), "ibdiag: mlx5_0:1 link.state DOWN")
+    assert fake.node()["reason"] == "cable swap, ticket 4411"
+    assert fake.updates() == []
+    assert "left alone" in message and "ticket 4411" in message
+
+
+def test_drain_replaces_our_own_older_reason_but_does_not_restamp_the_same(tmp_path):
+    fake = FakeScontrol(tmp_path)
+    fake.set("IDLE+DRAIN", "ibdiag: mlx5_0:1 link.state DOWN")
+    scontrol = Scontrol("node1", fake.path)
+    assert mark_unhealthy(scontrol, "ibdiag: mlx5_0:1 link.state DOWN").startswith("already")
+    assert fake.updates() == []
+    mark_unhealthy(scontrol, "ibdiag: mlx5_3:1 link.rate")
+    assert fake.node()["reason"] == "ibdiag: mlx5_3:1 link.rate"
+
+
+def test_resume_only_what_ibdiag_drained(tmp_path):
+    fake = FakeScontrol(tmp_path)
+    scontrol = Scontrol("node1", fake.path)
+    assert mark_healthy(scontrol).startswith("nothing to resume")
+    fake.set("IDLE+DRAIN", "memory test")
+    assert mark_healthy(scontrol).startswith("left alone")
+    assert fake.node()["state"] == "IDLE+DRAIN" and fake.updates() == []
+    fake.set("IDLE+DRAIN", "ibdiag: mlx5_0:1 link.state DOWN")
+    assert mark_healthy(scontrol).startswith("resumed node1")
+    assert fake.node() == {"name": "node1", "state": "IDLE", "reason": None}
+
+
+def test_a_hung_scontrol_is_killed_within_its_timeout(tmp_path):
+    fake = FakeScontrol(tmp_path)
+    fake.hang()
+    started = time.monotonic()
+    with pytest.raises(SlurmError, match="timed out"):
+        Scontrol("node1", fake.path, timeout_s=0.5).show()
+    assert time.monotonic() - started < 5
+
+
+def test_scontrol_missing_or_failing_is_a_one_line_error(tmp_path):
+    with pytest.raises(SlurmError, match="not installed"):
+        Scontrol("node1", str(tmp_path / "no-scontrol")).show()
+    fake = FakeScontrol(tmp_path)
+    with pytest.raises(SlurmError, match="Node other not found"):
+        Scontrol("other", fake.path).show()
+
+
+def test_no_scontrol_call_starts_after_the_deadline(tmp_path):
+    fake = FakeScontrol(tmp_path)
+    with pytest.raises(SlurmError, match="deadline had passed"):
+        Scontrol("node1", fake.path, until=time.monotonic() - 1).show()
+    assert fake.calls() == []
+
+
+# -- the prolog --------------------------------------------------------------------------------
+
+
+def test_prolog_healthy_node_saves_the_job_baseline_privately(node):
+    done = run_hook(node, "prolog")
+    assert done.returncode == 0, done.stderr
+    baseline = node["state_dir"] / "job-42.json"
+    assert stat.S_IMODE(baseline.stat().st_mode) == 0o600
+    assert stat.S_IMODE(node["state_dir"].stat().st_mode) == 0o700
+    assert '"devices"' in baseline.read_text()
+    assert node["scontrol"].updates() == []
+
+
+def test_prolog_sick_node_is_drained_with_a_stable_reason_and_fails(node):
+    done = run_hook(node, "prolog", sysfs=STUCK_INIT)
+    assert done.returncode == 1
+    assert node["scontrol"].node() == {
+        "name": "node1", "state": "IDLE+DRAIN", "reason": STUCK_INIT_REASON,
+    }  # fmt: skip
+    assert f"drained node1: {STUCK_INIT_REASON}" in done.stderr
+    assert not (node["state_dir"] / "job-42.json").exists()  # no epilog will want it
+
+
+def test_prolog_leaves_an_admin_reason_alone_but_still_fails_the_job(node):
+    node["scontrol"].set("MIXED+DRAIN", "bad DIMM, ticket 77")
+    done = run_hook(node, "prolog", sysfs=STUCK_INIT)
+    assert done.returncode == 1
+    assert node["scontrol"].node()["reason"] == "bad DIMM, ticket 77"
+    assert node["scontrol"].updates() == []
+    assert "left alone" in done.stderr
+
+
+def test_prolog_warning_lets_the_job_start_and_is_logged(node):
+    done = run_hook(node, "prolog", sysfs=FLAPPING)  # IPoIB netdev down: a warning
+    assert done.returncode == 0
+    assert "WARNING: ibdiag: mlx5_6:1 netdev.operstate down" in done.stderr
+    assert node["scontrol"].updates() == []
+    assert (node["state_dir"] / "job-42.json").exists()
+
+
+def test_prolog_fails_a_port_below_the_expected_rate(node):
+    Path(node["sysfs"], "class", "infiniband", "mlx5_0", "ports", "1", "rate").write_text(
+        "100 Gb/sec (2X HDR)\n"
+    )
+    done = run_hook(node, "prolog", extra="IBDIAG_ARGS+=(--expect-rate 200)")
+    assert done.returncode == 1
+    assert node["scontrol"].node()["reason"] == "ibdiag: mlx5_0:1 link.rate"
+
+
+def test_prolog_finishes_within_its_deadline_when_scontrol_hangs(node):
+    node["scontrol"].hang()
+    done = run_hook(
+        node, "prolog", sysfs=STUCK_INIT, deadline=4,
+        extra="IBDIAG_ARGS+=(--scontrol-timeout 1)",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.elapsed < 4 + 3, done.elapsed  # its deadline, plus Python's start
+    assert "could not drain the node" in done.stderr and "timed out" in done.stderr
+
+
+def test_prolog_drains_when_a_sysfs_read_hangs(node):
+    """A hung HCA blocks a counter read in the kernel: the check is abandoned, the node drained."""
+    counter = Path(node["sysfs"], "class", "infiniband", "mlx5_0", "ports", "1", "state")
+    counter.unlink()
+    os.mkfifo(counter)  # opening it for reading blocks until a writer comes: forever
+    done = run_hook(node, "prolog", deadline=6, extra="IBDIAG_ARGS+=(--scontrol-timeout 1)")
+    assert done.returncode == 1
+    assert done.elapsed < 6 + 3, done.elapsed
+    reason = node["scontrol"].node()["reason"]
+    assert reason.startswith("ibdiag: prolog check timed out"), reason
+
+
+def test_prolog_config_error_lets_the_job_start_and_is_logged(node):
+    bad = node["tmp"] / "bad.toml"
+    bad.write_text("[thresholds\n")
+    done = run_hook(node, "prolog", sysfs=STUCK_INIT, extra=f"IBDIAG_ARGS+=(--config {bad})")
+    assert done.returncode == 0
+    assert "could not run as configured" in done.stderr and "ignored" in done.stderr
+    assert str(bad) in done.stderr
+    assert node["scontrol"].updates() == []
+
+
+def test_prolog_config_error_fails_when_strict(node):
+    done = run_hook(node, "prolog", extra="IBDIAG_ARGS+=(--profile no-such)\nIBDIAG_STRICT=1")
+    assert done.returncode == 1
+    assert "failing (IBDIAG_STRICT=1)" in done.stderr
+
+
+def test_prolog_refuses_a_job_id_that_is_not_slurms(node):
+    done = run_hook(node, "prolog", job_id="../../etc/passwd")
+    assert done.returncode == 0  # exit 3 from ibdiag, logged and ignored by the script
+    assert "not a Slurm job id" in done.stderr
+    assert not node["state_dir"].exists() or not any(node["state_dir"].iterdir())
+
+
+def test_a_missing_ibdiag_is_logged_and_ignored_unless_strict(node):
+    done = run_hook(node, "prolog", ibdiag=str(node["tmp"] / "no-ibdiag"))
+    assert done.returncode == 0  # a configuration slip must not drain the cluster
+    assert "could not run as configured (exit 127" in done.stderr
+    strict = run_hook(
+        node, "prolog", ibdiag=str(node["tmp"] / "no-ibdiag"), extra="IBDIAG_STRICT=1"
+    )
+    assert strict.returncode == 1
+
+
+def test_hook_named_for_nothing_runs_nothing(tmp_path):
+    other = tmp_path / "ibdiag-something"
+    other.symlink_to(HOOK)
+    done = subprocess.run([str(other)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "cannot tell which hook" in done.stderr
+
+
+# -- the epilog --------------------------------------------------------------------------------
+
+
+def test_epilog_drains_on_a_counter_that_rose_during_the_job_and_removes_the_baseline(node):
+    assert run_hook(node, "prolog").returncode == 0
+    bump_counter(node["sysfs"], "mlx5_3", 1, "link_downed", 2)
+    done = run_hook(node, "epilog", extra="IBDIAG_EPILOG_ARGS=(--level quick)")
+    assert done.returncode == 0, done.stderr  # drained by us: Slurm need not add "Epilog error"
+    reason = node["scontrol"].node()["reason"]
+    assert reason.startswith("ibdiag: mlx5_3:1 counters."), reason
+    assert not (node["state_dir"] / "job-42.json").exists()
+
+
+def test_epilog_without_new_errors_leaves_the_node_alone(node):
+    assert run_hook(node, "prolog").returncode == 0
+    done = run_hook(node, "epilog", extra="IBDIAG_EPILOG_ARGS=(--level quick)")
+    assert done.returncode == 0
+    assert node["scontrol"].updates() == []
+    assert not (node["state_dir"] / "job-42.json").exists()
+
+
+def test_epilog_without_a_baseline_grades_since_boot(node):
+    done = run_hook(node, "epilog", job_id="7", extra="IBDIAG_EPILOG_ARGS=(--level quick)")
+    assert done.returncode == 0
+    assert "no baseline for job 7" in done.stderr
+
+
+def test_epilog_fails_when_it_must_drain_but_scontrol_is_gone(node):
+    assert run_hook(node, "prolog").returncode == 0
+    bump_counter(node["sysfs"], "mlx5_0", 1, "link_downed", 1)
+    node["scontrol"].hang()
+    done = run_hook(
+        node, "epilog", deadline=4,
+        extra="IBDIAG_EPILOG_ARGS=(--level quick --scontrol-timeout 1)",
+    )  # fmt: skip
+    assert done.returncode == 1  # so Slurm drains the node itself ("Epilog error")
+    assert not (node["state_dir"] / "job-42.json").exists()
+
+
+# -- the health check --------------------------------------------------------------------------
+
+
+def test_healthcheck_drains_then_resumes_after_repair(node):
+    done = run_hook(node, "healthcheck", sysfs=STUCK_INIT)
+    assert done.returncode == 0  # Slurm ignores it; the drain is ibdiag's own
+    assert node["scontrol"].node()["reason"] == STUCK_INIT_REASON
+    done = run_hook(node, "healthcheck")
+    assert done.returncode == 0
+    assert node["scontrol"].node() == {"name": "node1", "state": "IDLE", "reason": None}
+    assert "resumed node1" in done.stderr
+
+
+def test_healthcheck_never_resumes_an_admin_drain(node):
+    node["scontrol"].set("IDLE+DRAIN", "reserved for firmware update")
+    run_hook(node, "healthcheck")
+    assert node["scontrol"].node()["reason"] == "reserved for firmware update"
+    assert node["scontrol"].updates() == []
+
+
+def test_healthcheck_keeps_a_node_drained_while_errors_climb(node):
+    assert run_hook(node, "healthcheck").returncode == 0  # first run: the state file
+    bump_counter(node["sysfs"], "mlx5_1", 1, "link_downed", 1)
+    run_hook(node, "healthcheck")
+    assert node["scontrol"].node()["reason"].startswith("ibdiag: mlx5_1:1 counters")
+    bump_counter(node["sysfs"], "mlx5_1", 1, "link_downed", 1)
+    run_hook(node, "healthcheck")
+    assert node["scontrol"].node()["state"] == "IDLE+DRAIN"
+    run_hook(node, "healthcheck")  # quiet since the last run: healthy again
+    assert node["scontrol"].node()["state"] == "IDLE"
