@@ -372,3 +372,17 @@ def test_healthcheck_keeps_a_node_drained_while_errors_climb(node):
     assert node["scontrol"].node()["state"] == "IDLE+DRAIN"
     run_hook(node, "healthcheck")  # quiet since the last run: healthy again
     assert node["scontrol"].node()["state"] == "IDLE"
+
+
+@pytest.mark.parametrize("name", ["ibdiag-prolog", "ibdiag-epilog", "ibdiag-healthcheck"])
+def test_the_name_the_script_runs_under_picks_the_hook(node, name):
+    """The links in contrib/slurm (and copies installed under those names) need no argument."""
+    env = {
+        "PATH": os.environ["PATH"],
+        "IBDIAG_SLURM_ENV": str(write_settings(node, sysfs=STUCK_INIT)),
+        "SLURM_JOB_ID": "42",
+    }
+    script = os.path.join(REPO, "contrib", "slurm", name)
+    done = subprocess.run([script], env=env, capture_output=True, text=True, check=False)
+    hook = name.split("-")[1]
+    assert f"ibdiag: slurm {hook} on node1: drained node1" in done.stderr, done.stderr
