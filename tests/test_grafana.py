@@ -36,8 +36,7 @@ VARIABLES = {
     "$__rate_interval": "1m",
     "$__interval": "30s",
     "$instance": ".*",
-    "$device": ".*",
-    "$port": ".*",
+    "$ib_port": ".*",
 }
 # Error counters the test tree sets non-zero (the rest stay at the builder's 0).
 PORT_ERRORS = {"symbol_error": 12, "port_rcv_errors": 3, "port_xmit_discards": 5}
@@ -91,9 +90,8 @@ def test_dashboard_shape() -> None:
     assert variables["DS_PROMETHEUS"]["query"] == "prometheus"
     assert variables["instance"]["type"] == "query"
     assert "label_values(ibdiag_verdict, instance)" in variables["instance"]["definition"]
-    for name in ("device", "port"):  # together: the ib_port (device:port)
-        assert variables[name]["type"] == "query"
-        assert f", {name})" in variables[name]["definition"]
+    assert variables["ib_port"]["type"] == "query"
+    assert ", ib_port)" in variables["ib_port"]["definition"]
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
     assert rows == ["IB Port Health", "IB Hardware Counters", "ibdiag check status"]
     ids = set()
@@ -259,11 +257,14 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
         assert _label_values(prom_port, variables["instance"]["definition"]) == [
             f"127.0.0.1:{port}"
         ]
-        assert _label_values(prom_port, variables["device"]["definition"]) == [
-            "mlx5_0",
-            "mlx5_1",
+        assert _label_values(prom_port, variables["ib_port"]["definition"]) == [
+            "mlx5_0:1",
+            "mlx5_1:1",
         ]
-        assert _label_values(prom_port, variables["port"]["definition"]) == ["1"]
+        # Picking one port in the variable narrows every per-port panel to it.
+        one = exprs_for(exprs, "RX data rate/A").replace('ib_port=~".*"', 'ib_port=~"mlx5_1:1"')
+        picked = _query(prom_port, one)["data"]["result"]
+        assert [series["metric"]["ib_port"] for series in picked] == ["mlx5_1:1"], picked
     finally:
         stop(proc)
         server.shutdown()

@@ -167,7 +167,7 @@ def test_builder_tree_renders_strict_and_promtool_clean(tmp_path: Path) -> None:
         report.snapshot.collected_at.timestamp()
     )
     assert _value(samples, "ibdiag_command_timeouts") == 0
-    port = {"device": "mlx5_0", "port": "1"}
+    port = {"device": "mlx5_0", "port": "1", "ib_port": "mlx5_0:1"}
     assert _value(samples, "ibdiag_port_state", **port) == 4
     assert _value(samples, "ibdiag_port_phys_state", **port) == 5
     assert _value(samples, "ibdiag_port_rate_bytes_per_second", **port) == 200e9 / 8
@@ -197,7 +197,11 @@ def test_every_scenario_renders_strict_and_promtool_clean(name: str) -> None:
     assert _value(samples, "ibdiag_verdict") == report.verdict.exit_code
     for device in report.snapshot.devices:
         for port in device.ports:
-            labels = {"device": device.name, "port": str(port.number)}
+            labels = {
+                "device": device.name,
+                "port": str(port.number),
+                "ib_port": device.target(port),
+            }
             if port.state is not None:
                 assert _value(samples, "ibdiag_port_state", **labels) == port.state
 

@@ -23,6 +23,9 @@ Counters, one family per counter name, HELP from ``ibdiag.catalogue``:
   counter}`` (``source``: ``counters`` or ``hw_counters``) or
   ``ibdiag_device_other_value{device,counter}``, with the name as an escaped label value.
 
+Every per-port sample also carries ``ib_port`` (``mlx5_0:1``), the name check targets and
+existing dashboards use for a port, so one label (one Grafana variable) selects it.
+
 Gauges:
 
 - ``ibdiag_port_state{device,port}`` (IB PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, ...),
@@ -202,6 +205,15 @@ def _add_counters(
         family.add(base, value * factor)
 
 
+def _port_labels(device, port) -> Labels:
+    """device, port, and ib_port ("mlx5_0:1": how check targets and dashboards name a port)."""
+    return (
+        ("device", device.name),
+        ("port", str(port.number)),
+        ("ib_port", device.target(port)),
+    )
+
+
 def _problem_count(device) -> int:
     count = len(device.problems)
     if device.pci is not None:
@@ -286,7 +298,7 @@ def render(report: Report, duration_s: float, compat: Optional[str] = None) -> s
     for device in snapshot.devices:
         problems.add((("device", device.name),), _problem_count(device))
         for port in device.ports:
-            base: Labels = (("device", device.name), ("port", str(port.number)))
+            base = _port_labels(device, port)
             if port.state is not None:
                 state.add(base, port.state)
             if port.phys_state is not None:
@@ -295,7 +307,7 @@ def render(report: Report, duration_s: float, compat: Optional[str] = None) -> s
                 rate.add(base, port.rate.gbps * 1e9 / 8)
             info.add((*base, ("link_layer", port.link_layer or "")), 1)
         for port in device.ports:
-            base = (("device", device.name), ("port", str(port.number)))
+            base = _port_labels(device, port)
             _add_counters(
                 out,
                 "counters",
