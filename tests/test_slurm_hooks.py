@@ -386,3 +386,29 @@ def test_the_name_the_script_runs_under_picks_the_hook(node, name):
     done = subprocess.run([script], env=env, capture_output=True, text=True, check=False)
     hook = name.split("-")[1]
     assert f"ibdiag: slurm {hook} on node1: drained node1" in done.stderr, done.stderr
+
+
+def test_epilog_at_level_standard_ends_within_its_deadline_when_commands_hang(node):
+    """perfquery, ethtool, dmesg ... all hang: the epilog still ends inside --deadline, the
+    commands' process groups killed, and a healthy node is not drained for it."""
+    import stubs as S
+
+    bin_dir = S.StubBin(node["tmp"] / "bin")
+    mark = S.marker()
+    for tool in ("perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo"):
+        bin_dir.add(tool, S.hangs(mark))
+    assert run_hook(node, "prolog").returncode == 0
+    started = time.monotonic()
+    done = subprocess.run(
+        [IBDIAG, "slurm", "epilog", "--job-id", "42", "--node", "node1", "--sysfs", node["sysfs"],
+         "--scontrol", node["scontrol"].path, "--state-dir", str(node["state_dir"]),
+         "--deadline", "6", "--scontrol-timeout", "1"],
+        env=bin_dir.env(), capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 6 + 3, elapsed
+    assert bin_dir.calls(), "no command ran: the test proves nothing"
+    assert node["scontrol"].updates() == []
+    assert S.processes_with(mark) == []
+    assert not (node["state_dir"] / "job-42.json").exists()
