@@ -62,6 +62,96 @@ class Thresholds(BaseModel):
     expect_roce_mtu: Optional[int] = Field(
         default=None, ge=68, description="MTU every RoCE netdev must have (e.g. 4200 or 9000)."
     )
+    # -- level full: the active tests (ibdiag.active) ------------------------------------------
+    perftest_pairing: Literal["self", "pairs"] = Field(
+        default="self",
+        description="ib_write_bw loopback: self (server and client on the same HCA port) or "
+        "pairs (HCA 0 to 1, 2 to 3, ...: traffic crosses the cables and the leaf switch).",
+    )
+    perftest_gdr: bool = Field(
+        default=False,
+        description="Run ib_write_bw with --use_cuda on the GPU nearest each HCA (GPUDirect "
+        "RDMA; needs nvidia-smi and a CUDA-enabled perftest).",
+    )
+    perftest_size: int = Field(
+        default=65536, ge=2, le=1 << 30, description="ib_write_bw message size in bytes."
+    )
+    perftest_duration_s: int = Field(
+        default=5, ge=1, le=600, description="Seconds each ib_write_bw run moves traffic."
+    )
+    perftest_qps: int = Field(default=1, ge=1, le=64, description="ib_write_bw queue pairs.")
+    perftest_base_port: int = Field(
+        default=18515,
+        ge=1024,
+        le=65000,
+        description="First TCP port ib_write_bw servers listen on (one per test, loopback).",
+    )
+    perftest_floor_gbps: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Least ib_write_bw bandwidth (Gb/s) per port; unset: perftest_min_fraction "
+        "of the port's link rate.",
+    )
+    perftest_gdr_floor_gbps: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="The same with perftest_gdr (GPU memory), e.g. 380 on ND H100 v5.",
+    )
+    perftest_min_fraction: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="Without a floor: the least bandwidth as a fraction of the link rate.",
+    )
+    nccl_tests: Optional[str] = Field(
+        default=None,
+        description="Path of nccl-tests' all_reduce_perf (or another *_perf) to run at level "
+        "full; unset: nccl-tests are not run.",
+    )
+    nccl_launcher: Literal["plain", "mpirun", "srun"] = Field(
+        default="plain", description="How nccl-tests start: plain (-g GPUS), mpirun or srun."
+    )
+    nccl_gpus: Optional[int] = Field(
+        default=None, ge=1, le=64, description="GPUs for nccl-tests; unset: every NVIDIA GPU."
+    )
+    nccl_min_bytes: str = Field(default="8", description="nccl-tests -b (e.g. 8, 1M).")
+    nccl_max_bytes: str = Field(default="8G", description="nccl-tests -e (e.g. 8G).")
+    nccl_timeout_s: int = Field(
+        default=600, ge=10, le=7200, description="Kill nccl-tests after this many seconds."
+    )
+    nccl_busbw_floor_gbytes: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Least nccl-tests bus bandwidth (GB/s, as nccl-tests prints it) at the "
+        "largest size; unset: across nodes, nccl_min_fraction of one HCA's link rate.",
+    )
+    nccl_min_fraction: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Without a floor, across nodes: the least bus bandwidth as a fraction of "
+        "the per-GPU HCA link rate (seed 004: 80%).",
+    )
+    nccl_inspector_dir: Optional[str] = Field(
+        default=None,
+        description="NCCL Inspector's NCCL_INSPECTOR_DUMP_DIR to read at level full; unset: "
+        "the environment's NCCL_INSPECTOR_DUMP_DIR, if any.",
+    )
+    nccl_inspector_max_age_s: int = Field(
+        default=3600, ge=1, description="Ignore Inspector dumps older than this."
+    )
+    nccl_inspector_floor_gbytes: Optional[float] = Field(
+        default=None,
+        gt=0,
+        description="Least bus bandwidth (GB/s) an Inspector sample may show for messages of "
+        "1 MiB and more; unset: only stragglers are graded.",
+    )
+    straggler_fraction: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="A GPU below this fraction of its peers' median bus bandwidth is a straggler.",
+    )
     counters: Dict[str, CounterRule] = Field(
         default_factory=dict,
         description="Per-counter rules over the catalogue's defaults, by counter name.",

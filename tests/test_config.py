@@ -153,6 +153,9 @@ def test_precedence_profile_then_config_then_command_line(tmp_path):
         "expect_hca_names": profile_source("azure-ndv5"),
         "expect_rate_gbps": "command line",
         "ignore_hcas": f"config {site}",
+        "perftest_gdr": profile_source("azure-ndv5"),
+        "perftest_floor_gbps": profile_source("azure-ndv5"),
+        "perftest_gdr_floor_gbps": profile_source("azure-ndv5"),
     }
 
 
@@ -294,7 +297,13 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         (
             "zzz = 1\n",
             "unknown key 'zzz'; known: counters, expect_hca_names, expect_hcas, "
-            "expect_ipoib_mtu, expect_rate_gbps, expect_roce_mtu, ignore_ethernet, ignore_hcas",
+            "expect_ipoib_mtu, expect_rate_gbps, expect_roce_mtu, ignore_ethernet, ignore_hcas, "
+            "nccl_busbw_floor_gbytes, nccl_gpus, nccl_inspector_dir, nccl_inspector_floor_gbytes, "
+            "nccl_inspector_max_age_s, nccl_launcher, nccl_max_bytes, nccl_min_bytes, "
+            "nccl_min_fraction, nccl_tests, nccl_timeout_s, perftest_base_port, "
+            "perftest_duration_s, perftest_floor_gbps, perftest_gdr, perftest_gdr_floor_gbps, "
+            "perftest_min_fraction, perftest_pairing, perftest_qps, perftest_size, "
+            "straggler_fraction",
         ),
         (
             'description = "x"\n',
@@ -596,11 +605,19 @@ def test_render_show_of_the_defaults_round_trips():
         "# expect_hcas = <not set>  # default",
         "expect_hca_names = []  # default",
     ]
+    defaults = Thresholds()
     assert _round_trip(effective) == {
         "expect_hca_names": [],
         "ignore_hcas": [],
         "ignore_ethernet": False,
+        **{  # level full's settings: every one that has a default is shown with it
+            name: getattr(defaults, name)
+            for name in Thresholds.model_fields
+            if name.startswith(("perftest_", "nccl_", "straggler_"))
+            and getattr(defaults, name) is not None
+        },
     }
+    assert _round_trip(effective)["perftest_min_fraction"] == 0.9
 
 
 @pytest.mark.parametrize("name", SHIPPED)
