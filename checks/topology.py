@@ -119,3 +119,75 @@ def mtu(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                          observed=netdev.mtu, expected=expected,
                          hint=f"ip link set {netdev.name} mtu {expected} (and in the network "
                          "configuration)", evidence=source)  # fmt: skip
+
+
+@check(
+    "topology.gpu_hca",
+    title="Each GPU has an HCA on its PCIe switch, on the same NUMA node",
+    needs={"sysfs", "topology", "gpu_topology"},
+    level="standard",
+)
+def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: in ``nvidia-smi topo -m`` every GPU has its own HCA behind the same PCIe
+    switch (PIX or PXB: the rail layout of DGX and ND-series nodes), and that HCA sits on the
+    GPU's NUMA node.
+
+    Why it matters: GPUDirect RDMA moves data between the GPU and the HCA over the PCIe switch;
+    a GPU whose nearest HCA is NODE or SYS away sends every byte through the CPU, and an HCA on
+    the other socket crosses the CPU interconnect - NCCL's inter-node bandwidth drops.
+
+    What to do: check the BIOS PCIe/ACS settings and that every HCA is present (hca.inventory);
+    an HCA reported on the wrong NUMA node is a firmware (ACPI SRAT) problem.
+    """
+    from ibdiag.command_results import usable_run
+    from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
+
+    if snap.gpus is not None and not snap.gpus:
+        yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node")
+        return
+    argv = nvidia_smi_topo_argv()
+    run, why = usable_run(snap, argv)
+    if run is None:
+        yield Result(target="node", status=Status.SKIP, message=f"no GPU topology: {why}",
+                     evidence=[" ".join(argv)])  # fmt: skip
+        return
+    matrix = parse_nvidia_smi_topo(run.stdout)
+    evidence = [" ".join(argv)]
+    if matrix.error or not matrix.gpus:
+        reason = matrix.error or "no GPU in its matrix"
+        yield Result(target="node", status=Status.SKIP, message=f"nvidia-smi topo -m: {reason}",
+                     evidence=evidence)  # fmt: skip
+        return
+    graded = {dev.name: dev for dev in graded_devices(snap, th)}
+    pairing = matrix.gpu_nic_pairs()
+    for pair in pairing.pairs:
+        dev = graded.get(pair.nic)
+        if dev is None:
+            continue  # an ignored or absent HCA (hca.inventory says which)
+        gpu_numa = matrix.numa_affinity.get(pair.gpu)
+        hca_numa = dev.pci.numa_node if dev.pci else None
+        if gpu_numa is not None and hca_numa is not None and hca_numa >= 0 and gpu_numa != hca_numa:
+            yield Result(
+                target=dev.name,
+                status=Status.WARN,
+                message=f"paired with {pair.gpu} ({pair.link}) but on NUMA node {hca_numa}, "
+                f"{pair.gpu} on {gpu_numa}",
+                observed="numa-mismatch",
+                expected=gpu_numa,
+                hint="traffic crosses the CPU interconnect; check the BIOS NUMA/SRAT settings",
+                evidence=[*evidence, f"{dev.path}/device/numa_node"],
+            )
+            continue
+        yield Result(target=dev.name, status=Status.PASS, evidence=evidence,
+                     message=f"nearest GPU {pair.gpu} ({pair.link})")  # fmt: skip
+    for gpu in pairing.unpaired_gpus:
+        nearest = matrix.nearest_nic(gpu)
+        via = f"nearest HCA {nearest[0]} is {nearest[1]} away" if nearest else "no HCA listed"
+        yield Result(
+            target=gpu,
+            status=Status.WARN,
+            message=f"no HCA on its PCIe switch ({via}): GPUDirect RDMA goes through the CPU",
+            observed="no-rail-hca",
+            hint="check that every HCA is present and the BIOS PCIe settings (ACS, bifurcation)",
+            evidence=evidence,
+        )

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ibdiag import __version__
-from ibdiag.model import CommandRun, Report, Snapshot
+from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot
 from ibdiag.sources.sysfs import Recording, SysfsReader, decode_attribute, natural_key
 
 if TYPE_CHECKING:  # only for annotations: redaction loads when asked for
@@ -165,6 +165,7 @@ def _snapshot_header(snapshot: Snapshot) -> Dict[str, Any]:
         "sysfs_root": snapshot.sysfs_root,
         "procfs_root": snapshot.procfs_root,
         "sources": list(snapshot.sources),
+        "nccl_inspector_dir": snapshot.nccl_inspector_dir,
     }
 
 
@@ -201,6 +202,18 @@ def _fill(
             stage.write(f"{base}.{stream}", _encode(getattr(run, stream)))
             entry[f"{stream}_file"] = f"{base}.{stream}"
         commands.append(entry)
+    inspector = []
+    for dump in snapshot.nccl_inspector or []:
+        path = f"nccl_inspector/{sanitise(dump.name, 120)}"
+        stage.write(path, _encode(dump.text))
+        inspector.append(
+            {
+                "name": dump.name,
+                "file": path,
+                "modified_at": dump.modified_at.isoformat() if dump.modified_at else None,
+                "truncated": dump.truncated,
+            }
+        )
     failures: Dict[str, str] = {}
     for filename, renderer in renderers.items():
         try:
@@ -220,6 +233,7 @@ def _fill(
         "snapshot": _snapshot_header(snapshot),
         "files": stage.files,
         "commands": commands,
+        "nccl_inspector": inspector if snapshot.nccl_inspector is not None else None,
         "links": dict(recording.links),
         "unreadable": dict(recording.unreadable),
         "listings": dict(recording.listings),
@@ -613,6 +627,23 @@ def _read_stream(opened: OpenedBundle, rel: Optional[str]) -> str:
         return data.decode("utf-8", errors="replace")
 
 
+def _replay_inspector(opened: OpenedBundle, entries) -> Optional[List[InspectorFile]]:
+    """The NCCL Inspector dumps the bundle holds (None: the run did not read any)."""
+    if entries is None:
+        return None
+    return [
+        InspectorFile.model_validate(
+            {
+                "name": entry["name"],
+                "modified_at": entry.get("modified_at"),
+                "text": _read_stream(opened, entry.get("file")),
+                "truncated": bool(entry.get("truncated")),
+            }
+        )
+        for entry in entries
+    ]
+
+
 def replay(opened: OpenedBundle) -> Snapshot:
     """The Snapshot the live run built, rebuilt from the bundle's raw files and command outputs.
 
@@ -641,6 +672,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
             host=header.get("host"),
             boot_id=header.get("boot_id"),
             boot_time=_parse_time(header.get("boot_time")),
+            nccl_inspector_dir=header.get("nccl_inspector_dir"),
+            nccl_inspector=_replay_inspector(opened, manifest.get("nccl_inspector")),
         )
         return Snapshot.model_construct(
             schema_version=header.get("schema_version", 1),

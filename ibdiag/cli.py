@@ -255,11 +255,12 @@ def cli(ctx: click.Context) -> Optional[int]:
 @cli.command("check")
 @click.option(
     "--level",
-    type=click.Choice(["quick", "standard"]),
+    type=click.Choice(["quick", "standard", "full"]),
     default="quick",
     show_default=True,
     help="quick: files only, runs no command (prolog, NHC); standard: also read-only commands "
-    "(perfquery, ethtool -S, dmesg, ibstat, ibv_devinfo) under --deadline.",
+    "(perfquery, ethtool -S, dmesg, ibstat, ibv_devinfo, nvidia-smi topo) under --deadline; "
+    "full: also tests that move traffic (ib_write_bw loopback, nccl-tests; minutes).",
 )
 @_command_limits
 @_source_options
@@ -330,15 +331,24 @@ def check_command(
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
-    snapshot = collect(
-        sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
-    )
+    with _status_line() as status:
+        snapshot = collect(
+            sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
+            thresholds=thresholds, progress=status.say,
+        )  # fmt: skip
     previous = _read_baseline(snapshot, baseline_path, state_path)
     report = grade(snapshot, registry, thresholds, level, baseline=previous)
     if state_path:
         _replace_state(state_path, snapshot)
 
     return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
+
+
+def _status_line():
+    """What level full is running, on stderr when it is a terminal (nothing otherwise)."""
+    from ibdiag.render.progress import StatusLine
+
+    return StatusLine(sys.stderr)
 
 
 def _grade_bundle(path, flags, checks_dirs, baseline_path=None):
@@ -464,10 +474,11 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
 @_source_options
 @click.option(
     "--level",
-    type=click.Choice(["quick", "standard"]),
+    type=click.Choice(["quick", "standard", "full"]),
     default="standard",
     show_default=True,
-    help="What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat.",
+    help="What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat, "
+    "nvidia-smi topo; full adds ib_write_bw loopback, nccl-tests and NCCL Inspector dumps.",
 )
 @_command_limits
 @_checks_dir_option
@@ -502,10 +513,11 @@ def collect_command(
     registry = _load_registry(checks_dirs)
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
     recording = Recording()
-    snapshot = collect(
-        sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
-        recording=recording,
-    )  # fmt: skip
+    with _status_line() as status:
+        snapshot = collect(
+            sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
+            recording=recording, thresholds=thresholds, progress=status.say,
+        )  # fmt: skip
     report = grade(snapshot, registry, thresholds, level)
     redactor = None
     if redact_kinds:

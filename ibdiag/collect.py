@@ -1,17 +1,20 @@
 """Collect: run the sources the selected checks need and assemble one Snapshot.
 
-This is the only stage that touches the machine: files, and from level standard on, read-only
-commands. What it could not read is recorded in the Snapshot's ``problems``, never raised.
+This is the only stage that touches the machine: files, from level standard on read-only
+commands, and at level full the active tests that move traffic (``ibdiag.sources.active``).
+What it could not read is recorded in the Snapshot's ``problems``, never raised.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
-from typing import AbstractSet, Any, Dict, Optional
+from typing import AbstractSet, Any, Callable, Dict, Optional
 
 from ibdiag import __version__
-from ibdiag.model import CommandRun, Problems, Snapshot
-from ibdiag.sources import COMMAND_SOURCES, procfs, sysfs, topology
+from ibdiag.model import CommandRun, Problems, Snapshot, command_key
+from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, procfs, sysfs, topology
+from ibdiag.thresholds import Thresholds
 
 
 def collect(
@@ -20,6 +23,8 @@ def collect(
     needs: AbstractSet[str],
     runner_options: Optional[Dict[str, float]] = None,
     recording: Optional[sysfs.Recording] = None,
+    thresholds: Optional[Thresholds] = None,
+    progress: Optional[Callable[[str], None]] = None,
 ) -> Snapshot:
     """Read what ``needs`` names into a Snapshot. Identity is always read.
 
@@ -31,6 +36,10 @@ def collect(
     or why it could not be read), every directory listing, ``exists`` answer and resolved
     symlink noted in it, keyed ``sys/<path>`` / ``proc/<path>`` - what a support bundle stores
     (``ibdiag.bundle.write_bundle``). Commands are recorded in the Snapshot itself.
+
+    Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
+    ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
+    active test starts (for a terminal status line).
     """
     if recording is None:
         sys_reader = sysfs.SysfsReader(sysfs_root)
@@ -41,7 +50,11 @@ def collect(
     fields = read_node(sys_reader, proc_reader, needs)
     commands = {}
     if needs & COMMAND_SOURCES:
-        commands = _run_commands(fields["devices"], needs, runner_options or {})
+        commands = _run_commands(fields, needs, runner_options or {})
+    if needs & ACTIVE_SOURCES and thresholds is not None:
+        commands.update(_run_active(sys_reader, fields, commands, needs, thresholds, progress))
+    if "nccl_inspector" in needs and thresholds is not None:
+        fields.update(_read_inspector(thresholds, fields["problems"]))
     return Snapshot.model_construct(
         tool_version=__version__,
         collected_at=datetime.now(timezone.utc),
@@ -86,7 +99,7 @@ def read_node(
     }
 
 
-def _run_commands(devices, needs, runner_options) -> Dict[str, CommandRun]:
+def _run_commands(fields, needs, runner_options) -> Dict[str, CommandRun]:
     """Every planned command under one Runner (one deadline).
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
@@ -99,7 +112,7 @@ def _run_commands(devices, needs, runner_options) -> Dict[str, CommandRun]:
     from ibdiag.sources.commands import Runner  # sh and threads only at level standard
 
     runner = Runner(**runner_options)
-    planned = plan.commands_for(devices, needs)
+    planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))
     chained = [argv for argv in planned if plan.fallback_for(argv)]
     with ThreadPoolExecutor(max_workers=max(1, len(chained))) as pool:
         chains = [pool.submit(_with_fallback, runner, argv, plan.fallback_for(argv))
@@ -117,3 +130,62 @@ def _with_fallback(runner, argv, fallback) -> Dict[str, CommandRun]:
         second = runner.run(fallback)
         runs[second.key] = second
     return runs
+
+
+def _run_active(sys_reader, fields, commands, needs, thresholds, progress) -> Dict[str, CommandRun]:
+    """Level full: ib_write_bw loopback on every ACTIVE IB port, then nccl-tests."""
+    from ibdiag.sources import active
+    from ibdiag.targets import is_graded
+
+    runs: Dict[str, CommandRun] = {}
+    devices = fields["devices"]
+    if "perftest" in needs:
+        cpulists = {}
+        for node in {dev.pci.numa_node for dev in devices if dev.pci} - {None}:
+            text, _ = sys_reader.read_text(f"devices/system/node/node{node}/cpulist")
+            if text and text.strip():
+                cpulists[node] = text.strip()
+        tests = active.plan_loopback(
+            devices,
+            thresholds,
+            graded=lambda dev: is_graded(dev, thresholds),
+            gpu_near=_gpu_near(commands),
+            pin_for=active.numa_pinning(os.environ.get("PATH", os.defpath), cpulists),
+        )
+        runs.update(active.run_loopback(tests, thresholds, progress))
+    if "nccl_tests" in needs:
+        gpus = len(fields["gpus"] or []) if fields.get("gpus") is not None else 0
+        runs.update(active.run_nccl_tests(thresholds, gpus, progress))
+    return runs
+
+
+def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]:
+    """HCA name -> index of the GPU nearest it (PIX/PXB), from nvidia-smi topo -m if it ran."""
+    from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
+
+    run = commands.get(command_key(nvidia_smi_topo_argv()))
+    matrix = parse_nvidia_smi_topo(run.stdout) if run is not None and run.succeeded else None
+
+    def near(hca: str) -> Optional[int]:
+        found = matrix.nearest_gpu(hca) if matrix is not None else None
+        if found is None or found[1] not in ("PIX", "PXB"):
+            return None
+        digits = found[0][len("GPU") :]
+        return int(digits) if digits.isdigit() else None
+
+    return near
+
+
+def _read_inspector(thresholds, problems) -> Dict[str, Any]:
+    """NCCL Inspector's recent dumps, from nccl_inspector_dir or $NCCL_INSPECTOR_DUMP_DIR."""
+    import time
+
+    from ibdiag.sources.inspector_files import read_dumps
+
+    directory = thresholds.nccl_inspector_dir or os.environ.get("NCCL_INSPECTOR_DUMP_DIR")
+    if not directory:
+        return {"nccl_inspector_dir": None, "nccl_inspector": None}
+    files, problem = read_dumps(directory, thresholds.nccl_inspector_max_age_s, time.time())
+    if problem:
+        problems["nccl_inspector"] = problem
+    return {"nccl_inspector_dir": directory, "nccl_inspector": files}

@@ -198,6 +198,15 @@ def command_key(argv: List[str]) -> str:
     return " ".join(argv)
 
 
+class InspectorFile(_Model):
+    """One NCCL Inspector dump file as read (level full): its name, age and text."""
+
+    name: str
+    modified_at: Optional[AwareDatetime] = None
+    text: str = ""
+    truncated: bool = False  # larger than ibdiag keeps: only the first part was read
+
+
 class Snapshot(_Model):
     """Everything ibdiag read from one node at one moment: the only input a check sees."""
 
@@ -214,6 +223,8 @@ class Snapshot(_Model):
     gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)
     kernel_modules: Optional[List[str]] = None  # loaded modules (None: not collected)
     commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
+    nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
+    nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:

@@ -13,11 +13,12 @@ LINK_UP = 5  # phys_state 5: LinkUp
 
 def graded_devices(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Device]:
     """Devices not ignored by name, nor (with ``ignore_ethernet``) Ethernet-only NICs."""
-    return (
-        dev
-        for dev in snapshot.devices
-        if not thresholds.ignores(dev.name)
-        and not (thresholds.ignore_ethernet and is_ethernet_only(dev))
+    return (dev for dev in snapshot.devices if is_graded(dev, thresholds))
+
+
+def is_graded(device: Device, thresholds: Thresholds) -> bool:
+    return not thresholds.ignores(device.name) and not (
+        thresholds.ignore_ethernet and is_ethernet_only(device)
     )
 
 

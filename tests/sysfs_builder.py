@@ -174,3 +174,20 @@ def _write_port(sys_root: str, pci: str, port_dir: str, number: int, port: PortS
             _write(os.path.join(net, name), value)
         _link(os.path.join(net, "device"), pci)
         _link(os.path.join(sys_root, "class", "net", port.netdev), net)
+
+
+def write_nvidia_gpus(sys_root: str, count: int, numa_node: str = "0") -> List[str]:
+    """``count`` NVIDIA 3D controllers (H100, class 0x030200) under bus/pci/devices, on
+    buses 0x80.. (apart from the HCAs'); their PCI addresses."""
+    addresses = []
+    for index in range(count):
+        address = f"0000:{0x80 + index:02x}:00.0"
+        device = os.path.join(sys_root, "devices", "pci0000:80", address)
+        for name, value in (
+            ("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200"),
+            ("numa_node", numa_node),
+        ):  # fmt: skip
+            _write(os.path.join(device, name), value)
+        _link(os.path.join(sys_root, "bus", "pci", "devices", address), device)
+        addresses.append(address)
+    return addresses

@@ -15,5 +15,13 @@ SOURCE_LEVELS = {
     "ibv_devinfo": "standard",
     # ... and the node around the HCAs, from files: NVIDIA GPUs, loaded kernel modules
     "topology": "standard",
+    "gpu_topology": "standard",  # nvidia-smi topo -m
+    # level full: tests that move traffic, after the read-only commands; and NCCL Inspector
+    "perftest": "full",
+    "nccl_tests": "full",
+    "nccl_inspector": "full",
 }
-COMMAND_SOURCES = frozenset({"perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo"})
+COMMAND_SOURCES = frozenset(
+    {"perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology"}
+)
+ACTIVE_SOURCES = frozenset({"perftest", "nccl_tests"})

@@ -265,6 +265,10 @@ class Runner:
         finally:
             pool.shutdown(wait=True)
 
+    def stop(self) -> None:
+        """Start nothing more and kill every command this Runner is running (their groups)."""
+        self._interrupt()
+
     def run(self, argv: Sequence[str]) -> CommandRun:
         """Run one command to completion, timeout or refusal; never raises (but TypeError)."""
         args = _argv_list(argv)

@@ -6,13 +6,15 @@
 - ``ethtool -S`` for each port's netdev (IPoIB and RoCE).
 - the kernel log (``dmesg``; ``journalctl -k`` only when dmesg gives nothing usable).
 - ``ibstat`` and ``ibv_devinfo`` for the inventory cross-check.
+- ``nvidia-smi topo -m`` where sysfs shows an NVIDIA GPU: which HCA each GPU is nearest
+  (GPUDirect RDMA pairing).
 """
 
 from __future__ import annotations
 
-from typing import AbstractSet, List
+from typing import AbstractSet, List, Optional
 
-from ibdiag.model import Device
+from ibdiag.model import Device, Pci
 from ibdiag.sources.parsers import IBSTAT_ARGV, IBV_DEVINFO_ARGV
 from ibdiag.sources.parsers.ethtool import ethtool_argv
 from ibdiag.sources.parsers.kernel_log import journalctl_argv, kernel_log_argv
@@ -25,8 +27,11 @@ def _ib_active(port) -> bool:
     return port.state == 4 and port.link_layer in ("InfiniBand", None)
 
 
-def commands_for(devices: List[Device], needs: AbstractSet[str]) -> List[List[str]]:
-    """The argv of every command the ``needs`` call for, in a stable order."""
+def commands_for(
+    devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
+) -> List[List[str]]:
+    """The argv of every command the ``needs`` call for, in a stable order. ``gpus``: the
+    NVIDIA GPUs sysfs showed (nvidia-smi runs only where there is one)."""
     planned: List[List[str]] = []
     if "perfquery" in needs:
         for dev in devices:
@@ -42,6 +47,10 @@ def commands_for(devices: List[Device], needs: AbstractSet[str]) -> List[List[st
         planned.append(list(IBSTAT_ARGV))
     if "ibv_devinfo" in needs:
         planned.append(list(IBV_DEVINFO_ARGV))
+    if "gpu_topology" in needs and gpus:
+        from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv
+
+        planned.append(nvidia_smi_topo_argv())
     return planned
 
 

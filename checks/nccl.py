@@ -1,0 +1,198 @@
+"""Level full: NCCL's bus bandwidth - nccl-tests run by ibdiag, NCCL Inspector dumps of jobs."""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional, Tuple
+
+from ibdiag.model import CommandRun, Result, Snapshot, Status
+from ibdiag.registry import check
+from ibdiag.targets import graded_ports, is_infiniband
+from ibdiag.thresholds import Thresholds
+
+MIN_GRADED_MESSAGE_BYTES = 1 << 20  # small messages are latency-bound: their bandwidth says little
+
+
+@check(
+    "nccl.inspector",
+    title="NCCL Inspector: no GPU far below its peers, bus bandwidth above the floor",
+    needs={"nccl_inspector"},
+    level="full",
+)
+def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: in the NCCL Inspector dumps of recent jobs (``NCCL_INSPECTOR_DUMP_DIR``), every
+    GPU's bus bandwidth per collective and message size is within ``straggler_fraction`` (80%)
+    of its peers' median, and at or above ``nccl_inspector_floor_gbytes`` (GB/s, as NCCL
+    prints it) for messages of 1 MiB and more when a floor is set.
+
+    Why it matters: one slow rank (a degraded HCA, a GPU on the wrong PCIe path) sets the pace
+    of every collective: a 20% straggler is a 20% slower job, with nothing in any counter.
+
+    What to do: a straggler names its host and GPU: run ``ibdiag check --level full`` there
+    (ib_write_bw per HCA) and look at topology.gpu_hca; send the dumps with the bundle.
+    """
+    from ibdiag.sources.parsers.nccl_inspector import parse_inspector_file, stragglers
+
+    if snap.nccl_inspector is None:
+        yield Result(target="node", status=Status.SKIP,
+                     message="no NCCL Inspector dump directory (set nccl_inspector_dir or "
+                     "NCCL_INSPECTOR_DUMP_DIR)")  # fmt: skip
+        return
+    where = snap.nccl_inspector_dir or "the dump directory"
+    if not snap.nccl_inspector:
+        problem = snap.problems.get("nccl_inspector")
+        yield Result(target="node", status=Status.SKIP,
+                     message=f"no recent NCCL Inspector dump in {where}"
+                     + (f" ({problem})" if problem else ""))  # fmt: skip
+        return
+    samples = []
+    cut = []
+    for dump in snap.nccl_inspector:
+        parsed = parse_inspector_file(dump.name, dump.text)
+        samples.extend(parsed.samples)
+        if parsed.truncated or dump.truncated:
+            cut.append(dump.name)
+    evidence = [f"{where}/{dump.name}" for dump in snap.nccl_inspector]
+    found = False
+    for slow in stragglers(samples, th.straggler_fraction):
+        found = True
+        yield Result(
+            target=f"{slow.host or 'host?'}:{slow.gpu}",
+            status=Status.WARN,
+            message=f"straggler: {slow.collective} {_size(slow.message_bytes)} at "
+            f"{slow.observed_gbps / 8:.1f} GB/s, peers' median {slow.median_gbps / 8:.1f} GB/s "
+            f"({slow.peers} peers)",
+            observed="straggler",
+            hint="run ibdiag check --level full on that host; compare topology.gpu_hca",
+            evidence=evidence,
+        )
+    floor = th.nccl_inspector_floor_gbytes
+    if floor is not None:
+        for sample in samples:
+            big = (sample.message_bytes or 0) >= MIN_GRADED_MESSAGE_BYTES
+            if big and sample.bus_bw_gbytes is not None and sample.bus_bw_gbytes < floor:
+                found = True
+                yield Result(
+                    target=f"{sample.host or 'host?'}:{sample.gpu}",
+                    status=Status.FAIL,
+                    message=f"{sample.collective} {_size(sample.message_bytes)}: bus bandwidth "
+                    f"{sample.bus_bw_gbytes:.1f} GB/s < {floor:g} (nccl_inspector_floor_gbytes)",
+                    observed=sample.bus_bw_gbytes,
+                    expected=floor,
+                    evidence=evidence,
+                )
+    if not found:
+        note = f"; half-written, read as far as complete: {', '.join(cut)}" if cut else ""
+        yield Result(target="node", status=Status.PASS, evidence=evidence,
+                     message=f"{len(samples)} samples in {len(snap.nccl_inspector)} dump(s): "
+                     f"no straggler{', none below the floor' if floor else ''}{note}")  # fmt: skip
+
+
+def _size(size: Optional[int]) -> str:
+    if size is None:
+        return "?"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"
+
+
+def _nccl_run(snap: Snapshot) -> Optional[CommandRun]:
+    """The recorded nccl-tests run: an argv with a ``*_perf`` program (after any launcher)."""
+    for run in snap.commands.values():
+        if any(arg.rsplit("/", 1)[-1].endswith("_perf") for arg in run.argv):
+            return run
+    return None
+
+
+def _cross_node_floor(snap: Snapshot, th: Thresholds, hosts: int) -> Tuple[Optional[float], str]:
+    """(GB/s, where from): the configured floor, else across nodes a fraction of one HCA's
+    link rate (rail-optimised: each GPU's traffic leaves through its own HCA)."""
+    if th.nccl_busbw_floor_gbytes is not None:
+        return th.nccl_busbw_floor_gbytes, "nccl_busbw_floor_gbytes"
+    if hosts < 2:
+        return None, "one node: NVLink-bound, no floor unless nccl_busbw_floor_gbytes is set"
+    rates = [p.rate.gbps for _, p in graded_ports(snap, th) if is_infiniband(p) and p.rate]
+    if not rates:
+        return None, "no InfiniBand link rate to judge by"
+    floor = round(max(rates) / 8 * th.nccl_min_fraction, 1)
+    return floor, f"{th.nccl_min_fraction:.0%} of {max(rates):g} Gb/s = {floor:g} GB/s"
+
+
+@check(
+    "nccl.tests",
+    title="nccl-tests: correct results, no NET/IB error, bus bandwidth above the floor",
+    needs={"sysfs", "nccl_tests"},
+    level="full",
+)
+def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: the configured nccl-tests run (``nccl_tests``, e.g. all_reduce_perf) ends,
+    every result is correct (``#wrong`` 0, no out-of-bounds value), NCCL prints no NET/IB
+    completion error, and the bus bandwidth at the largest size reaches the floor:
+    ``nccl_busbw_floor_gbytes`` (GB/s, as nccl-tests prints it), or across nodes 80% of one
+    HCA's link rate (seed 004). A one-node run is NVLink-bound: reported, judged only against
+    a configured floor.
+
+    Why it matters: it is the traffic a training job makes; a NET/IB completion error
+    (``status 12``: retry exceeded) names the HCA whose link dropped packets.
+
+    What to do: a wrong result or a CUDA error is a GPU matter (nvidia-smi -q, dcgmi diag); a
+    NET/IB error names the HCA: check its link and counters; low bandwidth: run ib_write_bw
+    per HCA (perftest.bandwidth) and look at topology.gpu_hca.
+    """
+    from ibdiag.sources.parsers.nccl_tests import parse_nccl_tests
+
+    run = _nccl_run(snap)
+    if run is None:
+        yield Result(target="node", status=Status.SKIP,
+                     message="nccl-tests not run (set nccl_tests in ibdiag.toml)")  # fmt: skip
+        return
+    evidence = [" ".join(run.argv)]
+    if run.not_found or run.permission_denied:
+        yield Result(target="node", status=Status.WARN, message=f"nccl-tests: {run.failure()}",
+                     observed="not-runnable", evidence=evidence,
+                     hint="nccl_tests in the config: the path of all_reduce_perf")  # fmt: skip
+        return
+    parsed = parse_nccl_tests(f"{run.stdout}\n{run.stderr}")
+    found = False
+    for warning in parsed.warnings:
+        if (warning.subsystem or "").upper().startswith("NET"):
+            found = True
+            target = f"{warning.hca}" if warning.hca else "node"
+            yield Result(target=target, status=Status.FAIL, observed="net-ib-error",
+                         message=f"NCCL {warning.text[:200]}", evidence=evidence,
+                         hint="the HCA's link dropped or corrupted traffic: check its "
+                         "counters, cable and the switch port")  # fmt: skip
+    problems = list(parsed.errors)
+    if run.timed_out:
+        problems.insert(0, f"timed out after {run.duration_s:.0f} s and was killed")
+    elif not parsed.complete and not problems:
+        problems.append(run.failure() or "ended without its '# Avg bus bandwidth' line")
+    if problems:
+        found = True
+        yield Result(target="node", status=Status.FAIL, observed="nccl-tests-failed",
+                     message=f"nccl-tests failed: {problems[0][:200]}",
+                     evidence=evidence)  # fmt: skip
+    wrong = parsed.wrong_results()
+    if wrong or parsed.out_of_bounds:
+        found = True
+        sizes = ", ".join(str(row.size_bytes) for row in wrong[:5])
+        yield Result(target="node", status=Status.FAIL, observed="wrong-results",
+                     message=f"wrong results: #wrong {parsed.wrong_total or 0} at sizes "
+                     f"{sizes or '?'}; out of bounds {parsed.out_of_bounds or 0}",
+                     hint="a GPU or NVLink fault: dcgmi diag -r 3", evidence=evidence)  # fmt: skip
+    busbw = parsed.busbw_at_largest()
+    if busbw is None:
+        return
+    hosts = len({rank.host for rank in parsed.ranks if rank.host})
+    floor, source = _cross_node_floor(snap, th, hosts)
+    if floor is not None and busbw < floor:
+        yield Result(target="node", status=Status.FAIL, observed=busbw, expected=floor,
+                     message=f"bus bandwidth {busbw:.1f} GB/s < {floor:g} ({source}) at "
+                     f"the largest size, {len(parsed.ranks)} ranks on {hosts or 1} node(s)",
+                     evidence=evidence)  # fmt: skip
+    elif not found:
+        relation = f">= {floor:g} ({source})" if floor is not None else f"({source})"
+        yield Result(target="node", status=Status.PASS, observed=busbw, expected=floor,
+                     message=f"bus bandwidth {busbw:.1f} GB/s {relation}, "
+                     f"{len(parsed.ranks)} ranks on {hosts or 1} node(s), all results correct",
+                     evidence=evidence)  # fmt: skip

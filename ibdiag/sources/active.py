@@ -1,0 +1,290 @@
+"""Level full: the tests that move real traffic - ib_write_bw loopback and nccl-tests.
+
+They are the only way to catch a port that is ACTIVE, at full rate and error-free but delivers
+half its bandwidth. They run only at ``--level full``, after the read-only commands (so the
+GPU topology is known for GPUDirect RDMA pairing), and every process they start runs under a
+timeout that kills its whole process group.
+
+ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
+
+- a server and a client on the same HCA port (``perftest_pairing = "self"``), or HCA 0's
+  client to HCA 1's server and back, 2 with 3, ... (``"pairs"``: the traffic crosses both
+  cables and the leaf switch);
+- each side pinned to its HCA's NUMA node (``numactl --cpunodebind=N --membind=N``, else
+  ``taskset -c <that node's CPUs>``): a process on the far socket gets a third of the
+  bandwidth;
+- its own TCP port (``perftest_base_port`` + index), ``--report_gbits``, a fixed message size
+  and a timed run (``-D``: perftest warms up before it measures);
+- with ``perftest_gdr``, ``--use_cuda=<GPU>`` with the GPU nearest the HCA (PIX/PXB in
+  ``nvidia-smi topo -m``);
+- one retry, on another TCP port (+``RETRY_PORT_OFFSET``), of every run below its floor
+  (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
+
+Every process is recorded as a CommandRun; the check reads device, port, TCP port and GPU back
+from the argv, so a support bundle is re-graded from what ran.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Callable, Dict, List, Optional, Sequence
+
+from ibdiag.bandwidth import below_floor, perftest_floor
+from ibdiag.model import CommandRun, Device
+from ibdiag.thresholds import Thresholds
+
+RETRY_PORT_OFFSET = 100
+SERVER_START_S = 1.0  # the server listens well within this; the client then connects
+SERVER_GRACE_S = 5.0  # after the client ends, the server has this long to end too
+STARTUP_ALLOWANCE_S = 30.0  # beyond -D: connection setup, warm-up, memory registration
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LoopbackTest:
+    """One ib_write_bw run: the client's port sends RDMA writes to the server's port."""
+
+    client_device: str
+    client_port: int
+    server_device: str
+    server_port: int
+    tcp_port: int
+    attempt: int = 1
+    gpu: Optional[int] = None  # --use_cuda index on the client side
+    server_gpu: Optional[int] = None
+    client_pin: Sequence[str] = ()  # numactl/taskset prefix
+    server_pin: Sequence[str] = ()
+    link_rate_gbps: Optional[float] = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.client_device}:{self.client_port}"
+
+    def argv(self, thresholds: Thresholds, role: str) -> List[str]:
+        from ibdiag.sources.parsers.perftest import ib_write_bw_argv
+
+        server = role == "server"
+        return [
+            *(self.server_pin if server else self.client_pin),
+            *ib_write_bw_argv(
+                self.server_device if server else self.client_device,
+                self.server_port if server else self.client_port,
+                self.tcp_port,
+                size=thresholds.perftest_size,
+                duration_s=thresholds.perftest_duration_s,
+                qps=thresholds.perftest_qps,
+                use_cuda=self.server_gpu if server else self.gpu,
+                server=None if server else "localhost",
+            ),
+        ]
+
+
+def plan_loopback(
+    devices: List[Device],
+    thresholds: Thresholds,
+    graded: Callable[[Device], bool],
+    gpu_near: Callable[[str], Optional[int]],
+    pin_for: Callable[[Optional[int]], List[str]],
+) -> List[LoopbackTest]:
+    """The first attempt of every test, in a stable order (device, port)."""
+    ports = [
+        (dev, port)
+        for dev in devices
+        if graded(dev)
+        for port in dev.ports
+        if port.state == 4 and port.link_layer in ("InfiniBand", None)
+    ]
+    partner = {index: index for index in range(len(ports))}
+    if thresholds.perftest_pairing == "pairs":
+        for first in range(0, len(ports) - 1, 2):
+            partner[first], partner[first + 1] = first + 1, first
+    tests = []
+    for index, (dev, port) in enumerate(ports):
+        server_dev, server_port = ports[partner[index]]
+        numa = dev.pci.numa_node if dev.pci else None
+        server_numa = server_dev.pci.numa_node if server_dev.pci else None
+        gdr = thresholds.perftest_gdr
+        tests.append(
+            LoopbackTest(
+                client_device=dev.name,
+                client_port=port.number,
+                server_device=server_dev.name,
+                server_port=server_port.number,
+                tcp_port=thresholds.perftest_base_port + index,
+                gpu=gpu_near(dev.name) if gdr else None,
+                server_gpu=gpu_near(server_dev.name) if gdr else None,
+                client_pin=tuple(pin_for(numa)),
+                server_pin=tuple(pin_for(server_numa)),
+                link_rate_gbps=port.rate.gbps if port.rate else None,
+            )
+        )
+    return tests
+
+
+def numa_pinning(
+    runner_path: str, cpulists: Dict[int, str]
+) -> Callable[[Optional[int]], List[str]]:
+    """The argv prefix that pins a process to NUMA node N: numactl, else taskset, else none."""
+    numactl = shutil.which("numactl", path=runner_path)
+    taskset = shutil.which("taskset", path=runner_path)
+
+    def pin(node: Optional[int]) -> List[str]:
+        if node is None or node < 0:
+            return []
+        if numactl:
+            return ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
+        if taskset and cpulists.get(node):
+            return ["taskset", "-c", cpulists[node]]
+        return []
+
+    return pin
+
+
+def run_loopback(
+    tests: List[LoopbackTest],
+    thresholds: Thresholds,
+    progress: Optional[Progress] = None,
+) -> Dict[str, CommandRun]:
+    """Run every test at once; then, at once again, one retry of each run below its floor."""
+    runs: Dict[str, CommandRun] = {}
+    wave = tests
+    while wave:
+        targets = ", ".join(test.target for test in wave)
+        _say(progress, f"ib_write_bw attempt {wave[0].attempt}: {targets}")
+        outcomes = _run_wave(wave, thresholds)
+        retry = []
+        for test, (server, client) in zip(wave, outcomes):
+            runs[server.key] = server
+            runs[client.key] = client
+            floor, _ = perftest_floor(test.link_rate_gbps, thresholds, test.gpu is not None)
+            if test.attempt == 1 and below_floor(client_gbps(client), floor):
+                retry.append(replace(test, attempt=2, tcp_port=test.tcp_port + RETRY_PORT_OFFSET))
+        wave = retry
+    return runs
+
+
+def client_gbps(run: CommandRun) -> Optional[float]:
+    """The average Gb/s a client run reported, or None."""
+    from ibdiag.sources.parsers.perftest import parse_perftest
+
+    if not run.stdout:
+        return None
+    return parse_perftest(run.stdout).average_gbps
+
+
+def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds):
+    """Every test of the wave at once; [(server run, client run)] in the tests' order."""
+    limit = thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
+    runners: List[object] = []
+    lock = threading.Lock()
+
+    def one(test: LoopbackTest):
+        from ibdiag.sources.commands import Runner
+
+        runner = Runner(timeout_s=limit, deadline_s=limit + SERVER_START_S)
+        with lock:
+            runners.append(runner)
+        result: Dict[str, CommandRun] = {}
+        server = threading.Thread(
+            target=lambda: result.update(server=runner.run(test.argv(thresholds, "server"))),
+            name=f"ibdiag-perftest-server-{test.tcp_port}",
+            daemon=True,
+        )
+        server.start()
+        time.sleep(SERVER_START_S)
+        client = runner.run(test.argv(thresholds, "client"))
+        server.join(SERVER_GRACE_S)
+        if server.is_alive():  # the client failed or hung up: the server waits forever
+            runner.stop()
+            server.join()
+        return result["server"], client
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(tests)), thread_name_prefix="ibdiag-bw")
+    try:
+        return [future.result() for future in [pool.submit(one, test) for test in tests]]
+    except BaseException:  # Ctrl-C, SIGTERM: kill every server and client, then re-raise
+        with lock:
+            for runner in runners:
+                runner.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
+def run_nccl_tests(
+    thresholds: Thresholds,
+    gpu_count: int,
+    progress: Optional[Progress] = None,
+) -> Dict[str, CommandRun]:
+    """nccl-tests once, as configured (``nccl_tests``, ``nccl_launcher``, sizes, GPUs)."""
+    from ibdiag.sources.commands import Runner
+    from ibdiag.sources.parsers.nccl_tests import nccl_tests_argv
+
+    if not thresholds.nccl_tests:
+        return {}
+    gpus = thresholds.nccl_gpus or gpu_count or 1
+    argv = nccl_tests_argv(
+        thresholds.nccl_tests,
+        launcher=thresholds.nccl_launcher,
+        gpus=gpus,
+        min_bytes=thresholds.nccl_min_bytes,
+        max_bytes=thresholds.nccl_max_bytes,
+    )
+    _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
+    limit = float(thresholds.nccl_timeout_s)
+    run = Runner(timeout_s=limit, deadline_s=limit).run(argv)
+    return {run.key: run}
+
+
+def _say(progress: Optional[Progress], message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+@dataclass(frozen=True)
+class RecordedLoopback:
+    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
+
+    role: str  # "server" or "client"
+    device: str
+    port: int
+    tcp_port: int
+    gpu: Optional[int]
+
+
+def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
+    """Parse an argv ``plan_loopback`` built (after any numactl/taskset prefix); None when it
+    is not an ib_write_bw run or lacks -d/-p."""
+    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
+    if start is None:
+        return None
+    options: Dict[str, str] = {}
+    positional: List[str] = []
+    args = list(argv[start + 1 :])
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg.split("=", 1)
+            options[key] = value
+        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
+            options[arg] = args[index + 1]
+            index += 1
+        elif not arg.startswith("-"):
+            positional.append(arg)
+        index += 1
+    try:
+        return RecordedLoopback(
+            role="client" if positional else "server",
+            device=options["-d"],
+            port=int(options.get("-i", "1")),
+            tcp_port=int(options["-p"]),
+            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
+        )
+    except (KeyError, ValueError):
+        return None

@@ -1,0 +1,226 @@
+"""Level full: ib_write_bw loopback end to end, with stub executables printing real captures.
+
+The stub ``ib_write_bw`` acts as perftest does: without a host argument it is the server
+(waits, then ends), with ``localhost`` it is the client and prints a recorded run - by default
+the superbench HDR loopback (24056.72 MB/s, perftest's MB being 2^20 bytes: 201.8 Gb/s), or
+a per-device, per-attempt override (OCI's 98.01 Gb/s run: half a 200 Gb/s port), or a
+failure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import stubs as S
+from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
+
+from ibdiag.sources import active
+
+HEALTHY = S.fixture(
+    "perftest", "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-interleaved.txt"
+)
+HALF_RATE = S.fixture("perftest", "oci-oke-ib_write_bw-roce-mlx5_5-4qp-98gbps.txt")
+TOPO_RAIL = S.fixture("nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt")
+
+
+def stub_ib_write_bw(state: Path) -> str:
+    """The client prints ``state/<dev>.<attempt>.out`` (else ``<dev>.out``, else HEALTHY) or
+    runs ``<dev>.<attempt>.sh``; the server waits a moment and ends, as after one client."""
+    return f"""state={S._q(str(state))}
+dev=""; prev=""; last=""
+for arg in "$@"; do [ "$prev" = "-d" ] && dev="$arg"; prev="$arg"; last="$arg"; done
+if [ "$last" != "localhost" ]; then
+    echo "* Waiting for client to connect... *"
+    sleep 2
+    exit 0
+fi
+n=$(cat "$state/$dev.n" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > "$state/$dev.n"
+[ -f "$state/$dev.$n.sh" ] && exec sh "$state/$dev.$n.sh"
+for f in "$state/$dev.$n.out" "$state/$dev.out" {S._q(HEALTHY)}; do
+    [ -f "$f" ] && exec cat "$f"
+done
+"""
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """Two HDR (200 Gb/s) HCAs, stub tools alone on PATH, ib_write_bw answering as set."""
+    sys_root = tmp_path / "sys"
+    write_node(str(sys_root), mlx5_node(2))
+    bin_dir = S.StubBin(tmp_path / "bin")
+    state = tmp_path / "perftest"
+    state.mkdir()
+    bin_dir.add("ib_write_bw", stub_ib_write_bw(state))
+    monkeypatch.setenv("PATH", bin_dir.path)
+    return {"sys": str(sys_root), "bin": bin_dir, "state": state, "tmp": tmp_path}
+
+
+def full_check(run_cli, node, *extra):
+    """`ibdiag check --level full --json` on the node; (exit code, results by check id)."""
+    config = node["tmp"] / "ibdiag.toml"
+    if not config.exists():
+        config.write_text("perftest_duration_s = 1\n")
+    result = run_cli(
+        "check", "--level", "full", "--sysfs", node["sys"], "--config", str(config), "--json",
+        *extra,
+    )  # fmt: skip
+    report = json.loads(result.stdout)
+    by_check = {}
+    for item in report["results"]:
+        by_check.setdefault(item["check_id"], []).append(item)
+    return result.exit_code, by_check, report
+
+
+def test_healthy_ports_pass_each_with_its_own_server_and_tcp_port(run_cli, node):
+    _, results, report = full_check(run_cli, node)
+    bandwidth = {r["target"]: r for r in results["perftest.bandwidth"]}
+    assert set(bandwidth) == {"mlx5_0:1", "mlx5_1:1"}
+    for result in bandwidth.values():
+        assert result["status"] == "pass", result
+        assert result["observed"] == pytest.approx(201.80, abs=0.01)
+        assert result["expected"] == 180.0  # 90% of 200 Gb/s
+        assert "201.8 Gb/s >= 180 (90% of the 200 Gb/s link rate)" in result["message"]
+    calls = [call for call in node["bin"].calls() if call.startswith("ib_write_bw")]
+    servers = sorted(call for call in calls if not call.endswith("localhost"))
+    clients = sorted(call for call in calls if call.endswith("localhost"))
+    assert servers == [
+        "ib_write_bw -d mlx5_0 -i 1 -p 18515 --report_gbits -s 65536 -D 1 -q 1 -F",
+        "ib_write_bw -d mlx5_1 -i 1 -p 18516 --report_gbits -s 65536 -D 1 -q 1 -F",
+    ]
+    assert clients == [server + " localhost" for server in servers]
+    assert report["level"] == "full"
+
+
+def test_a_slow_port_is_retried_once_and_passes_when_the_retry_is_fast(run_cli, node):
+    Path(node["state"], "mlx5_1.1.out").write_text(Path(HALF_RATE).read_text())
+    _, results, _ = full_check(run_cli, node)
+    slow = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_1:1")
+    assert slow["status"] == "pass"
+    assert "runs: 98.0; 201.8 Gb/s" in slow["message"]
+    retry = [c for c in node["bin"].calls() if c.startswith("ib_write_bw -d mlx5_1 -i 1 -p 18616")]
+    assert len(retry) == 2  # server and client, on base + 1 + RETRY_PORT_OFFSET
+    fast = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_0:1")
+    assert "runs:" not in fast["message"]  # not retried
+
+
+def test_a_port_at_half_its_bandwidth_twice_fails_and_drains(run_cli, node):
+    Path(node["state"], "mlx5_0.out").write_text(Path(HALF_RATE).read_text())  # every run
+    code, results, _ = full_check(run_cli, node)
+    assert code == 2
+    slow = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_0:1")
+    assert slow["status"] == "fail"
+    assert slow["message"].startswith("98.0 Gb/s < 180 (90% of the 200 Gb/s link rate)")
+    assert "runs: 98.0; 98.0 Gb/s" in slow["message"]
+    reason = run_cli(
+        "check", "--level", "full", "--sysfs", node["sys"], "--reason",
+        "--config", str(node["tmp"] / "ibdiag.toml"),
+    )  # fmt: skip
+    assert reason.stdout.strip() == "ibdiag: mlx5_0:1 perftest.bandwidth"
+
+
+def test_the_profile_floor_wins_over_the_link_rate(run_cli, node):
+    (node["tmp"] / "ibdiag.toml").write_text("perftest_duration_s = 1\nperftest_floor_gbps = 205\n")
+    _, results, _ = full_check(run_cli, node)
+    for result in results["perftest.bandwidth"]:
+        assert result["status"] == "fail"
+        assert "201.8 Gb/s < 205 (perftest_floor_gbps 205 Gb/s)" in result["message"]
+
+
+def test_a_client_that_cannot_connect_fails_with_perftests_own_words(run_cli, node):
+    for attempt in (1, 2):
+        Path(node["state"], f"mlx5_1.{attempt}.sh").write_text(
+            "echo ' Couldn'\"'\"'t connect to localhost:18516'\necho ' Unable to open file "
+            "descriptor for socket connection Unable to init the socket connection' >&2\nexit 1\n"
+        )
+    _, results, _ = full_check(run_cli, node)
+    failed = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_1:1")
+    assert failed["status"] == "fail"
+    assert "gave no bandwidth in 2 run(s)" in failed["message"]
+    assert "connect" in failed["message"]
+
+
+def test_pairs_cross_from_each_hca_to_its_partner(run_cli, node):
+    (node["tmp"] / "ibdiag.toml").write_text(
+        'perftest_duration_s = 1\nperftest_pairing = "pairs"\n'
+    )
+    _, results, _ = full_check(run_cli, node)
+    messages = {r["target"]: r["message"] for r in results["perftest.bandwidth"]}
+    assert " to mlx5_1:1" in messages["mlx5_0:1"]
+    assert " to mlx5_0:1" in messages["mlx5_1:1"]
+    calls = node["bin"].calls()
+    assert "ib_write_bw -d mlx5_1 -i 1 -p 18515 --report_gbits -s 65536 -D 1 -q 1 -F" in calls
+    assert (
+        "ib_write_bw -d mlx5_0 -i 1 -p 18515 --report_gbits -s 65536 -D 1 -q 1 -F localhost"
+        in calls
+    )
+
+
+def test_each_side_is_pinned_to_its_hcas_numa_node(run_cli, node):
+    stubs = S._q(node["bin"].path)  # the stub's own PATH is the system's: run our stub
+    node["bin"].add(
+        "numactl",
+        f'while [ "${{1#--}}" != "$1" ]; do shift; done\ntool="$1"; shift\n'
+        f'exec {stubs}/"$tool" "$@"\n',
+    )
+    full_check(run_cli, node)
+    pinned = [c for c in node["bin"].calls() if c.startswith("numactl")]
+    assert len(pinned) == 4
+    assert all(c.startswith("numactl --cpunodebind=0 --membind=0 ib_write_bw") for c in pinned)
+
+
+def test_gpudirect_uses_the_gpu_on_each_hcas_pcie_switch(run_cli, node):
+    write_nvidia_gpus(node["sys"], 8)
+    node["bin"].add("nvidia-smi", S.prints(TOPO_RAIL))
+    (node["tmp"] / "ibdiag.toml").write_text("perftest_duration_s = 1\nperftest_gdr = true\n")
+    _, results, _ = full_check(run_cli, node)
+    clients = [c for c in node["bin"].calls() if c.endswith("localhost")]
+    assert any("-d mlx5_0 " in c and "--use_cuda=0" in c for c in clients), clients
+    assert any("-d mlx5_1 " in c and "--use_cuda=1" in c for c in clients), clients
+    assert "GPU 0 (GPUDirect RDMA)" in results["perftest.bandwidth"][0]["message"]
+
+
+def test_no_ib_write_bw_installed_is_a_skip(run_cli, node):
+    (node["bin"].bin / "ib_write_bw").unlink()
+    _, results, _ = full_check(run_cli, node)
+    assert {r["status"] for r in results["perftest.bandwidth"]} == {"skip"}
+    assert "perftest" in results["perftest.bandwidth"][0]["message"]
+
+
+def test_a_hung_client_and_server_are_killed_within_their_limit(run_cli, node, monkeypatch):
+    monkeypatch.setattr(active, "STARTUP_ALLOWANCE_S", 1.0)
+    mark = S.marker()
+    node["bin"].add("ib_write_bw", S.hangs(mark))
+    _, results, _ = full_check(run_cli, node)
+    for result in results["perftest.bandwidth"]:
+        assert result["status"] == "fail"
+        assert "timed out" in result["message"]
+    assert S.processes_with(mark) == []
+
+
+def test_levels_below_full_move_no_traffic(run_cli, node):
+    for level in ("quick", "standard"):
+        run_cli("check", "--level", level, "--sysfs", node["sys"])
+    assert not [c for c in node["bin"].calls() if c.startswith("ib_write_bw")]
+
+
+def test_read_loopback_argv_reads_back_what_plan_built():
+    argv = ["numactl", "--cpunodebind=1", "--membind=1", "ib_write_bw", "-d", "mlx5_3", "-i", "2",
+            "-p", "18600", "--report_gbits", "-s", "65536", "-D", "5", "-q", "1", "-F",
+            "--use_cuda=5", "localhost"]  # fmt: skip
+    info = active.read_loopback_argv(argv)
+    assert info == active.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
+    assert active.read_loopback_argv(["perfquery", "-x"]) is None
+    assert active.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
+
+
+def test_garbage_or_a_crash_from_ib_write_bw_fails_without_a_traceback(run_cli, node):
+    Path(node["state"], "mlx5_0.1.sh").write_text("head -c 300 /dev/urandom\nexit 0\n")
+    Path(node["state"], "mlx5_0.2.sh").write_text("kill -SEGV $$\n")
+    code, results, _ = full_check(run_cli, node)
+    failed = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_0:1")
+    assert failed["status"] == "fail"
+    assert "gave no bandwidth in 2 run(s)" in failed["message"]
+    assert "-11" in failed["message"] or "signal" in failed["message"].lower(), failed
+    assert code == 2

@@ -1,0 +1,289 @@
+"""Level full, beyond ib_write_bw: nccl-tests, NCCL Inspector dumps, the GPU-HCA topology,
+a support bundle of a full run, and the terminal status line. Stub executables print real
+captures from ../shared/fixtures."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import stubs as S
+from conftest import SHARED_FIXTURES
+from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
+
+from ibdiag.render.progress import StatusLine
+
+NCCL_ONE_NODE = S.fixture("nccl_tests", "gcm-allreduce-1node-8xA100-80GB-nccl2.16.2.txt")
+NCCL_TWO_NODES = S.fixture("nccl_tests", "gcm-allreduce-2node-16xA100-80GB-nccl2.12.12.txt")
+NCCL_NET_IB = S.fixture(
+    "nccl_tests", "nccl-issue1698-roce-mlx5_10-net-ib-completion-status12-vendor-err-129.txt"
+)
+NCCL_NO_SLOTS = S.fixture("nccl_tests", "gcm-allreduce-mpirun-not-enough-slots-error.txt")
+INSPECTOR_PROM = S.fixture(
+    "nccl_inspector", "nccl-readme-nvl72004-inspector-prom-allreduce-4-5GB-and-p2p-send.txt"
+)
+TOPO_RAIL = S.fixture("nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt")
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    """8 HDR HCAs and 8 H100s in sysfs; stub tools alone on PATH; no ib_write_bw (skips)."""
+    sys_root = tmp_path / "sys"
+    write_node(str(sys_root), mlx5_node(8))
+    write_nvidia_gpus(str(sys_root), 8)
+    bin_dir = S.StubBin(tmp_path / "bin")
+    monkeypatch.setenv("PATH", bin_dir.path)
+    monkeypatch.delenv("NCCL_INSPECTOR_DUMP_DIR", raising=False)
+    return {"sys": str(sys_root), "bin": bin_dir, "tmp": tmp_path}
+
+
+def run_full(run_cli, node, config: str = "", level: str = "full"):
+    path = node["tmp"] / "ibdiag.toml"
+    path.write_text("perftest_duration_s = 1\n" + config)
+    result = run_cli(
+        "check", "--level", level, "--sysfs", node["sys"], "--config", str(path), "--json"
+    )
+    results = {}
+    for item in json.loads(result.stdout)["results"]:
+        results.setdefault(item["check_id"], []).append(item)
+    return result.exit_code, results
+
+
+def nccl_config(node, capture: str) -> str:
+    node["bin"].add("all_reduce_perf", S.prints(capture))
+    return f'nccl_tests = "{node["bin"].path}/all_reduce_perf"\n'
+
+
+# -- nccl-tests --------------------------------------------------------------------------------
+
+
+def test_nccl_tests_are_not_run_unless_configured(run_cli, node):
+    _, results = run_full(run_cli, node)
+    (only,) = results["nccl.tests"]
+    assert only["status"] == "skip" and "nccl_tests" in only["message"]
+
+
+def test_one_node_nccl_tests_report_bus_bandwidth_without_a_floor(run_cli, node):
+    _, results = run_full(run_cli, node, nccl_config(node, NCCL_ONE_NODE))
+    (only,) = results["nccl.tests"]
+    assert only["status"] == "pass"
+    assert only["observed"] == pytest.approx(231.72)
+    assert "8 ranks on 1 node(s), all results correct" in only["message"]
+    call = next(c for c in node["bin"].calls() if c.startswith("all_reduce_perf"))
+    assert call == "all_reduce_perf -b 8 -e 8G -f 2 -g 8 -n 20 -w 5 -c 1"  # 8 GPUs from sysfs
+
+
+def test_nccl_floor_fails_a_slow_run(run_cli, node):
+    config = nccl_config(node, NCCL_ONE_NODE) + "nccl_busbw_floor_gbytes = 240\n"
+    code, results = run_full(run_cli, node, config)
+    (only,) = results["nccl.tests"]
+    assert code == 2 and only["status"] == "fail"
+    assert "231.7 GB/s < 240 (nccl_busbw_floor_gbytes)" in only["message"]
+
+
+def test_across_nodes_the_floor_is_80_percent_of_one_hcas_link(run_cli, node):
+    _, results = run_full(run_cli, node, nccl_config(node, NCCL_TWO_NODES))
+    (only,) = results["nccl.tests"]
+    # 200 Gb/s HDR = 25 GB/s; 80% = 20 GB/s; the capture's 182.8 GB/s is far above
+    assert only["status"] == "pass", only
+    assert "16 ranks on 2 node(s)" in only["message"]
+    assert only["expected"] == 20.0
+
+
+def test_a_net_ib_completion_error_fails_naming_the_hca(run_cli, node):
+    code, results = run_full(run_cli, node, nccl_config(node, NCCL_NET_IB))
+    failed = [r for r in results["nccl.tests"] if r["observed"] == "net-ib-error"]
+    assert code == 2 and failed
+    assert failed[0]["target"] == "mlx5_10"
+    assert "Got completion" in failed[0]["message"]
+
+
+def test_a_launcher_error_fails_with_its_words(run_cli, node):
+    _, results = run_full(run_cli, node, nccl_config(node, NCCL_NO_SLOTS))
+    failed = [r for r in results["nccl.tests"] if r["status"] == "fail"]
+    assert failed and "not enough slots" in failed[0]["message"]
+
+
+def test_a_missing_nccl_tests_binary_warns(run_cli, node):
+    _, results = run_full(run_cli, node, f'nccl_tests = "{node["tmp"]}/no/all_reduce_perf"\n')
+    (only,) = results["nccl.tests"]
+    assert only["status"] == "warn" and only["observed"] == "not-runnable"
+
+
+# -- NCCL Inspector ----------------------------------------------------------------------------
+
+
+def inspector_dir(node, files) -> Path:
+    folder = node["tmp"] / "inspector"
+    folder.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_inspector_dumps_without_a_straggler_pass(run_cli, node):
+    text = Path(INSPECTOR_PROM).read_text()
+    folder = inspector_dir(node, {"nccl_inspector_metrics_GPU-aaaa.prom": text})
+    _, results = run_full(run_cli, node, f'nccl_inspector_dir = "{folder}"\n')
+    (only,) = results["nccl.inspector"]
+    assert only["status"] == "pass" and "2 samples in 1 dump(s)" in only["message"]
+
+
+def test_inspector_flags_a_gpu_far_below_its_peers(run_cli, node):
+    base = Path(INSPECTOR_PROM).read_text()
+    files = {}
+    for gpu, bandwidth in (("GPU0", "678.263"), ("GPU1", "670.1"), ("GPU2", "301.5")):
+        text = base.replace('gpu="GPU0"', f'gpu="{gpu}"').replace("678.263", bandwidth)
+        files[f"nccl_inspector_metrics_{gpu}.prom"] = text
+    folder = inspector_dir(node, files)
+    _, results = run_full(run_cli, node, f'nccl_inspector_dir = "{folder}"\n')
+    slow = [r for r in results["nccl.inspector"] if r["status"] == "warn"]
+    assert [r["target"].split(":")[-1] for r in slow] == ["GPU2"], results["nccl.inspector"]
+    assert "straggler: AllReduce 4 GiB at 301.5 GB/s" in slow[0]["message"]
+
+
+def test_inspector_floor_and_half_written_files(run_cli, node):
+    text = Path(INSPECTOR_PROM).read_text()
+    half = text[: len(text) - 20]  # the inspector was rewriting it: the last line is cut
+    folder = inspector_dir(node, {"nccl_inspector_metrics_GPU-a.prom": half})
+    _, results = run_full(
+        run_cli, node, f'nccl_inspector_dir = "{folder}"\nnccl_inspector_floor_gbytes = 700\n'
+    )
+    failed = [r for r in results["nccl.inspector"] if r["status"] == "fail"]
+    assert failed and "678.3 GB/s < 700" in failed[0]["message"]
+
+
+def test_old_inspector_dumps_are_ignored(run_cli, node):
+    folder = inspector_dir(node, {"nccl_inspector_metrics_x.prom": "stale\n"})
+    old = time.time() - 7200
+    os.utime(folder / "nccl_inspector_metrics_x.prom", (old, old))
+    _, results = run_full(run_cli, node, f'nccl_inspector_dir = "{folder}"\n')
+    (only,) = results["nccl.inspector"]
+    assert only["status"] == "skip" and "no recent NCCL Inspector dump" in only["message"]
+
+
+# -- GPU topology ------------------------------------------------------------------------------
+
+
+def rail_node(node) -> None:
+    """nvidia-smi topo prints the sglang 8xH100 node: GPU n with mlx5_n (PIX), GPUs 0-3 on
+    NUMA node 0 and 4-7 on 1: put the HCAs where that node has them."""
+    node["bin"].add("nvidia-smi", S.prints(TOPO_RAIL))
+    for index in range(4, 8):
+        Path(node["sys"], "class", "infiniband", f"mlx5_{index}", "device", "numa_node").write_text(
+            "1\n"
+        )
+
+
+def test_every_gpu_paired_with_its_pix_hca(run_cli, node):
+    rail_node(node)
+    _, results = run_full(run_cli, node, level="standard")
+    pairs = {r["target"]: r["message"] for r in results["topology.gpu_hca"]}
+    assert pairs["mlx5_3"] == "nearest GPU GPU3 (PIX)"
+    assert {r["status"] for r in results["topology.gpu_hca"]} == {"pass"}
+    assert len(pairs) == 8
+
+
+def test_an_hca_on_the_other_numa_node_than_its_gpu_warns(run_cli, node):
+    rail_node(node)
+    numa = Path(node["sys"], "class", "infiniband", "mlx5_6", "device", "numa_node")
+    numa.write_text("0\n")  # nvidia-smi puts GPU6 (and so its HCA) on NUMA node 1
+    _, results = run_full(run_cli, node, level="standard")
+    warned = [r for r in results["topology.gpu_hca"] if r["status"] == "warn"]
+    assert [r["target"] for r in warned] == ["mlx5_6"]
+    assert "on NUMA node 0, GPU6 on 1" in warned[0]["message"]
+
+
+def test_no_nvidia_smi_is_a_skip_naming_why(run_cli, node):
+    _, results = run_full(run_cli, node, level="standard")
+    (only,) = results["topology.gpu_hca"]
+    assert only["status"] == "skip" and "nvidia-smi is not installed" in only["message"]
+
+
+# -- a full run's bundle, replayed ---------------------------------------------------------------
+
+
+def test_a_full_bundle_holds_the_runs_and_dumps_and_regrades_the_same(run_cli, node):
+    node["bin"].add("nvidia-smi", S.prints(TOPO_RAIL))
+    folder = inspector_dir(
+        node, {"nccl_inspector_metrics_G.prom": Path(INSPECTOR_PROM).read_text()}
+    )
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text(nccl_config(node, NCCL_ONE_NODE) + f'nccl_inspector_dir = "{folder}"\n')
+    out = node["tmp"] / "out"
+    made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--config", str(config),
+                   "--tarball", "-o", str(out))  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    bundle = next(out.glob("*.tar.gz"))
+    replayed = run_cli("report", str(bundle), "--json")
+    report = json.loads(replayed.stdout)
+    assert report["level"] == "full"
+    by_check = {r["check_id"]: r for r in report["results"]}
+    assert by_check["nccl.tests"]["observed"] == pytest.approx(231.72)
+    assert by_check["nccl.inspector"]["status"] == "pass"
+    assert report["snapshot"]["nccl_inspector"][0]["name"] == "nccl_inspector_metrics_G.prom"
+    import tarfile
+
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+    assert any(name.endswith("nccl_inspector/nccl_inspector_metrics_G.prom") for name in names)
+
+
+# -- the status line ---------------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_status_line_shows_what_runs_on_a_terminal_and_clears_itself():
+    terminal = _Terminal()
+    with StatusLine(terminal, interval_s=0.05) as status:
+        status.say("ib_write_bw attempt 1: mlx5_0:1, mlx5_1:1")
+        time.sleep(0.2)
+    text = terminal.getvalue()
+    assert "\r\033[K[   0 s] ib_write_bw attempt 1: mlx5_0:1, mlx5_1:1" in text
+    assert text.count("ib_write_bw attempt 1") >= 2  # redrawn with the elapsed time
+    assert text.endswith("\r\033[K")
+
+
+def test_the_status_line_is_silent_when_not_a_terminal():
+    pipe = io.StringIO()
+    with StatusLine(pipe, interval_s=0.05) as status:
+        status.say("nccl-tests on 8 GPU(s)")
+        time.sleep(0.1)
+    assert pipe.getvalue() == ""
+
+
+def test_real_perftest_without_a_device_fails_with_its_own_words(run_cli, tmp_path, monkeypatch):
+    """Debian's ib_write_bw on a machine with no RDMA device (CI installs perftest)."""
+    real = shutil.which("ib_write_bw", path="/usr/bin:/usr/local/bin")
+    assert real, "ib_write_bw (Debian perftest) is not installed: .ci/run installs it"
+    sys_root = tmp_path / "sys"
+    write_node(str(sys_root), mlx5_node(1))
+    monkeypatch.setenv("PATH", os.path.dirname(real))
+    config = tmp_path / "ibdiag.toml"
+    config.write_text("perftest_duration_s = 1\n")
+    result = run_cli("check", "--level", "full", "--sysfs", str(sys_root), "--config",
+                     str(config), "--json")  # fmt: skip
+    (bandwidth,) = [r for r in json.loads(result.stdout)["results"]
+                    if r["check_id"] == "perftest.bandwidth"]  # fmt: skip
+    assert bandwidth["status"] == "fail"
+    assert (
+        "Did not detect devices" in bandwidth["message"] or "Unable to find" in bandwidth["message"]
+    ), bandwidth
+    assert os.path.isdir(SHARED_FIXTURES)
+
+
+def test_nccl_tests_garbage_fails_as_incomplete(run_cli, node):
+    node["bin"].add("all_reduce_perf", S.garbage())
+    config = f'nccl_tests = "{node["bin"].path}/all_reduce_perf"\n'
+    _, results = run_full(run_cli, node, config)
+    failed = [r for r in results["nccl.tests"] if r["status"] == "fail"]
+    assert failed and "nccl-tests failed" in failed[0]["message"], results["nccl.tests"]
