@@ -105,6 +105,7 @@ class Thresholds(BaseModel):
     )
     nccl_tests: Optional[str] = Field(
         default=None,
+        pattern=r"^[A-Za-z0-9_./+-]{1,4096}$",
         description="Path of nccl-tests' all_reduce_perf (or another *_perf) to run at level "
         "full; unset: nccl-tests are not run.",
     )
@@ -114,8 +115,17 @@ class Thresholds(BaseModel):
     nccl_gpus: Optional[int] = Field(
         default=None, ge=1, le=64, description="GPUs for nccl-tests; unset: every NVIDIA GPU."
     )
-    nccl_min_bytes: str = Field(default="8", description="nccl-tests -b (e.g. 8, 1M).")
-    nccl_max_bytes: str = Field(default="8G", description="nccl-tests -e (e.g. 8G).")
+    nccl_launcher_args: List[str] = Field(
+        default_factory=list,
+        description='Options for mpirun or srun, e.g. ["--allow-run-as-root", "-H", '
+        '"gpu1:8,gpu2:8"] (a cross-node run: 16 ranks).',
+    )
+    nccl_min_bytes: str = Field(
+        default="8", pattern=r"^\d{1,15}[KkMmGg]?$", description="nccl-tests -b (e.g. 8, 1M)."
+    )
+    nccl_max_bytes: str = Field(
+        default="8G", pattern=r"^\d{1,15}[KkMmGg]?$", description="nccl-tests -e (e.g. 8G)."
+    )
     nccl_timeout_s: int = Field(
         default=600, ge=10, le=7200, description="Kill nccl-tests after this many seconds."
     )

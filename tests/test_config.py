@@ -295,12 +295,25 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
     [
         ("expect_rates = 400\n", "unknown key 'expect_rates' (did you mean 'expect_rate_gbps'?)"),
         (
+            'nccl_max_bytes = "lots"\n',
+            "nccl_max_bytes: expected string should match pattern '^\\d{1,15}[KkMmGg]?$', "
+            'got "lots"',
+        ),
+        (
+            'nccl_launcher = "pdsh"\n',
+            "nccl_launcher: expected one of 'plain', 'mpirun' or 'srun', got \"pdsh\"",
+        ),
+        (
+            "perftest_min_fraction = 1.5\n",
+            "perftest_min_fraction: expected a number of at most 1, got 1.5",
+        ),
+        (
             "zzz = 1\n",
             "unknown key 'zzz'; known: counters, expect_hca_names, expect_hcas, "
             "expect_ipoib_mtu, expect_rate_gbps, expect_roce_mtu, ignore_ethernet, ignore_hcas, "
             "nccl_busbw_floor_gbytes, nccl_gpus, nccl_inspector_dir, nccl_inspector_floor_gbytes, "
-            "nccl_inspector_max_age_s, nccl_launcher, nccl_max_bytes, nccl_min_bytes, "
-            "nccl_min_fraction, nccl_tests, nccl_timeout_s, perftest_base_port, "
+            "nccl_inspector_max_age_s, nccl_launcher, nccl_launcher_args, nccl_max_bytes, "
+            "nccl_min_bytes, nccl_min_fraction, nccl_tests, nccl_timeout_s, perftest_base_port, "
             "perftest_duration_s, perftest_floor_gbps, perftest_gdr, perftest_gdr_floor_gbps, "
             "perftest_min_fraction, perftest_pairing, perftest_qps, perftest_size, "
             "straggler_fraction",

@@ -224,3 +224,31 @@ def test_garbage_or_a_crash_from_ib_write_bw_fails_without_a_traceback(run_cli, 
     assert "gave no bandwidth in 2 run(s)" in failed["message"]
     assert "-11" in failed["message"] or "signal" in failed["message"].lower(), failed
     assert code == 2
+
+
+def test_sigterm_during_the_traffic_phase_kills_every_server_and_client(node):
+    """Slurm or a user stops a long full run: ibdiag ends at once and leaves no perftest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    mark = S.marker()
+    node["bin"].add("ib_write_bw", S.hangs(mark))
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text("perftest_duration_s = 60\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ibdiag", "check", "--level", "full", "--sysfs", node["sys"],
+         "--config", str(config)],
+        env=node["bin"].env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while len(S.processes_with(mark)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)  # both HCAs' servers and clients (each a sh and its sleep) are up
+    assert S.processes_with(mark), "the tests never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 3, err
+    assert b"interrupted" in err
+    time.sleep(0.2)
+    assert S.processes_with(mark) == []

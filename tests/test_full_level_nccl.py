@@ -287,3 +287,16 @@ def test_nccl_tests_garbage_fails_as_incomplete(run_cli, node):
     _, results = run_full(run_cli, node, config)
     failed = [r for r in results["nccl.tests"] if r["status"] == "fail"]
     assert failed and "nccl-tests failed" in failed[0]["message"], results["nccl.tests"]
+
+
+def test_mpirun_launcher_with_its_arguments_starts_one_rank_per_gpu(run_cli, node):
+    node["bin"].add("mpirun", S.prints(NCCL_TWO_NODES))
+    config = (
+        f'nccl_tests = "{node["bin"].path}/all_reduce_perf"\nnccl_launcher = "mpirun"\n'
+        'nccl_launcher_args = ["--allow-run-as-root", "-H", "gpu1:8,gpu2:8"]\nnccl_gpus = 16\n'
+    )
+    _, results = run_full(run_cli, node, config)
+    call = next(c for c in node["bin"].calls() if c.startswith("mpirun"))
+    assert call.startswith("mpirun -np 16 --bind-to numa --allow-run-as-root -H gpu1:8,gpu2:8 ")
+    assert call.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1 -n 20 -w 5 -c 1")
+    assert results["nccl.tests"][0]["status"] == "pass"

@@ -228,13 +228,18 @@ def run_nccl_tests(
     if not thresholds.nccl_tests:
         return {}
     gpus = thresholds.nccl_gpus or gpu_count or 1
-    argv = nccl_tests_argv(
-        thresholds.nccl_tests,
-        launcher=thresholds.nccl_launcher,
-        gpus=gpus,
-        min_bytes=thresholds.nccl_min_bytes,
-        max_bytes=thresholds.nccl_max_bytes,
-    )
+    try:
+        argv = nccl_tests_argv(
+            thresholds.nccl_tests,
+            launcher=thresholds.nccl_launcher,
+            gpus=gpus,
+            min_bytes=thresholds.nccl_min_bytes,
+            max_bytes=thresholds.nccl_max_bytes,
+            launcher_args=thresholds.nccl_launcher_args,
+        )
+    except ValueError as exc:  # the config passed validation, so this is a launcher argument
+        run = CommandRun.model_construct(argv=[thresholds.nccl_tests], error=f"not run: {exc}")
+        return {run.key: run}
     _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
     limit = float(thresholds.nccl_timeout_s)
     run = Runner(timeout_s=limit, deadline_s=limit).run(argv)
