@@ -12,9 +12,7 @@ syslog (facility daemon, ident ``ibdiag``), where slurmd's own messages are.
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import threading
 import time
 from typing import Callable, Optional
 
@@ -30,8 +28,7 @@ from ibdiag.cli import (
     _replace_state,
     _source_options,
 )
-from ibdiag.slurm import hooks
-from ibdiag.slurm.scontrol import DEFAULT_SCONTROL_TIMEOUT_S, Scontrol
+from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S, DEFAULT_STATE_DIR
 
 DEFAULT_DEADLINE_S = 30.0
 
@@ -56,7 +53,7 @@ def _hook_options(default_level: str):
             ),
             click.option(
                 "--state-dir",
-                default=hooks.DEFAULT_STATE_DIR,
+                default=DEFAULT_STATE_DIR,
                 show_default=True,
                 metavar="DIR",
                 help="Where job baselines and the health check's state live (0700).",
@@ -134,7 +131,7 @@ def slurm_group() -> None:
 @_hook_options("quick")
 def prolog_command(job_id, **options) -> int:
     """Before a job: drain and exit 1 when sick; save the job's baseline when not."""
-    return _run_hook("prolog", options, lambda ctx, grade: hooks.prolog(ctx, grade, job_id))
+    return _run_hook("prolog", options, job_id)
 
 
 @slurm_group.command("epilog")
@@ -142,17 +139,24 @@ def prolog_command(job_id, **options) -> int:
 @_hook_options("standard")
 def epilog_command(job_id, **options) -> int:
     """After a job: drain on counter or kernel-log faults since its baseline; remove it."""
-    return _run_hook("epilog", options, lambda ctx, grade: hooks.epilog(ctx, grade, job_id))
+    return _run_hook("epilog", options, job_id)
 
 
 @slurm_group.command("healthcheck")
 @_hook_options("quick")
 def healthcheck_command(**options) -> int:
     """HealthCheckProgram: drain when sick, resume what ibdiag drained once healthy."""
-    return _run_hook("healthcheck", options, hooks.healthcheck)
+    return _run_hook("healthcheck", options)
 
 
-def _run_hook(name: str, options: dict, hook: Callable) -> int:
+def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
+    """Run the hook ``name`` (prolog, epilog, healthcheck); its exit code."""
+    import socket
+    import threading
+
+    from ibdiag.slurm import hooks
+    from ibdiag.slurm.scontrol import Scontrol
+
     deadline_at = time.monotonic() + options["deadline"]
     node = options["node"] or socket.gethostname().split(".")[0]
     flags = tuple(
@@ -169,7 +173,12 @@ def _run_hook(name: str, options: dict, hook: Callable) -> int:
         strict=options["strict"],
     )
     try:
-        code = hook(ctx, grade)
+        if name == "prolog":
+            code = hooks.prolog(ctx, grade, job_id)
+        elif name == "epilog":
+            code = hooks.epilog(ctx, grade, job_id)
+        else:
+            code = hooks.healthcheck(ctx, grade)
     except hooks.HookError as exc:
         raise UsageFailure(str(exc)) from exc
     if any(thread.name == "ibdiag-check" for thread in threading.enumerate()):
@@ -181,7 +190,7 @@ def _run_hook(name: str, options: dict, hook: Callable) -> int:
     return code
 
 
-def _grader(options: dict, flags: tuple) -> hooks.Grader:
+def _grader(options: dict, flags: tuple):
     """Collect and grade this node as ``ibdiag check`` would, at the hook's level."""
     from ibdiag.collect import collect
     from ibdiag.grade import grade

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ibdiag.model import Report, Verdict
+from ibdiag.slurm import DEFAULT_STATE_DIR  # noqa: F401 - part of this module's interface
 from ibdiag.slurm.scontrol import Scontrol, SlurmError, mark_healthy, mark_unhealthy
 
-DEFAULT_STATE_DIR = "/run/ibdiag"
 HEALTHCHECK_STATE = "healthcheck.json"
 
 # grade(baseline_path or None, save_path or None, seconds) -> Report: collect this node, grade

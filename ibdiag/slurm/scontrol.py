@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
+from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
+
 REASON_PREFIX = "ibdiag:"
-DEFAULT_SCONTROL_TIMEOUT_S = 5.0
 # Slurm keeps reasons short in its tables and `sinfo -R`; scontrol itself accepts longer ones.
 MAX_REASON_CHARS = 200
 
