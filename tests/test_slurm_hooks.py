@@ -312,7 +312,7 @@ def test_epilog_drains_on_a_counter_that_rose_during_the_job_and_removes_the_bas
     done = run_hook(node, "epilog", extra="IBDIAG_EPILOG_ARGS=(--level quick)")
     assert done.returncode == 0, done.stderr  # drained by us: Slurm need not add "Epilog error"
     reason = node["scontrol"].node()["reason"]
-    assert reason.startswith("ibdiag: mlx5_3:1 counters."), reason
+    assert reason.startswith("ibdiag: epilog: mlx5_3:1 counters."), reason
     assert not (node["state_dir"] / "job-42.json").exists()
 
 
@@ -340,6 +340,21 @@ def test_epilog_fails_when_it_must_drain_but_scontrol_is_gone(node):
     )  # fmt: skip
     assert done.returncode == 1  # so Slurm drains the node itself ("Epilog error")
     assert not (node["state_dir"] / "job-42.json").exists()
+
+
+def test_an_epilog_drain_is_left_for_an_admin_by_the_health_check(node):
+    """A drained node carries no traffic: its counters stop rising whether the cable is fixed
+    or not, so the health check must not take the quiet for a repair."""
+    assert run_hook(node, "healthcheck").returncode == 0  # its state file, before the job
+    assert run_hook(node, "prolog").returncode == 0
+    bump_counter(node["sysfs"], "mlx5_3", 1, "link_downed", 2)
+    run_hook(node, "epilog", extra="IBDIAG_EPILOG_ARGS=(--level quick)")
+    drained = node["scontrol"].node()["reason"]
+    assert drained.startswith("ibdiag: epilog: mlx5_3:1")
+    for _ in range(2):  # the first sees the rise itself, the second a quiet node
+        done = run_hook(node, "healthcheck")
+    assert node["scontrol"].node()["reason"] == drained
+    assert "left drained" in done.stderr and "resume by hand" in done.stderr
 
 
 # -- the health check --------------------------------------------------------------------------
@@ -412,3 +427,17 @@ def test_epilog_at_level_standard_ends_within_its_deadline_when_commands_hang(no
     assert node["scontrol"].updates() == []
     assert S.processes_with(mark) == []
     assert not (node["state_dir"] / "job-42.json").exists()
+
+
+def test_a_broken_python_or_odd_settings_never_drain_the_cluster(node):
+    broken = node["tmp"] / "broken-ibdiag"
+    broken.write_text(
+        "#!/bin/sh\necho 'ModuleNotFoundError: No module named pydantic' >&2\nexit 1\n"
+    )
+    broken.chmod(0o700)
+    done = run_hook(node, "prolog", sysfs=STUCK_INIT, ibdiag=str(broken))
+    assert done.returncode == 0
+    assert "could not run as configured (exit 1" in done.stderr
+    odd = run_hook(node, "prolog", job_id="43", extra="IBDIAG_DEADLINE=30.5")
+    assert odd.returncode == 0, odd.stderr
+    assert "IBDIAG_DEADLINE=30.5 is not a whole number of seconds: using 30" in odd.stderr

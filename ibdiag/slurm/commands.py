@@ -1,9 +1,10 @@
 """``ibdiag slurm prolog|epilog|healthcheck``: the commands contrib/slurm's scripts run.
 
-Exit codes: prolog 0 (let the job start) or 1 (sick: drained, Slurm requeues the job); epilog
-0 or 1 (sick and our drain failed, so Slurm drains with "Epilog error"); healthcheck the
-verdict's code (Slurm ignores it). 3: ibdiag could not run as configured (one stderr line) -
-the scripts log it and let the job start unless IBDIAG_STRICT=1.
+Exit codes: 0 healthy (or a warning, or not judged); 2 sick - the prolog drained the node and
+Slurm must requeue the job, or the epilog could not drain it and Slurm should ("Epilog
+error"); the health check returns its verdict's code (Slurm ignores it). 3: ibdiag could not
+run as configured (one stderr line). The hook script turns 2 into Slurm's 1 and lets every
+other failure pass (logged) unless IBDIAG_STRICT=1.
 
 What happened (drained, resumed, left an admin's reason alone, warnings) goes to stderr and
 syslog (facility daemon, ident ``ibdiag``), where slurmd's own messages are.
@@ -130,7 +131,7 @@ def slurm_group() -> None:
 @_job_id_option
 @_hook_options("quick")
 def prolog_command(job_id, **options) -> int:
-    """Before a job: drain and exit 1 when sick; save the job's baseline when not."""
+    """Before a job: drain and exit 2 when sick; save the job's baseline when not."""
     return _run_hook("prolog", options, job_id)
 
 

@@ -5,10 +5,11 @@
   non-zero, which makes Slurm requeue the job on another node.
 - Epilog (after every job): grades counter and kernel-log changes since the job's baseline, so
   errors the job itself drove (a cable that fails under load) drain the node before the next
-  job lands there. The baseline is always removed.
+  job lands there - with a reason starting ``ibdiag: epilog:``. The baseline is always removed.
 - Health check (every HealthCheckInterval): Slurm ignores its exit code, so it drains by itself
-  and resumes nodes ibdiag drained once they are healthy again. Counters are judged on their
-  change since the previous health check, so a port that stops taking errors comes back.
+  and resumes nodes ibdiag drained once they are healthy again - except the epilog's drains: a
+  drained node carries no traffic, so errors that only traffic shows cannot be seen to stop;
+  an admin resumes those. Counters are judged on their change since the previous health check.
 
 A WARNING never drains. UNKNOWN (ibdiag could not judge: a bad option or config file, no
 InfiniBand and none expected) never drains either unless ``strict``: one configuration slip
@@ -29,9 +30,16 @@ from typing import Callable, Optional
 
 from ibdiag.model import Report, Verdict
 from ibdiag.slurm import DEFAULT_STATE_DIR  # noqa: F401 - part of this module's interface
-from ibdiag.slurm.scontrol import Scontrol, SlurmError, mark_healthy, mark_unhealthy
+from ibdiag.slurm.scontrol import (
+    Scontrol,
+    SlurmError,
+    epilog_reason,
+    mark_healthy,
+    mark_unhealthy,
+)
 
 HEALTHCHECK_STATE = "healthcheck.json"
+SICK = 2  # exit code for "sick" (Nagios CRITICAL); the hook script turns it into Slurm's 1
 
 # grade(baseline_path or None, save_path or None, seconds) -> Report: collect this node, grade
 # it (against the baseline when given), save its snapshot to save_path; commands stop in time.
@@ -72,43 +80,48 @@ def job_baseline_path(state_dir: str, job_id: str) -> str:
 
 
 def prolog(ctx: HookContext, grade: Grader, job_id: str) -> int:
-    """0: the job may start (healthy, warning, or not judged); 1: sick, drained, requeue."""
+    """0: the job may start (healthy, warning, or not judged); SICK: drained, requeue."""
     path = job_baseline_path(ctx.state_dir, job_id)
     _make_state_dir(ctx.state_dir)
     try:
         report = _run_check(ctx, grade, None, path)
     except CheckTimedOut as exc:
         _drain(ctx, f"ibdiag: prolog check timed out ({exc})")
-        return 1
+        return SICK
     sick = report.verdict == Verdict.CRITICAL
     if not sick:
         _note_not_ok(ctx, report)
     if sick or (report.verdict == Verdict.UNKNOWN and ctx.strict):
         _remove(ctx, path)  # the job will not run here: no epilog will want it
         _drain(ctx, _reason(report) if sick else "ibdiag: could not judge the node")
-        return 1
+        return SICK
     return 0
 
 
 def epilog(ctx: HookContext, grade: Grader, job_id: str) -> int:
-    """0: healthy, or sick and drained by us; 1: sick but the drain failed (Slurm then drains
-    the node with its own "Epilog error"). The job's baseline is removed in every case."""
+    """0: healthy, or sick and drained by us; SICK: sick but the drain failed (Slurm then
+    drains the node with its own "Epilog error"). The job's baseline is removed in every case.
+
+    Graded against the job's baseline, its reasons start ``ibdiag: epilog:`` - errors the job's
+    traffic drove, which the health check leaves for an admin to resume. Without a baseline
+    (the prolog failed or did not run) it grades since boot, with plain ``ibdiag:`` reasons."""
     path = job_baseline_path(ctx.state_dir, job_id)
     try:
         baseline = path if os.path.lexists(path) else None
         if baseline is None:
             ctx.log(f"no baseline for job {job_id} (did the prolog run?): grading since boot")
+        reason_for = epilog_reason if baseline is not None else (lambda reason: reason)
         try:
             report = _run_check(ctx, grade, baseline, None)
         except CheckTimedOut as exc:
-            return 0 if _drain(ctx, f"ibdiag: epilog check timed out ({exc})") else 1
+            return 0 if _drain(ctx, reason_for(f"ibdiag: check timed out ({exc})")) else SICK
     finally:
         _remove(ctx, path)
     if report.verdict == Verdict.CRITICAL:
-        return 0 if _drain(ctx, _reason(report)) else 1
+        return 0 if _drain(ctx, reason_for(_reason(report))) else SICK
     _note_not_ok(ctx, report)
     if report.verdict == Verdict.UNKNOWN and ctx.strict:
-        return 0 if _drain(ctx, "ibdiag: could not judge the node") else 1
+        return 0 if _drain(ctx, reason_for("ibdiag: could not judge the node")) else SICK
     return 0
 
 

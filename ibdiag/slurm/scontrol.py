@@ -20,6 +20,9 @@ from typing import List, Optional
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
 
 REASON_PREFIX = "ibdiag:"
+# The epilog's reasons: errors a job's traffic drove. A drained node carries no traffic, so the
+# health check cannot see them go away: only an admin resumes these.
+EPILOG_PREFIX = f"{REASON_PREFIX} epilog:"
 # Slurm keeps reasons short in its tables and `sinfo -R`; scontrol itself accepts longer ones.
 MAX_REASON_CHARS = 200
 
@@ -49,6 +52,10 @@ class NodeRecord:
     def reason_is_ours(self) -> bool:
         return self.reason is not None and self.reason.startswith(REASON_PREFIX)
 
+    @property
+    def reason_is_epilogs(self) -> bool:
+        return self.reason is not None and self.reason.startswith(EPILOG_PREFIX)
+
 
 def parse_show_node(name: str, text: str) -> NodeRecord:
     """The state and reason out of ``scontrol show node NAME`` (its multi-line form)."""
@@ -65,6 +72,14 @@ def parse_show_node(name: str, text: str) -> NodeRecord:
     if state is None:
         raise SlurmError(f"scontrol show node {name}: no State= in its output")
     return NodeRecord(name=name, state=state, reason=reason)
+
+
+def epilog_reason(reason: str) -> str:
+    """ "ibdiag: mlx5_3:1 counters.port_errors" -> "ibdiag: epilog: mlx5_3:1 ..."."""
+    line = clean_reason(reason)
+    if line.startswith(EPILOG_PREFIX):
+        return line
+    return clean_reason(f"{EPILOG_PREFIX} {line[len(REASON_PREFIX) :].strip()}")
 
 
 def clean_reason(reason: str) -> str:
@@ -133,6 +148,10 @@ def mark_unhealthy(scontrol: Scontrol, reason: str) -> str:
         return (
             f"left alone: {record.name} is {record.state} with a reason not ours: {record.reason}"
         )
+    if record.drained and record.reason_is_epilogs and not reason.startswith(EPILOG_PREFIX):
+        return f"already drained by the epilog: {record.name}: {record.reason}"
+    if record.drained and epilog_reason(record.reason or "") == epilog_reason(reason):
+        return f"already drained: {record.name}: {record.reason}"  # the same finding
     if record.drained and record.reason == reason:
         return f"already drained: {record.name}: {reason}"
     scontrol.drain(reason)
@@ -140,12 +159,18 @@ def mark_unhealthy(scontrol: Scontrol, reason: str) -> str:
 
 
 def mark_healthy(scontrol: Scontrol) -> str:
-    """Resume the node only when ibdiag drained it (its reason starts with ``ibdiag:``)."""
+    """Resume the node only when ibdiag drained it (its reason starts with ``ibdiag:``), but
+    not for errors a job drove (the epilog's reasons): an admin resumes those."""
     record = scontrol.show()
     if not record.drained:
         return f"nothing to resume: {record.name} is {record.state}"
     if not record.reason_is_ours:
         reason = record.reason or "no reason"
         return f"left alone: {record.name} is {record.state} with a reason not ours: {reason}"
+    if record.reason_is_epilogs:
+        return (
+            f"left drained: {record.name}: {record.reason} (errors under a job's traffic; "
+            f"resume by hand once checked: scontrol update NodeName={record.name} State=RESUME)"
+        )
     scontrol.resume()
     return f"resumed {record.name} (was: {record.reason})"
