@@ -56,9 +56,9 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for slow in stragglers(samples, th.straggler_fraction):
         found = True
         yield Result(
-            target=f"{slow.host or 'host?'}:{slow.gpu}",
+            target=_who(slow.host, slow.gpu),
             status=Status.WARN,
-            message=f"straggler: {slow.collective} {_size(slow.message_bytes)} at "
+            message=f"straggler: {_printable(slow.collective)} {_size(slow.message_bytes)} at "
             f"{slow.observed_gbps / 8:.1f} GB/s, peers' median {slow.median_gbps / 8:.1f} GB/s "
             f"({slow.peers} peers)",
             observed="straggler",
@@ -72,9 +72,10 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             if big and sample.bus_bw_gbytes is not None and sample.bus_bw_gbytes < floor:
                 found = True
                 yield Result(
-                    target=f"{sample.host or 'host?'}:{sample.gpu}",
+                    target=_who(sample.host, sample.gpu),
                     status=Status.FAIL,
-                    message=f"{sample.collective} {_size(sample.message_bytes)}: bus bandwidth "
+                    message=f"{_printable(sample.collective)} {_size(sample.message_bytes)}: bus "
+                    "bandwidth "
                     f"{sample.bus_bw_gbytes:.1f} GB/s < {floor:g} (nccl_inspector_floor_gbytes)",
                     observed=sample.bus_bw_gbytes,
                     expected=floor,
@@ -85,6 +86,16 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         yield Result(target="node", status=Status.PASS, evidence=evidence,
                      message=f"{len(samples)} samples in {len(snap.nccl_inspector)} dump(s): "
                      f"no straggler{', none below the floor' if floor else ''}{note}")  # fmt: skip
+
+
+def _printable(text: object) -> str:
+    """A value from a dump file (written by any job) made safe to print: no control
+    characters (terminal escapes), at most 80 characters."""
+    return "".join(ch if ch.isprintable() else "?" for ch in str(text))[:80]
+
+
+def _who(host: Optional[str], gpu: Optional[str]) -> str:
+    return f"{_printable(host or 'host?')}:{_printable(gpu or 'gpu?')}"
 
 
 def _size(size: Optional[int]) -> str:

@@ -93,7 +93,12 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                          message="ib_write_bw is not installed (package perftest)")  # fmt: skip
             continue
         gpu = attempts[0].client.gpu
-        floor, source = perftest_floor(_link_rate(snap, device, number), th, gpu is not None)
+        rate = _link_rate(snap, device, number)
+        server = attempts[0].server
+        if server is not None and rate is not None:  # pairs: the slower port sets the floor
+            server_rate = _link_rate(snap, server.device, server.port)
+            rate = None if server_rate is None else min(rate, server_rate)
+        floor, source = perftest_floor(rate, th, gpu is not None)
         where = _route(attempts[0]) + (f", GPU {gpu} (GPUDirect RDMA)" if gpu is not None else "")
         numbers = [attempt.gbps for attempt in attempts if attempt.gbps is not None]
         if not numbers:

@@ -203,8 +203,8 @@ def _fill(
             entry[f"{stream}_file"] = f"{base}.{stream}"
         commands.append(entry)
     inspector = []
-    for dump in snapshot.nccl_inspector or []:
-        path = f"nccl_inspector/{sanitise(dump.name, 120)}"
+    for index, dump in enumerate(snapshot.nccl_inspector or [], start=1):
+        path = f"nccl_inspector/{index:03d}-{sanitise(dump.name, 120)}"
         stage.write(path, _encode(dump.text))
         inspector.append(
             {

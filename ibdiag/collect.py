@@ -160,20 +160,19 @@ def _run_active(sys_reader, fields, commands, needs, thresholds, progress) -> Di
 
 
 def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]:
-    """HCA name -> index of the GPU nearest it (PIX/PXB), from nvidia-smi topo -m if it ran."""
+    """HCA name -> index of its GPU (PIX/PXB rail pairing), from nvidia-smi topo -m if it ran."""
     from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
 
     run = commands.get(command_key(nvidia_smi_topo_argv()))
     matrix = parse_nvidia_smi_topo(run.stdout) if run is not None and run.succeeded else None
-
-    def near(hca: str) -> Optional[int]:
-        found = matrix.nearest_gpu(hca) if matrix is not None else None
-        if found is None or found[1] not in ("PIX", "PXB"):
-            return None
-        digits = found[0][len("GPU") :]
-        return int(digits) if digits.isdigit() else None
-
-    return near
+    # The one-to-one rail pairing, not each HCA's nearest GPU: on a DGX A100 two HCAs share
+    # a PCIe switch with two GPUs, and two loopbacks on one GPU would halve both.
+    by_hca = {}
+    for pair in matrix.gpu_nic_pairs().pairs if matrix is not None else []:
+        digits = pair.gpu[len("GPU") :]
+        if digits.isdigit():
+            by_hca[pair.nic] = int(digits)
+    return by_hca.get
 
 
 def _read_inspector(thresholds, problems) -> Dict[str, Any]:

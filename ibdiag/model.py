@@ -204,7 +204,7 @@ class InspectorFile(_Model):
     name: str
     modified_at: Optional[AwareDatetime] = None
     text: str = ""
-    truncated: bool = False  # larger than ibdiag keeps: only the first part was read
+    truncated: bool = False  # larger than ibdiag keeps: only the newest part was read
 
 
 class Snapshot(_Model):

@@ -23,6 +23,7 @@ HEALTHY = S.fixture(
 )
 HALF_RATE = S.fixture("perftest", "oci-oke-ib_write_bw-roce-mlx5_5-4qp-98gbps.txt")
 TOPO_RAIL = S.fixture("nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt")
+TOPO_DGX = S.fixture("nvidia_smi_topo", "dgx-a100-10nic-pxb-pairs-kernel5.4.txt")
 
 
 def stub_ib_write_bw(state: Path) -> str:
@@ -252,3 +253,40 @@ def test_sigterm_during_the_traffic_phase_kills_every_server_and_client(node):
     assert b"interrupted" in err
     time.sleep(0.2)
     assert S.processes_with(mark) == []
+
+
+def test_gpudirect_gives_each_hca_its_own_gpu_when_two_share_a_switch(
+    run_cli, tmp_path, monkeypatch
+):
+    """DGX A100: mlx5_0 and mlx5_1 are both PXB to GPU0 and GPU1; two loopbacks on one GPU
+    would halve both, so the rail pairing (GPU n with mlx5_n) is used, not 'nearest'."""
+    sys_root = tmp_path / "sys"
+    write_node(str(sys_root), mlx5_node(8))
+    write_nvidia_gpus(str(sys_root), 8)
+    bin_dir = S.StubBin(tmp_path / "bin")
+    state = tmp_path / "perftest"
+    state.mkdir()
+    bin_dir.add("ib_write_bw", stub_ib_write_bw(state))
+    bin_dir.add("nvidia-smi", S.prints(TOPO_DGX))
+    monkeypatch.setenv("PATH", bin_dir.path)
+    config = tmp_path / "ibdiag.toml"
+    config.write_text("perftest_duration_s = 1\nperftest_gdr = true\n")
+    run_cli("check", "--level", "full", "--sysfs", str(sys_root), "--config", str(config))
+    gpus = {}
+    for call in bin_dir.calls():
+        if call.endswith("localhost"):
+            words = call.split()
+            cuda = next(w for w in words if w.startswith("--use_cuda="))
+            gpus[words[words.index("-d") + 1]] = int(cuda.split("=")[1])
+    assert gpus == {f"mlx5_{n}": n for n in range(8)}
+
+
+def test_in_pairs_the_slower_port_sets_the_floor(run_cli, node):
+    rate = Path(node["sys"], "class", "infiniband", "mlx5_1", "ports", "1", "rate")
+    rate.write_text("100 Gb/sec (4X EDR)\n")
+    (node["tmp"] / "ibdiag.toml").write_text(
+        'perftest_duration_s = 1\nperftest_pairing = "pairs"\n'
+    )
+    _, results, _ = full_check(run_cli, node)
+    into_slow = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_0:1")
+    assert "(90% of the 100 Gb/s link rate) to mlx5_1:1" in into_slow["message"], into_slow

@@ -24,6 +24,10 @@ NCCL_NET_IB = S.fixture(
     "nccl_tests", "nccl-issue1698-roce-mlx5_10-net-ib-completion-status12-vendor-err-129.txt"
 )
 NCCL_NO_SLOTS = S.fixture("nccl_tests", "gcm-allreduce-mpirun-not-enough-slots-error.txt")
+INSPECTOR_JSON = S.fixture(
+    "nccl_inspector",
+    "nccl-readme-inspector-json-v4.4-dump_stats-coll_perf-allreduce-16GiB-and-verbose-reducescatter.txt",
+)
 INSPECTOR_PROM = S.fixture(
     "nccl_inspector", "nccl-readme-nvl72004-inspector-prom-allreduce-4-5GB-and-p2p-send.txt"
 )
@@ -231,7 +235,7 @@ def test_a_full_bundle_holds_the_runs_and_dumps_and_regrades_the_same(run_cli, n
 
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
-    assert any(name.endswith("nccl_inspector/nccl_inspector_metrics_G.prom") for name in names)
+    assert any(name.endswith("nccl_inspector/001-nccl_inspector_metrics_G.prom") for name in names)
 
 
 # -- the status line ---------------------------------------------------------------------------
@@ -300,3 +304,66 @@ def test_mpirun_launcher_with_its_arguments_starts_one_rank_per_gpu(run_cli, nod
     assert call.startswith("mpirun -np 16 --bind-to numa --allow-run-as-root -H gpu1:8,gpu2:8 ")
     assert call.endswith("all_reduce_perf -b 8 -e 8G -f 2 -g 1 -n 20 -w 5 -c 1")
     assert results["nccl.tests"][0]["status"] == "pass"
+
+
+def test_inspector_default_json_mode_files_are_read(run_cli, node):
+    """NCCL's default JSON mode writes <hostname>-pid<pid>.log, not nccl_inspector_*."""
+    folder = inspector_dir(node, {"node1-pid4242.log": Path(INSPECTOR_JSON).read_text()})
+    _, results = run_full(run_cli, node, f'nccl_inspector_dir = "{folder}"\n')
+    (only,) = results["nccl.inspector"]
+    assert only["status"] == "pass" and "2 samples in 1 dump(s)" in only["message"], only
+
+
+def test_inspector_reads_no_hard_link_no_symlink_and_the_newest_part_of_a_big_file(tmp_path):
+    from ibdiag.sources import inspector_files
+
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret\n")
+    os.link(secret, folder / "nccl_inspector_metrics_a.prom")
+    (folder / "nccl_inspector_metrics_b.prom").symlink_to(secret)
+    big = folder / "gpu1-pid7.log"
+    lines = [f'{{"line": {n}}}' for n in range(400000)]
+    big.write_text("\n".join(lines) + "\n")
+    files, problem = inspector_files.read_dumps(str(folder), 3600, time.time())
+    assert [dump.name for dump in files] == ["gpu1-pid7.log"]
+    assert "hard link" in problem
+    (dump,) = files
+    assert dump.truncated and len(dump.text) <= inspector_files.MAX_BYTES
+    assert dump.text.startswith('{"line": ') and dump.text.endswith('{"line": 399999}\n')
+    assert "secret" not in "".join(d.text for d in files)
+
+
+def test_inspector_values_are_printed_without_terminal_escapes(run_cli, node):
+    base = Path(INSPECTOR_PROM).read_text()
+    files = {}
+    for gpu, bandwidth in (("GPU0", "678.263"), ("GPU1", "670.1"), ("GPU2", "301.5")):
+        text = base.replace('gpu="GPU0"', f'gpu="{gpu}"').replace("678.263", bandwidth)
+        files[f"nccl_inspector_metrics_{gpu}.prom"] = text.replace(
+            "nvl72004-T01", "evil\x1b]0;pwned\x07"
+        )
+    folder = inspector_dir(node, files)
+    result = run_cli("check", "--level", "full", "--sysfs", node["sys"], "--config",
+                     str(_config(node, f'nccl_inspector_dir = "{folder}"\n')))  # fmt: skip
+    assert "evil?]0;pwned?:GPU2" in result.stdout  # the straggler, named, made inert
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+
+
+def _config(node, text: str) -> Path:
+    path = node["tmp"] / "ibdiag.toml"
+    path.write_text("perftest_duration_s = 1\n" + text)
+    return path
+
+
+def test_the_status_line_fits_one_terminal_row(monkeypatch):
+    import shutil as shutil_module
+
+    monkeypatch.setattr(
+        shutil_module, "get_terminal_size", lambda fallback=None: os.terminal_size((40, 24))
+    )
+    terminal = _Terminal()
+    with StatusLine(terminal, interval_s=10) as status:
+        status.say("ib_write_bw attempt 1: " + ", ".join(f"mlx5_{n}:1" for n in range(8)))
+    drawn = [part for part in terminal.getvalue().split("\r\033[K") if part]
+    assert drawn and all(len(part) <= 39 for part in drawn), drawn

@@ -7,6 +7,7 @@ terminal (a prolog, cron, a pipe): logs get no carriage-return noise.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from typing import Optional, TextIO
@@ -53,7 +54,9 @@ class StatusLine:
         if not self.enabled or not self.message:
             return
         elapsed = time.monotonic() - self.started
-        line = f"[{elapsed:4.0f} s] {self.message}"[:200]
+        # One terminal row: "\r" and erase-line redraw only the row the cursor is on.
+        width = shutil.get_terminal_size(fallback=(80, 24)).columns - 1
+        line = f"[{elapsed:4.0f} s] {self.message}"[: max(20, width)]
         with self._lock:
             self.stream.write(f"\r\033[K{line}")
             self.stream.flush()

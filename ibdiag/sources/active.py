@@ -120,10 +120,16 @@ def plan_loopback(
                 server_gpu=gpu_near(server_dev.name) if gdr else None,
                 client_pin=tuple(pin_for(numa)),
                 server_pin=tuple(pin_for(server_numa)),
-                link_rate_gbps=port.rate.gbps if port.rate else None,
+                link_rate_gbps=_slower(port, server_port),
             )
         )
     return tests
+
+
+def _slower(*ports) -> Optional[float]:
+    """The lower link rate of the ports a test crosses (None when one is unknown)."""
+    rates = [port.rate.gbps if port.rate else None for port in ports]
+    return None if None in rates else min(rates)
 
 
 def numa_pinning(
@@ -179,16 +185,13 @@ def client_gbps(run: CommandRun) -> Optional[float]:
 
 def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds):
     """Every test of the wave at once; [(server run, client run)] in the tests' order."""
+    from ibdiag.sources.commands import Runner
+
     limit = thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
-    runners: List[object] = []
-    lock = threading.Lock()
+    # Made before anything starts, so an interrupt at any moment reaches every one of them.
+    runners = [Runner(timeout_s=limit, deadline_s=limit + SERVER_START_S) for _ in tests]
 
-    def one(test: LoopbackTest):
-        from ibdiag.sources.commands import Runner
-
-        runner = Runner(timeout_s=limit, deadline_s=limit + SERVER_START_S)
-        with lock:
-            runners.append(runner)
+    def one(test: LoopbackTest, runner: Runner):
         result: Dict[str, CommandRun] = {}
         server = threading.Thread(
             target=lambda: result.update(server=runner.run(test.argv(thresholds, "server"))),
@@ -206,11 +209,11 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds):
 
     pool = ThreadPoolExecutor(max_workers=max(1, len(tests)), thread_name_prefix="ibdiag-bw")
     try:
-        return [future.result() for future in [pool.submit(one, test) for test in tests]]
+        futures = [pool.submit(one, test, runner) for test, runner in zip(tests, runners)]
+        return [future.result() for future in futures]
     except BaseException:  # Ctrl-C, SIGTERM: kill every server and client, then re-raise
-        with lock:
-            for runner in runners:
-                runner.stop()
+        for runner in runners:
+            runner.stop()
         raise
     finally:
         pool.shutdown(wait=True)
