@@ -1,4 +1,5 @@
-"""The ``ibdiag`` command line: the only module that prints or exits.
+"""The ``ibdiag`` command line: with ``ibdiag.slurm.commands``, the only code that prints or
+exits (the options they share are in ``ibdiag.cli_options``).
 
 Exit codes follow the Nagios plugin convention: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. A usage
 or configuration error is one line on stderr and exit 3 (not click's default 2), so a Slurm
@@ -10,20 +11,25 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import click
 
 from ibdiag import __version__
-
-EXIT_UNKNOWN = 3
-FORMATS = ("text", "json", "html")
-
-
-class UsageFailure(click.ClickException):
-    """A configuration or input problem reported as one line, exit 3."""
-
-    exit_code = EXIT_UNKNOWN
+from ibdiag.cli_options import (
+    EXIT_UNKNOWN,
+    UsageFailure,
+    checks_dir_option,
+    command_limits,
+    compat_option,
+    effective_config,
+    expectation_options,
+    output_options,
+    read_baseline,
+    registry_for,
+    replace_state,
+    source_options,
+)
 
 
 class IbdiagGroup(click.Group):
@@ -57,29 +63,6 @@ class IbdiagGroup(click.Group):
         return code
 
 
-def _load_registry(checks_dirs: Sequence[str]):
-    from ibdiag.registry import DEFAULT_DROPIN_DIR, RegistryError, load_registry
-
-    dirs = list(checks_dirs) or ([DEFAULT_DROPIN_DIR] if os.path.isdir(DEFAULT_DROPIN_DIR) else [])
-    try:
-        return load_registry(dirs)
-    except (RegistryError, OSError) as exc:
-        raise UsageFailure(str(exc)) from exc
-
-
-def _parse_expect_hcas(value: Optional[str]) -> Tuple[Optional[int], List[str]]:
-    """ "8" -> a count; "mlx5_0,mlx5_1" -> names that must all be present."""
-    if value is None:
-        return None, []
-    value = value.strip()
-    if value.isdigit():
-        return int(value), []
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names:
-        raise click.BadParameter("give a count (8) or HCA names (mlx5_0,mlx5_1)")
-    return None, names
-
-
 def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str:
     if as_json:
         return "json"
@@ -87,150 +70,6 @@ def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str
         return fmt
     extension = os.path.splitext(output or "")[1].lower()
     return {".json": "json", ".html": "html", ".htm": "html"}.get(extension, "text")
-
-
-_dir = click.Path(exists=True, file_okay=False, dir_okay=True)
-
-
-def _source_options(command):
-    """--sysfs and --procfs: where the node's state is read from (a host /sys, a capture)."""
-    command = click.option(
-        "--procfs",
-        "procfs_root",
-        type=_dir,
-        default="/proc",
-        show_default=True,
-        help="Where procfs is mounted.",
-    )(command)
-    return click.option(
-        "--sysfs",
-        "sysfs_root",
-        type=_dir,
-        default="/sys",
-        show_default=True,
-        help="Where sysfs is mounted (a host /sys in a container, or a captured tree).",
-    )(command)
-
-
-def _command_limits(command):
-    """--deadline and --command-timeout: how long level standard may spend on commands."""
-    command = click.option(
-        "--command-timeout",
-        type=click.FloatRange(min=0.1),
-        default=10.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Kill a command (its whole process group) that runs longer than this.",
-    )(command)
-    return click.option(
-        "--deadline",
-        type=click.FloatRange(min=1),
-        default=25.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Level standard: start no command after this long (well inside Slurm's 60 s "
-        "HealthCheckTimeout).",
-    )(command)
-
-
-_compat_option = click.option(
-    "--compat",
-    type=click.Choice(["moneo"]),
-    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
-    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
-)
-
-
-def _output_options(command):
-    """--format, --json, -o FILE, --quiet, --verbose: how a report is shown (check, report)."""
-    options = [
-        click.option(
-            "--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text]."
-        ),
-        click.option(
-            "--json", "as_json", is_flag=True, help="Print the JSON report (--format json)."
-        ),
-        click.option(
-            "-o",
-            "--output",
-            type=click.Path(dir_okay=False, writable=True),
-            help="Write the report to FILE (format from --format or the extension).",
-        ),
-        click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells."),
-        click.option(
-            "-v", "--verbose", is_flag=True, help="Also list passing and skipped results."
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _expectation_options(command):
-    """--profile, --config and the flags that override them; shared by check and config show."""
-    options = [
-        click.option(
-            "--profile",
-            metavar="NAME|FILE",
-            help="Expectations for this kind of node (generic, azure-ndv5, dgx-h100, ...; "
-            "see 'ibdiag config profiles') or a TOML file.",
-        ),
-        click.option(
-            "--config",
-            "config_path",
-            metavar="FILE",
-            help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml if "
-            "present].",
-        ),
-        click.option(
-            "--expect-hcas",
-            metavar="N|NAMES",
-            help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).",
-        ),
-        click.option(
-            "--expect-rate",
-            type=click.FloatRange(min=0, min_open=True),
-            metavar="GBPS",
-            help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).",
-        ),
-        click.option(
-            "--ignore-hca",
-            "ignore_hcas",
-            multiple=True,
-            metavar="GLOB",
-            help="Also leave out matching devices (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas):
-    """Profile, then site config, then flags: the thresholds to grade with, and their sources.
-
-    --ignore-hca adds to the patterns the profile and config set; the other flags replace.
-    """
-    from ibdiag.config import ConfigError, load_effective
-
-    count, names = _parse_expect_hcas(expect_hcas)
-    try:
-        flags = {"expect_hcas": count, "expect_hca_names": names, "expect_rate_gbps": expect_rate}
-        if ignore_hcas:  # added to what the profile and config ignore, so read those first
-            layered = load_effective(profile, config_path, {})
-            flags["ignore_hcas"] = [*layered.thresholds.ignore_hcas, *ignore_hcas]
-        return load_effective(profile, config_path, flags)
-    except ConfigError as exc:
-        raise UsageFailure(str(exc)) from exc
-
-
-_checks_dir_option = click.option(
-    "--checks-dir",
-    "checks_dirs",
-    type=_dir,
-    multiple=True,
-    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
-)
 
 
 @click.group(
@@ -262,11 +101,11 @@ def cli(ctx: click.Context) -> Optional[int]:
     "(perfquery, ethtool -S, dmesg, ibstat, ibv_devinfo, nvidia-smi topo) under --deadline; "
     "full: also tests that move traffic (ib_write_bw loopback, nccl-tests; minutes).",
 )
-@_command_limits
-@_source_options
-@_checks_dir_option
-@_expectation_options
-@_output_options
+@command_limits
+@source_options
+@checks_dir_option
+@expectation_options
+@output_options
 @click.option(
     "--baseline",
     "baseline_path",
@@ -326,8 +165,10 @@ def check_command(
     from ibdiag.collect import collect
     from ibdiag.grade import grade
 
-    thresholds = _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas).thresholds
-    registry = _load_registry(checks_dirs)
+    thresholds = effective_config(
+        profile, config_path, expect_hcas, expect_rate, ignore_hcas
+    ).thresholds
+    registry = registry_for(checks_dirs)
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
@@ -336,10 +177,10 @@ def check_command(
             sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
             thresholds=thresholds, progress=status.say,
         )  # fmt: skip
-    previous = _read_baseline(snapshot, baseline_path, state_path)
+    previous = read_baseline(snapshot, baseline_path, state_path)
     report = grade(snapshot, registry, thresholds, level, baseline=previous)
     if state_path:
-        _replace_state(state_path, snapshot)
+        replace_state(state_path, snapshot)
 
     return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
 
@@ -361,16 +202,16 @@ def _grade_bundle(path, flags, checks_dirs, baseline_path=None):
     from ibdiag.grade import grade
     from ibdiag.thresholds import Thresholds
 
-    registry = _load_registry(checks_dirs)
+    registry = registry_for(checks_dirs)
     if _is_saved_json(path):
         snapshot, level, recorded = _load_saved_json(path)
     else:
         snapshot, level, recorded = _replay_bundle(path)
     if any(flag for flag in flags) or recorded is None:
-        thresholds = _effective(*flags).thresholds
+        thresholds = effective_config(*flags).thresholds
     else:
         thresholds = Thresholds.model_validate(recorded)
-    previous = _read_baseline(snapshot, baseline_path, None)
+    previous = read_baseline(snapshot, baseline_path, None)
     return grade(snapshot, registry, thresholds, level, baseline=previous)
 
 
@@ -434,28 +275,6 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
     return report.verdict.exit_code
 
 
-def _read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[str]):
-    """The baseline Snapshot, or None; why it could not be used goes into snapshot.problems."""
-    from ibdiag import baseline
-
-    path = baseline_path or state_path
-    if path is None or (state_path and not os.path.lexists(state_path)):
-        return None  # no baseline asked for, or the first run with this state file
-    previous, problem = baseline.load(path)
-    if problem is not None:
-        snapshot.problems["baseline"] = problem
-    return previous
-
-
-def _replace_state(path: str, snapshot) -> None:
-    from ibdiag import baseline
-
-    try:
-        baseline.save(path, snapshot)
-    except OSError as exc:  # the verdict stands; the next run will simply have no baseline
-        click.echo(f"ibdiag: warning: cannot write state file {path}: {exc.strerror}", err=True)
-
-
 def _render(report, fmt: str, color: bool, verbose: bool) -> str:
     if fmt == "json":
         from ibdiag.render import json as renderer
@@ -471,7 +290,7 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
 
 
 @cli.command("collect")
-@_source_options
+@source_options
 @click.option(
     "--level",
     type=click.Choice(["quick", "standard", "full"]),
@@ -480,9 +299,9 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
     help="What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat, "
     "nvidia-smi topo; full adds ib_write_bw loopback, nccl-tests and NCCL Inspector dumps.",
 )
-@_command_limits
-@_checks_dir_option
-@_expectation_options
+@command_limits
+@checks_dir_option
+@expectation_options
 @click.option("--tarball", is_flag=True, help="Write one .tar.gz (0600) and its .sha256.")
 @click.option(
     "-o",
@@ -509,8 +328,10 @@ def collect_command(
     from ibdiag.sources.sysfs import Recording
 
     redact_kinds = _redact_kinds(redact)
-    thresholds = _effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas).thresholds
-    registry = _load_registry(checks_dirs)
+    thresholds = effective_config(
+        profile, config_path, expect_hcas, expect_rate, ignore_hcas
+    ).thresholds
+    registry = registry_for(checks_dirs)
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
     recording = Recording()
     with _status_line() as status:
@@ -568,9 +389,9 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
 
 @cli.command("report")
 @click.argument("bundle", metavar="BUNDLE|REPORT.json", type=click.Path(exists=True))
-@_checks_dir_option
-@_expectation_options
-@_output_options
+@checks_dir_option
+@expectation_options
+@output_options
 def report_command(
     bundle, checks_dirs, profile, config_path, expect_hcas, expect_rate, ignore_hcas,
     fmt, as_json, output, quiet, verbose,
@@ -589,8 +410,8 @@ def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
     from ibdiag.collect import collect
     from ibdiag.grade import grade
 
-    thresholds = _effective(*flags).thresholds
-    registry = _load_registry(checks_dirs)
+    thresholds = effective_config(*flags).thresholds
+    registry = registry_for(checks_dirs)
     needs = {need for spec in registry.for_level("quick") for need in spec.needs}
 
     def make_report():
@@ -602,9 +423,9 @@ def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
 
 
 @cli.command("export")
-@_source_options
-@_checks_dir_option
-@_expectation_options
+@source_options
+@checks_dir_option
+@expectation_options
 @click.option(
     "--textfile",
     metavar="PATH",
@@ -612,7 +433,7 @@ def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
     help="Write Prometheus metrics to PATH atomically, e.g. into node_exporter's "
     "--collector.textfile.directory as ibdiag.prom.",
 )
-@_compat_option
+@compat_option
 def export_command(
     sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
     ignore_hcas, textfile, compat,
@@ -630,9 +451,9 @@ def export_command(
 
 
 @cli.command("serve")
-@_source_options
-@_checks_dir_option
-@_expectation_options
+@source_options
+@checks_dir_option
+@expectation_options
 @click.option(
     "--listen",
     default="127.0.0.1:9477",
@@ -640,7 +461,7 @@ def export_command(
     metavar="ADDR:PORT",
     help="Where to answer GET /metrics; every scrape re-reads sysfs (level quick, no command).",
 )
-@_compat_option
+@compat_option
 def serve_command(
     sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
     ignore_hcas, listen, compat,
@@ -658,7 +479,7 @@ def serve_command(
 
 
 @cli.command("snapshot")
-@_source_options
+@source_options
 @click.option(
     "--level",
     type=click.Choice(["quick", "standard"]),
@@ -666,7 +487,7 @@ def serve_command(
     show_default=True,
     help="standard also records perfquery and ethtool -S counters and the kernel log.",
 )
-@_command_limits
+@command_limits
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
 def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, output) -> int:
     """Save this node's state (counters included) as JSON, for a later --baseline."""
@@ -692,7 +513,7 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
 
 
 @cli.command("counters")
-@_source_options
+@source_options
 @click.option("--baseline", "baseline_path", metavar="FILE", help="Also show change since FILE.")
 @click.option("--all", "show_all", is_flag=True, help="Include counters that read 0.")
 def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
@@ -712,10 +533,10 @@ def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
 
 
 @cli.command("checks")
-@_checks_dir_option
+@checks_dir_option
 def list_checks(checks_dirs) -> int:
     """List every check: id, level and title."""
-    registry = _load_registry(checks_dirs)
+    registry = registry_for(checks_dirs)
     width = max((len(spec.id) for spec in registry), default=10)
     for spec in registry:
         click.echo(f"{spec.id:{width}}  {spec.level:8}  {spec.title}")
@@ -724,12 +545,12 @@ def list_checks(checks_dirs) -> int:
 
 @cli.command("explain")
 @click.argument("check_id")
-@_checks_dir_option
+@checks_dir_option
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
     from ibdiag.catalogue import CATALOGUE
 
-    registry = _load_registry(checks_dirs)
+    registry = registry_for(checks_dirs)
     spec = registry.get(check_id)
     if spec is None and check_id in CATALOGUE:
         click.echo(_explain_counter(CATALOGUE[check_id]))
@@ -771,12 +592,14 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@_expectation_options
+@expectation_options
 def config_show(profile, config_path, expect_hcas, expect_rate, ignore_hcas) -> int:
     """Print the effective configuration (TOML) and where each value came from."""
     from ibdiag.config import render_show
 
-    click.echo(render_show(_effective(profile, config_path, expect_hcas, expect_rate, ignore_hcas)))
+    click.echo(
+        render_show(effective_config(profile, config_path, expect_hcas, expect_rate, ignore_hcas))
+    )
     return 0
 
 
@@ -802,7 +625,7 @@ def schema() -> int:
 
 
 def _add_slurm_commands() -> None:
-    """`ibdiag slurm ...` lives in its own module; it reuses the option decorators above."""
+    """`ibdiag slurm ...` lives in its own module (it shares ``ibdiag.cli_options``)."""
     from ibdiag.slurm.commands import slurm_group
 
     cli.add_command(slurm_group)

@@ -19,15 +19,15 @@ from typing import Callable, Optional
 
 import click
 
-from ibdiag.cli import (
+from ibdiag.cli_options import (
     UsageFailure,
-    _checks_dir_option,
-    _effective,
-    _expectation_options,
-    _load_registry,
-    _read_baseline,
-    _replace_state,
-    _source_options,
+    checks_dir_option,
+    effective_config,
+    expectation_options,
+    read_baseline,
+    registry_for,
+    replace_state,
+    source_options,
 )
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S, DEFAULT_STATE_DIR
 
@@ -97,9 +97,9 @@ def _hook_options(default_level: str):
                 is_flag=True,
                 help="Also drain when ibdiag cannot judge the node (UNKNOWN).",
             ),
-            _expectation_options,
-            _checks_dir_option,
-            _source_options,
+            expectation_options,
+            checks_dir_option,
+            source_options,
         ]
         for option in reversed(options):
             command = option(command)
@@ -196,8 +196,8 @@ def _grader(options: dict, flags: tuple):
     from ibdiag.collect import collect
     from ibdiag.grade import grade
 
-    thresholds = _effective(*flags).thresholds
-    registry = _load_registry(options["checks_dirs"])
+    thresholds = effective_config(*flags).thresholds
+    registry = registry_for(options["checks_dirs"])
     level = options["level"]
     needs = {need for spec in registry.for_level(level) for need in spec.needs}
 
@@ -207,10 +207,10 @@ def _grader(options: dict, flags: tuple):
             "deadline_s": max(1.0, seconds - 1.0),
         }
         snapshot = collect(options["sysfs_root"], options["procfs_root"], needs, limits)
-        previous = _read_baseline(snapshot, baseline_path, None)
+        previous = read_baseline(snapshot, baseline_path, None)
         report = grade(snapshot, registry, thresholds, level, baseline=previous)
         if save_path:
-            _replace_state(save_path, snapshot)
+            replace_state(save_path, snapshot)
         return report
 
     return grade_node

@@ -1,0 +1,211 @@
+"""What the ``ibdiag`` commands share: option decorators, the thresholds they imply, the
+registry, baselines, and the one-line usage error (exit 3).
+
+Kept apart from ``ibdiag.cli`` so that command groups in other modules (``ibdiag slurm``) can
+use the same options without importing the command line itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Sequence, Tuple
+
+import click
+
+EXIT_UNKNOWN = 3
+FORMATS = ("text", "json", "html")
+
+
+class UsageFailure(click.ClickException):
+    """A configuration or input problem reported as one line, exit 3."""
+
+    exit_code = EXIT_UNKNOWN
+
+
+def registry_for(checks_dirs: Sequence[str]):
+    from ibdiag.registry import DEFAULT_DROPIN_DIR, RegistryError, load_registry
+
+    dirs = list(checks_dirs) or ([DEFAULT_DROPIN_DIR] if os.path.isdir(DEFAULT_DROPIN_DIR) else [])
+    try:
+        return load_registry(dirs)
+    except (RegistryError, OSError) as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+def _parse_expect_hcas(value: Optional[str]) -> Tuple[Optional[int], List[str]]:
+    """ "8" -> a count; "mlx5_0,mlx5_1" -> names that must all be present."""
+    if value is None:
+        return None, []
+    value = value.strip()
+    if value.isdigit():
+        return int(value), []
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if not names:
+        raise click.BadParameter("give a count (8) or HCA names (mlx5_0,mlx5_1)")
+    return None, names
+
+
+_dir = click.Path(exists=True, file_okay=False, dir_okay=True)
+
+
+def source_options(command):
+    """--sysfs and --procfs: where the node's state is read from (a host /sys, a capture)."""
+    command = click.option(
+        "--procfs",
+        "procfs_root",
+        type=_dir,
+        default="/proc",
+        show_default=True,
+        help="Where procfs is mounted.",
+    )(command)
+    return click.option(
+        "--sysfs",
+        "sysfs_root",
+        type=_dir,
+        default="/sys",
+        show_default=True,
+        help="Where sysfs is mounted (a host /sys in a container, or a captured tree).",
+    )(command)
+
+
+def command_limits(command):
+    """--deadline and --command-timeout: how long level standard may spend on commands."""
+    command = click.option(
+        "--command-timeout",
+        type=click.FloatRange(min=0.1),
+        default=10.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Kill a command (its whole process group) that runs longer than this.",
+    )(command)
+    return click.option(
+        "--deadline",
+        type=click.FloatRange(min=1),
+        default=25.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="Level standard: start no command after this long (well inside Slurm's 60 s "
+        "HealthCheckTimeout).",
+    )(command)
+
+
+compat_option = click.option(
+    "--compat",
+    type=click.Choice(["moneo"]),
+    help="Also emit the metric names existing dashboards use (moneo: ib_hw_<counter>, "
+    'ib_port_rcv_data, ... with ib_port="mlx5_0:1").',
+)
+
+
+def output_options(command):
+    """--format, --json, -o FILE, --quiet, --verbose: how a report is shown (check, report)."""
+    options = [
+        click.option(
+            "--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: text]."
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Print the JSON report (--format json)."
+        ),
+        click.option(
+            "-o",
+            "--output",
+            type=click.Path(dir_okay=False, writable=True),
+            help="Write the report to FILE (format from --format or the extension).",
+        ),
+        click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells."),
+        click.option(
+            "-v", "--verbose", is_flag=True, help="Also list passing and skipped results."
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def expectation_options(command):
+    """--profile, --config and the flags that override them; shared by check and config show."""
+    options = [
+        click.option(
+            "--profile",
+            metavar="NAME|FILE",
+            help="Expectations for this kind of node (generic, azure-ndv5, dgx-h100, ...; "
+            "see 'ibdiag config profiles') or a TOML file.",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            metavar="FILE",
+            help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml if "
+            "present].",
+        ),
+        click.option(
+            "--expect-hcas",
+            metavar="N|NAMES",
+            help="HCAs this node must have: a count (8) or names (mlx5_0,mlx5_1).",
+        ),
+        click.option(
+            "--expect-rate",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="GBPS",
+            help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).",
+        ),
+        click.option(
+            "--ignore-hca",
+            "ignore_hcas",
+            multiple=True,
+            metavar="GLOB",
+            help="Also leave out matching devices (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def effective_config(profile, config_path, expect_hcas, expect_rate, ignore_hcas):
+    """Profile, then site config, then flags: the thresholds to grade with, and their sources.
+
+    --ignore-hca adds to the patterns the profile and config set; the other flags replace.
+    """
+    from ibdiag.config import ConfigError, load_effective
+
+    count, names = _parse_expect_hcas(expect_hcas)
+    try:
+        flags = {"expect_hcas": count, "expect_hca_names": names, "expect_rate_gbps": expect_rate}
+        if ignore_hcas:  # added to what the profile and config ignore, so read those first
+            layered = load_effective(profile, config_path, {})
+            flags["ignore_hcas"] = [*layered.thresholds.ignore_hcas, *ignore_hcas]
+        return load_effective(profile, config_path, flags)
+    except ConfigError as exc:
+        raise UsageFailure(str(exc)) from exc
+
+
+checks_dir_option = click.option(
+    "--checks-dir",
+    "checks_dirs",
+    type=_dir,
+    multiple=True,
+    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
+)
+
+
+def read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[str]):
+    """The baseline Snapshot, or None; why it could not be used goes into snapshot.problems."""
+    from ibdiag import baseline
+
+    path = baseline_path or state_path
+    if path is None or (state_path and not os.path.lexists(state_path)):
+        return None  # no baseline asked for, or the first run with this state file
+    previous, problem = baseline.load(path)
+    if problem is not None:
+        snapshot.problems["baseline"] = problem
+    return previous
+
+
+def replace_state(path: str, snapshot) -> None:
+    from ibdiag import baseline
+
+    try:
+        baseline.save(path, snapshot)
+    except OSError as exc:  # the verdict stands; the next run will simply have no baseline
+        click.echo(f"ibdiag: warning: cannot write state file {path}: {exc.strerror}", err=True)
