@@ -117,6 +117,7 @@ def grade_errors(
                 status=status,
                 message=f"{describe_change(item, since)}: {why}",
                 observed=item.delta,
+                subject=item.name,
                 expected=_expected(rule, status),
                 hint=_hint(info),
                 evidence=[command or f"{directory}/{item.name}"],

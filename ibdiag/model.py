@@ -254,6 +254,7 @@ class Result(_Model):
     message: str  # one line that states observed vs expected
     observed: Scalar = None
     expected: Scalar = None
+    subject: Optional[str] = None  # what within the target, e.g. the counter "link_downed"
     hint: Optional[str] = None  # what to do about it
     evidence: List[str] = Field(default_factory=list)  # files/commands it came from
 

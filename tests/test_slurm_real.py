@@ -119,7 +119,10 @@ def test_epilog_drains_on_errors_the_job_drove(site, tmp_path):
         state = cluster.wait_for_job(job, lambda s: s["JobState"] == "COMPLETED")
         assert state["Restarts"] == "0"
         drained = cluster.wait_for_node_state("IDLE+DRAIN")
-        assert drained == ("IDLE+DRAIN", "ibdiag: epilog: mlx5_3:1 counters.port_errors")
+        assert drained == (
+            "IDLE+DRAIN",
+            "ibdiag: epilog: mlx5_3:1 counters.port_errors link_downed",
+        )
         assert not list(site.state_dir.glob("job-*"))  # the epilog removed the baseline
 
 

@@ -51,13 +51,14 @@ def reason_line(report: Report) -> str:
 
     Slurm groups drained nodes by their reason, so it holds no counts, rates, times or line
     numbers: the target, the check, and the observed value only when that is a word (a state,
-    a kernel-log signature id), never a number.
+    a kernel-log signature id), never a number - else the result's subject (the counter).
     """
     for status in (Status.FAIL, Status.ERROR, Status.WARN):
         hits = [result for result in report.results if result.status == status]
         if hits:
             first = hits[0]
-            detail = f" {first.observed}" if isinstance(first.observed, str) else ""
+            word = first.observed if isinstance(first.observed, str) else first.subject
+            detail = f" {word}" if word else ""
             more = " and more" if len(hits) > 1 else ""
             return f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}"
     return ""
