@@ -68,16 +68,19 @@ def source_options(command):
     )(command)
 
 
+command_timeout_option = click.option(
+    "--command-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Level standard: kill a command (its whole process group) that runs longer than this.",
+)
+
+
 def command_limits(command):
     """--deadline and --command-timeout: how long level standard may spend on commands."""
-    command = click.option(
-        "--command-timeout",
-        type=click.FloatRange(min=0.1),
-        default=10.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="Kill a command (its whole process group) that runs longer than this.",
-    )(command)
+    command = command_timeout_option(command)
     return click.option(
         "--deadline",
         type=click.FloatRange(min=1),

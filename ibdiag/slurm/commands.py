@@ -22,6 +22,7 @@ import click
 from ibdiag.cli_options import (
     UsageFailure,
     checks_dir_option,
+    command_timeout_option,
     effective_config,
     expectation_options,
     read_baseline,
@@ -84,14 +85,7 @@ def _hook_options(default_level: str):
                 help="The whole hook, scontrol included, ends within this; a check still "
                 "running then (a hung HCA) drains the node.",
             ),
-            click.option(
-                "--command-timeout",
-                type=click.FloatRange(min=0.1),
-                default=10.0,
-                show_default=True,
-                metavar="SECONDS",
-                help="Level standard: kill a command that runs longer than this.",
-            ),
+            command_timeout_option,
             click.option(
                 "--strict",
                 is_flag=True,
