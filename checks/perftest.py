@@ -14,7 +14,7 @@ from ibdiag.thresholds import Thresholds
 class _Attempt:
     """One recorded run: the client (where the traffic starts), the server, what it gave."""
 
-    client: object  # ibdiag.sources.active.RecordedLoopback
+    client: object  # ibdiag.sources.parsers.perftest.RecordedLoopback
     server: Optional[object]
     client_run: CommandRun
     gbps: Optional[float]
@@ -23,8 +23,7 @@ class _Attempt:
 
 def _attempts(snap: Snapshot) -> Dict[Tuple[str, int], List[_Attempt]]:
     """(client device, port) -> its runs in attempt order (the retry uses a higher TCP port)."""
-    from ibdiag.sources.active import read_loopback_argv
-    from ibdiag.sources.parsers.perftest import parse_perftest
+    from ibdiag.sources.parsers.perftest import parse_perftest, read_loopback_argv
 
     sides: Dict[int, Dict[str, Tuple[object, CommandRun]]] = {}
     for run in snap.commands.values():

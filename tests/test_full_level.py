@@ -17,6 +17,7 @@ import stubs as S
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
 from ibdiag.sources import active
+from ibdiag.sources.parsers import perftest
 
 HEALTHY = S.fixture(
     "perftest", "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-interleaved.txt"
@@ -210,10 +211,10 @@ def test_read_loopback_argv_reads_back_what_plan_built():
     argv = ["numactl", "--cpunodebind=1", "--membind=1", "ib_write_bw", "-d", "mlx5_3", "-i", "2",
             "-p", "18600", "--report_gbits", "-s", "65536", "-D", "5", "-q", "1", "-F",
             "--use_cuda=5", "localhost"]  # fmt: skip
-    info = active.read_loopback_argv(argv)
-    assert info == active.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
-    assert active.read_loopback_argv(["perfquery", "-x"]) is None
-    assert active.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
+    info = perftest.read_loopback_argv(argv)
+    assert info == perftest.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
+    assert perftest.read_loopback_argv(["perfquery", "-x"]) is None
+    assert perftest.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
 
 
 def test_garbage_or_a_crash_from_ib_write_bw_fails_without_a_traceback(run_cli, node):

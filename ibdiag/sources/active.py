@@ -21,7 +21,7 @@ ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
   (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
 
 Every process is recorded as a CommandRun; the check reads device, port, TCP port and GPU back
-from the argv, so a support bundle is re-graded from what ran.
+from the argv (``parsers.perftest.read_loopback_argv``), so a bundle is re-graded from what ran.
 """
 
 from __future__ import annotations
@@ -178,9 +178,9 @@ def client_gbps(run: CommandRun) -> Optional[float]:
     """The average Gb/s a client run reported, or None."""
     from ibdiag.sources.parsers.perftest import parse_perftest
 
-    if not run.stdout:
+    if not (run.stdout or run.stderr):
         return None
-    return parse_perftest(run.stdout).average_gbps
+    return parse_perftest(f"{run.stdout}\n{run.stderr}").average_gbps
 
 
 def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds):
@@ -252,47 +252,3 @@ def run_nccl_tests(
 def _say(progress: Optional[Progress], message: str) -> None:
     if progress is not None:
         progress(message)
-
-
-@dataclass(frozen=True)
-class RecordedLoopback:
-    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
-
-    role: str  # "server" or "client"
-    device: str
-    port: int
-    tcp_port: int
-    gpu: Optional[int]
-
-
-def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
-    """Parse an argv ``plan_loopback`` built (after any numactl/taskset prefix); None when it
-    is not an ib_write_bw run or lacks -d/-p."""
-    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
-    if start is None:
-        return None
-    options: Dict[str, str] = {}
-    positional: List[str] = []
-    args = list(argv[start + 1 :])
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg.startswith("--") and "=" in arg:
-            key, value = arg.split("=", 1)
-            options[key] = value
-        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
-            options[arg] = args[index + 1]
-            index += 1
-        elif not arg.startswith("-"):
-            positional.append(arg)
-        index += 1
-    try:
-        return RecordedLoopback(
-            role="client" if positional else "server",
-            device=options["-d"],
-            port=int(options.get("-i", "1")),
-            tcp_port=int(options["-p"]),
-            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
-        )
-    except (KeyError, ValueError):
-        return None

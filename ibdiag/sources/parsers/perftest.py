@@ -341,6 +341,50 @@ def ib_write_bw_argv(
     )
 
 
+@dataclass(frozen=True)
+class RecordedLoopback:
+    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
+
+    role: str  # "server" or "client"
+    device: str
+    port: int
+    tcp_port: int
+    gpu: Optional[int]
+
+
+def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
+    """Parse an argv ``plan_loopback`` built (after any numactl/taskset prefix); None when it
+    is not an ib_write_bw run or lacks -d/-p."""
+    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
+    if start is None:
+        return None
+    options: Dict[str, str] = {}
+    positional: List[str] = []
+    args = list(argv[start + 1 :])
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg.split("=", 1)
+            options[key] = value
+        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
+            options[arg] = args[index + 1]
+            index += 1
+        elif not arg.startswith("-"):
+            positional.append(arg)
+        index += 1
+    try:
+        return RecordedLoopback(
+            role="client" if positional else "server",
+            device=options["-d"],
+            port=int(options.get("-i", "1")),
+            tcp_port=int(options["-p"]),
+            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
+        )
+    except (KeyError, ValueError):
+        return None
+
+
 def _check_int(name: str, value: object, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
