@@ -42,6 +42,14 @@ def capture_names(kind: str) -> list:
     return names or [pytest.param(None, id=f"{kind}-fixtures-empty")]
 
 
+def captures_without_facts(kind: str, facts) -> List[str]:
+    """The captures in ../shared/fixtures/<kind> that ``facts`` says nothing about (a new
+    capture must have its facts written down); fails when the folder has none at all."""
+    names = [name for name in capture_names(kind) if isinstance(name, str)]
+    assert names, f"no {kind} captures under {os.path.join(SHARED_FIXTURES, kind)}"
+    return sorted(set(names) - set(facts))
+
+
 def read_capture(kind: str, name) -> str:
     folder = os.path.join(SHARED_FIXTURES, kind)
     if name is None or not os.path.isdir(folder):
