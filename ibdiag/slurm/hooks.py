@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ibdiag.model import Report, Verdict
-from ibdiag.slurm import DEFAULT_STATE_DIR  # noqa: F401 - part of this module's interface
 from ibdiag.slurm.scontrol import (
     Scontrol,
     SlurmError,
