@@ -23,9 +23,10 @@ class UsageFailure(click.ClickException):
 
 
 def registry_for(checks_dirs: Sequence[str]):
-    from ibdiag.registry import DEFAULT_DROPIN_DIR, RegistryError, load_registry
+    from ibdiag.registry import RegistryError, default_dropin_dir, load_registry
 
-    dirs = list(checks_dirs) or ([DEFAULT_DROPIN_DIR] if os.path.isdir(DEFAULT_DROPIN_DIR) else [])
+    default = default_dropin_dir()
+    dirs = list(checks_dirs) or ([default] if os.path.isdir(default) else [])
     try:
         return load_registry(dirs)
     except (RegistryError, OSError) as exc:

@@ -6,7 +6,9 @@ Layers, later wins:
    path. A value with a ``/`` in it or ending in ``.toml`` is a path; anything else is a name.
    Chosen by ``--profile``, else by the site config's top-level ``profile = "..."`` key (a
    relative path there is relative to the config file's directory), else ``generic``.
-2. the **site config**: ``--config FILE``, else ``/etc/ibdiag/ibdiag.toml`` when it exists.
+2. the **site config**: ``--config FILE``, else ``ibdiag.toml`` in the site config directory
+   when it exists: ``/etc/ibdiag``, or ``$IBDIAG_CONFIG_DIR`` when that is set (the drop-in
+   checks' default ``checks.d`` lives there too; see :func:`site_config_dir`).
 3. **command-line flags**: the ``cli`` mapping; a key whose value is None or an empty
    list/tuple (a click ``multiple`` option not given) was not given and changes nothing.
 
@@ -44,7 +46,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.9/3.10
     import tomli as tomllib
 
-DEFAULT_CONFIG = "/etc/ibdiag/ibdiag.toml"
+SITE_CONFIG_DIR = "/etc/ibdiag"
+SITE_CONFIG_DIR_ENV = "IBDIAG_CONFIG_DIR"
+SITE_CONFIG_NAME = "ibdiag.toml"
 DEFAULT_PROFILE = "generic"
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 CLI_SOURCE = "command line"
@@ -74,6 +78,19 @@ class _Layer:
     thresholds: Thresholds
 
 
+def site_config_dir() -> str:
+    """Where the site's ibdiag.toml and checks.d are: ``$IBDIAG_CONFIG_DIR``, else /etc/ibdiag.
+
+    Read at each call, and the only place that reads the variable, so a test (or a container
+    whose config is mounted elsewhere) can point every default at another directory.
+    """
+    return os.environ.get(SITE_CONFIG_DIR_ENV) or SITE_CONFIG_DIR
+
+
+def default_config_path() -> str:
+    return os.path.join(site_config_dir(), SITE_CONFIG_NAME)
+
+
 def profile_names() -> List[str]:
     """The shipped profiles, sorted."""
     try:
@@ -98,8 +115,8 @@ def load_effective(
     """Profile, then site config, then ``cli``: the effective Thresholds and who set what."""
     config_layer: Optional[_Layer] = None
     config_profile: Optional[Tuple[str, str]] = None  # (value, config path) from `profile = ...`
-    if config_path is None and os.path.lexists(DEFAULT_CONFIG):
-        config_path = DEFAULT_CONFIG
+    if config_path is None and os.path.lexists(default_config_path()):
+        config_path = default_config_path()
     if config_path is not None:
         data = _read_toml(config_path)
         wanted = data.pop("profile", None)

@@ -6,7 +6,8 @@ separate steps (flake8's plugin finder does the same), from three places into on
 
 - built-ins: the repository's ``checks/`` folder (shipped inside the wheel);
 - third-party packages: the entry-point group ``ibdiag.checks`` (a module or a function);
-- a site drop-in directory: ``/etc/ibdiag/checks.d/*.py`` or ``--checks-dir``.
+- a site drop-in directory: ``checks.d/*.py`` in the site config directory (``/etc/ibdiag``,
+  or ``$IBDIAG_CONFIG_DIR``) or ``--checks-dir``.
 
 Every validation error names the offender: the file or entry point and the check id.
 """
@@ -27,7 +28,7 @@ from ibdiag.sources import SOURCE_LEVELS
 
 LEVELS = ("quick", "standard", "full")
 ENTRY_POINT_GROUP = "ibdiag.checks"
-DEFAULT_DROPIN_DIR = "/etc/ibdiag/checks.d"
+DROPIN_DIR_NAME = "checks.d"  # in the site config directory: see default_dropin_dir()
 CHECK_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 _SPEC_ATTRIBUTE = "__ibdiag_check__"
 
@@ -149,6 +150,13 @@ def validate(spec: CheckSpec) -> None:
 
 
 # --- find -----------------------------------------------------------------------------------
+
+
+def default_dropin_dir() -> str:
+    """``checks.d`` in the site config directory (``/etc/ibdiag`` or ``$IBDIAG_CONFIG_DIR``)."""
+    from ibdiag.config import site_config_dir  # the one place that reads the variable
+
+    return os.path.join(site_config_dir(), DROPIN_DIR_NAME)
 
 
 def find_module_files(directory: str) -> List[str]:

@@ -61,6 +61,25 @@ def read_capture(kind: str, name) -> str:
         return handle.read()
 
 
+@pytest.fixture(autouse=True)
+def no_machine_site_config(tmp_path_factory, monkeypatch):
+    """Point every default path ibdiag reads at a fresh empty directory, for every test.
+
+    Without it a test would read this machine's /etc/ibdiag/ibdiag.toml and checks.d, and its
+    result would depend on where it runs. Environment variables, so that ``python -m ibdiag``
+    and an installed ibdiag run from a test (subprocesses) are isolated the same way:
+    IBDIAG_CONFIG_DIR (ibdiag.toml and checks.d), IBDIAG_SLURM_ENV (the Slurm hook script's
+    /etc/ibdiag/slurm.env) and no NCCL_INSPECTOR_DUMP_DIR (level full's default dump folder).
+    A directory of the session's base temp, not tmp_path, so tests listing tmp_path see
+    only what they made.
+    """
+    site = tmp_path_factory.mktemp("site-config-dir")
+    monkeypatch.setenv("IBDIAG_CONFIG_DIR", str(site))
+    monkeypatch.setenv("IBDIAG_SLURM_ENV", str(site / "slurm.env"))
+    monkeypatch.delenv("NCCL_INSPECTOR_DUMP_DIR", raising=False)
+    return site
+
+
 @pytest.fixture
 def run_cli():
     """Invoke ``ibdiag ARGS`` in-process; returns click's Result (exit_code, stdout, stderr)."""

@@ -36,12 +36,6 @@ def profile_source(name: str) -> str:
     return f"profile {name} ({os.path.join(config.PROFILES_DIR, name + '.toml')})"
 
 
-@pytest.fixture(autouse=True)
-def no_site_config(tmp_path, monkeypatch):
-    """Never read the machine's /etc/ibdiag/ibdiag.toml from a test."""
-    monkeypatch.setattr(config, "DEFAULT_CONFIG", str(tmp_path / "etc" / "ibdiag.toml"))
-
-
 def write(tmp_path, name: str, text: str) -> str:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text), encoding="utf-8")
@@ -264,7 +258,7 @@ def test_counter_tables_merge_per_counter_and_per_field(tmp_path):
 
 def test_default_config_is_read_only_when_present(tmp_path, monkeypatch):
     default = tmp_path / "etc" / "ibdiag.toml"
-    monkeypatch.setattr(config, "DEFAULT_CONFIG", str(default))
+    monkeypatch.setenv("IBDIAG_CONFIG_DIR", str(default.parent))
     assert load().sources == {}
     default.parent.mkdir()
     default.write_text('profile = "azure-hbv4"\nexpect_hcas = 2\n', encoding="utf-8")
@@ -275,8 +269,9 @@ def test_default_config_is_read_only_when_present(tmp_path, monkeypatch):
 
 
 def test_explicit_config_replaces_the_default_one(tmp_path, monkeypatch):
-    default = write(tmp_path, "default.toml", "expect_hcas = 2\n")
-    monkeypatch.setattr(config, "DEFAULT_CONFIG", default)
+    write(tmp_path, "ibdiag.toml", "expect_hcas = 2\n")
+    monkeypatch.setenv("IBDIAG_CONFIG_DIR", str(tmp_path))
+    assert load().sources == {"expect_hcas": f"config {tmp_path / 'ibdiag.toml'}"}
     site = write(tmp_path, "site.toml", "expect_rate_gbps = 100\n")
     assert load(None, site).sources == {"expect_rate_gbps": f"config {site}"}
 
@@ -446,8 +441,10 @@ def test_config_that_is_a_directory(tmp_path):
 
 
 def test_default_config_that_is_a_directory_is_an_error_not_ignored(tmp_path, monkeypatch):
-    monkeypatch.setattr(config, "DEFAULT_CONFIG", str(tmp_path))
-    assert error_of() == f"{tmp_path}: is a directory, expected a TOML file"
+    (tmp_path / "ibdiag.toml").mkdir()
+    monkeypatch.setenv("IBDIAG_CONFIG_DIR", str(tmp_path))
+    default = tmp_path / "ibdiag.toml"
+    assert error_of() == f"{default}: is a directory, expected a TOML file"
 
 
 def test_config_that_is_a_fifo_is_refused_without_blocking(tmp_path):
