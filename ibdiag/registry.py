@@ -9,13 +9,17 @@ separate steps (flake8's plugin finder does the same), from three places into on
 - a site drop-in directory: ``checks.d/*.py`` in the site config directory (``/etc/ibdiag``,
   or ``$IBDIAG_CONFIG_DIR``) or ``--checks-dir``.
 
-Every validation error names the offender: the file or entry point and the check id.
+Every validation error names the offender: the file or entry point and the check id. That
+includes the signature: a check is called ``fn(snapshot, thresholds)``, with the baseline as a
+third argument when it takes a third positional parameter, and one that cannot be called so is
+refused when the registry loads rather than turning into an error on every run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -50,15 +54,24 @@ class CheckSpec:
 
     @property
     def takes_baseline(self) -> bool:
-        """A check written ``(snapshot, thresholds, baseline)`` is also given the baseline."""
-        code = getattr(self.func, "__code__", None)
-        return code is not None and code.co_argcount >= 3
+        """A check written ``(snapshot, thresholds, baseline)`` is also given the baseline.
+
+        The third positional parameter is the baseline, whatever its name. A wrapper that
+        passes everything on (``*args``) takes one when the function it wraps does.
+        """
+        own = _signature(self.func, follow_wrapped=False)
+        if own is None:
+            return False
+        if _positional_count(own) >= 3:
+            return True
+        if any(param.kind is param.VAR_POSITIONAL for param in own.parameters.values()):
+            wrapped = _signature(self.func, follow_wrapped=True)
+            return wrapped is not None and _positional_count(wrapped) >= 3
+        return False
 
     @property
     def doc(self) -> str:
         """The check's docstring: what healthy looks like, why it matters, what to do."""
-        import inspect  # only `explain` and validation need it; keep it off the import path
-
         return inspect.cleandoc(self.func.__doc__ or "")
 
     def runs_at(self, level: str) -> bool:
@@ -147,6 +160,59 @@ def validate(spec: CheckSpec) -> None:
         raise RegistryError(f"{where}: empty title")
     if not spec.doc:
         raise RegistryError(f"{where}: no docstring; say what healthy looks like and what to do")
+    _validate_signature(spec, where)
+
+
+def _signature(func: Callable, follow_wrapped: bool) -> Optional[inspect.Signature]:
+    try:
+        return inspect.signature(func, follow_wrapped=follow_wrapped)
+    except (TypeError, ValueError):  # not callable, or a builtin without a signature
+        return None
+
+
+def _positional_count(signature: inspect.Signature) -> int:
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(param.kind in positional for param in signature.parameters.values())
+
+
+def _shown(signature: inspect.Signature) -> str:
+    """``(snap, th, baseline=None)``: the parameters as written, without annotations."""
+    bare = [param.replace(annotation=param.empty) for param in signature.parameters.values()]
+    return str(signature.replace(parameters=bare, return_annotation=signature.empty))
+
+
+def _validate_signature(spec: CheckSpec, where: str) -> None:
+    """Refuse a check that the call ``grade.run_check`` makes cannot work with.
+
+    What is called is the function itself: for a ``functools.wraps`` wrapper that is the
+    wrapper, so its own parameters are checked, not those ``inspect.signature`` would report
+    by following ``__wrapped__``.
+    """
+    func = spec.func
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    if inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func):
+        raise RegistryError(
+            f"{where}: function {name} is async, but checks are called synchronously "
+            "and must return or yield Results"
+        )
+    own = _signature(func, follow_wrapped=False)
+    if own is None:
+        raise RegistryError(f"{where}: {name} is not a function whose parameters can be read")
+    arguments = ("snapshot", "thresholds", "baseline")[: 3 if spec.takes_baseline else 2]
+    try:
+        own.bind(*arguments)
+    except TypeError:
+        wrapped = _signature(func, follow_wrapped=True)
+        note = ""
+        if wrapped is not None and _shown(wrapped) != _shown(own):
+            note = (
+                f"; {name} is a wrapper (functools.wraps) and the wrapper is what is called, "
+                f"not the function it wraps, which takes {_shown(wrapped)}"
+            )
+        raise RegistryError(
+            f"{where}: function {name} takes {_shown(own)} "
+            f"but checks are called as fn({', '.join(arguments)}){note}"
+        ) from None
 
 
 # --- find -----------------------------------------------------------------------------------
