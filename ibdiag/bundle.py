@@ -14,6 +14,11 @@ Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that director
     root/sys/...     every sysfs file read, at the logical path the reader used (no symlinks:
     root/proc/...    link targets are in the manifest)
     commands/NNN-<argv>.stdout|.stderr
+    nccl_inspector/NNN-<dump file name>   (level full)
+
+With a redactor, contents and member names alike pass through its one mapping (an mpirun
+``-H host`` in an argv, NCCL's ``<hostname>-pid<pid>.log``), and the manifest lists the names
+as stored, so a redacted bundle opens without missing or unlisted files and replays whole.
 
 A bundle is built in a temporary directory beside its destination and renamed into place, so
 an interrupted or failed write leaves nothing under the final name. Opening one never writes
@@ -131,9 +136,25 @@ class _Stage:
                     os.chmod(path, 0o700)
                 self._made.add(rel)
 
-    def write(self, rel: str, data: bytes) -> None:
-        """Write one file (redacted first when redacting: every text file, hashes after)."""
+    def label(self, text: str, limit: int) -> str:
+        """A member-name part made from what a run recorded (an argv, a dump file's name):
+        when redacting, redacted with ``Redactor.name`` (which, unlike ``text``, finds an
+        address next to ``_`` or ``-``, as an argv joined with ``_`` puts it) before it is
+        sanitised, so a GID or IPv6 address still has the colons the patterns look for."""
         if self.redactor is not None:
+            text = self.redactor.name(text)
+        return sanitise(text, limit)
+
+    def write(self, rel: str, data: bytes) -> str:
+        """Write one file; the name it is stored and listed under.
+
+        When redacting, the contents of every text file (hashes after) and every member name
+        pass through the one mapping: the name through ``Redactor.text``, as the manifest that
+        refers to it does, so the redacted manifest always matches the files (a ``root/``
+        path is also a key of the manifest's listings, links and exists maps).
+        """
+        if self.redactor is not None:
+            rel = self.redactor.text(rel)
             try:
                 data = self.redactor.text(data.decode("utf-8")).encode("utf-8")
             except UnicodeDecodeError:
@@ -152,6 +173,7 @@ class _Stage:
             os.close(fd)
         digest = hashlib.sha256(data).hexdigest()
         self.files.append({"path": rel, "size": len(data), "sha256": digest})
+        return rel
 
 
 def _snapshot_header(snapshot: Snapshot) -> Dict[str, Any]:
@@ -194,22 +216,22 @@ def _fill(
             not_stored[rel] = f"{type(exc).__name__}: {exc.strerror or exc}"
     commands = []
     for index, (key, run) in enumerate(snapshot.commands.items(), start=1):
-        base = f"commands/{index:03d}-{sanitise('_'.join(run.argv) or 'command', 80)}"
+        base = f"commands/{index:03d}-{stage.label('_'.join(run.argv) or 'command', 80)}"
         entry: Dict[str, Any] = {"key": key}
         entry.update({name_: getattr(run, name_) for name_ in _RUN_FIELDS})
         entry["argv"] = list(run.argv)
         for stream in ("stdout", "stderr"):
-            stage.write(f"{base}.{stream}", _encode(getattr(run, stream)))
-            entry[f"{stream}_file"] = f"{base}.{stream}"
+            entry[f"{stream}_file"] = stage.write(f"{base}.{stream}", _encode(getattr(run, stream)))
         commands.append(entry)
     inspector = []
     for index, dump in enumerate(snapshot.nccl_inspector or [], start=1):
-        path = f"nccl_inspector/{index:03d}-{sanitise(dump.name, 120)}"
-        stage.write(path, _encode(dump.text))
+        # NCCL's JSON dumps are named <hostname>-pid<pid>.log
+        name_ = stage.redactor.name(dump.name) if stage.redactor is not None else dump.name
+        path = f"nccl_inspector/{index:03d}-{stage.label(dump.name, 120)}"
         inspector.append(
             {
-                "name": dump.name,
-                "file": path,
+                "name": name_,
+                "file": stage.write(path, _encode(dump.text)),
                 "modified_at": dump.modified_at.isoformat() if dump.modified_at else None,
                 "truncated": dump.truncated,
             }
@@ -306,11 +328,10 @@ def write_bundle(
     one that raises is recorded in the manifest's ``render_failures`` and its file left out.
     ``tarball``: write ``<name>.tar.gz`` (0600) and ``<name>.tar.gz.sha256`` instead of the
     directory (0700, files 0600). ``redactor``: every text file (raw files, command output,
-    renders, manifest) and the bundle's name pass through it; the manifest says what kinds were
-    replaced; the mapping stays with the caller. Nothing appears under the final name until
-    it is complete;
-    any exception (KeyboardInterrupt included) removes the temporary directory and whatever
-    final path this call had created, then propagates.
+    renders, manifest), every member name and the bundle's name pass through it; the manifest
+    says what kinds were replaced; the mapping stays with the caller. Nothing appears under
+    the final name until it is complete; any exception (KeyboardInterrupt included) removes
+    the temporary directory and whatever final path this call had created, then propagates.
     """
     renderers = default_renderers() if renderers is None else renderers
     os.makedirs(outdir, exist_ok=True)

@@ -10,7 +10,8 @@ original's shape, so the parsers that re-grade a redacted bundle still read it:
   documentation prefix), any spelling.
 - ``guids``: ``0xa088c20300e3142a`` (11-16 digits) -> ``0xfeed000000000001`` (guid-1),
   ``b859:9f03:00d4:0a10`` -> ``feed:0000:0000:0001``, ibnetdiscover ``S-0002c90200e07e58`` and
-  ``(2c903000f3a9b)``, bare 16 digits ``b8599f0300d40a10``; in link-local IPv6 / IB GIDs
+  ``(2c903000f3a9b)``, bare 16 hex digits ``b8599f0300d40a10`` (with a letter among them: 16
+  decimal digits are a number, ``1748030377748202``); in link-local IPv6 / IB GIDs
   (``fe80:0000:0000:0000:0002:c903:00f9:bfa1``, ``fe80::b859:...``, perftest ``254:128:...``,
   the IPoIB 20-byte hardware address ``00:00:10:87:fe:80:...``) the fe80::/64 prefix is kept
   and the interface id (the port GUID) is mapped like a GUID.
@@ -28,7 +29,9 @@ Kept on purpose (not identifying): 127.0.0.0/8, 0.0.0.0/8, 255.255.255.255 and n
 GUID-shaped values below 2**47 (an OUI under 00:00:80, which no IB vendor uses:
 ``0x0000000000000000``, counters, user-space pointers ``VAddr 0x007f9fc479c000``, PCI BARs
 ``Memory at 0000218002000000``), with the top 16 bits all ones (kernel pointers
-``0xffff8e8b...``) or the low 32 bits all zero (flag masks ``0x5000401600000000``); the
+``0xffff8e8b...``) or the low 32 bits all zero (flag masks ``0x5000401600000000``); 16 bare
+decimal digits (a ``port_xmit_data`` past 10^15, an NCCL Inspector dump's JSON
+``"dump_timestamp_us": 1748030377748202``: replaced by hex they would no longer parse); the
 all-zero and the broadcast MAC. Never matched: PCI addresses ``0000:0c:00.0``, versions
 ``20.31.2354`` / ``4.18.0-513.el8`` / ``OFED-5.8-1.0.1.1`` (in text, an IPv4 preceded by
 ``-`` or a word character, or followed by ``.digit``, is not an address; :meth:`Redactor.name`
@@ -277,7 +280,9 @@ class Redactor:
                 r"(?<![0-9a-z])0x(?P<g0x>[0-9a-f]{11,16})(?![0-9a-z])",
                 r"(?<![0-9a-z])(?P<ghs>[hsr])-(?P<ghsv>[0-9a-f]{16})(?![0-9a-z])",
                 r"\((?P<gparen>[0-9a-f]{11,16})\)",
-                r"(?<![0-9a-z-])(?P<gbare>[0-9a-f]{16})(?![0-9a-z-])",
+                # a bare GUID has a hex letter: 16 decimal digits are a number (a data
+                # counter past 10^15, a timestamp in microseconds), to stay a number
+                r"(?<![0-9a-z-])(?P<gbare>(?=[0-9]{0,15}[a-f])[0-9a-f]{16})(?![0-9a-z-])",
             ]
         if "ips" in on:
             before, after = (r"[\d.]", r"\d|\.\d") if lax else (r"[\w.-]", r"[\w-]|\.\d")

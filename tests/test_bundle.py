@@ -197,6 +197,63 @@ def test_replay_of_real_runner_commands(tmp_path, procfs):
         assert_same_snapshot(replay(opened), snapshot)
 
 
+def test_a_redacted_bundle_redacts_member_names_and_replays_whole(tmp_path, procfs):
+    """Member names made from run data carry what contents do (a host in an mpirun -H, an
+    address or GID in an argv, NCCL's <hostname>-pid<pid>.log): redacted with the contents'
+    mapping, listed so in the manifest, and replayed; a 16-digit data counter stays a number."""
+    import shutil
+
+    from ibdiag.model import InspectorFile
+    from ibdiag.redact import Redactor
+
+    sys_root = tmp_path / "sys"
+    shutil.copytree(scenario_sysfs(GOOD), str(sys_root), symlinks=True)
+    counters = sys_root / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "counters"
+    counters.mkdir()
+    (counters / "port_xmit_data").write_text("1234567890123456\n")  # 4.9 PB: a busy port
+    recording = Recording()
+    snapshot = live_collect(str(sys_root), procfs, recording)
+    host = snapshot.host
+    assert host == "gpu-node-017"
+    runs = [
+        CommandRun.model_construct(argv=argv, rc=0, stdout=f"ran on {host} 10.1.2.3\n")
+        for argv in (
+            ["mpirun", "-np", "2", "-H", f"{host}:1,{host}:1", "all_reduce_perf_mpi"],
+            ["ping", "-c1", "10.1.2.3"],  # joined by "_": only Redactor.name sees the address
+            ["ibping", "-G", "fe80::b859:9f03:d4:a10"],  # a GID keeps its colons until redacted
+        )
+    ]
+    dump = InspectorFile.model_construct(
+        name=f"{host}-pid4242.log",
+        modified_at=datetime(2025, 5, 23, 20, 0, tzinfo=timezone.utc),
+        text=f'{{"metadata": {{"hostname": "{host}", "dump_timestamp_us": 1748030377748202}}}}\n',
+        truncated=False,
+    )
+    snapshot = with_commands(snapshot, runs).model_copy(update={"nccl_inspector": [dump]})
+    redactor = Redactor(hostnames=[host])
+    path = write_bundle(snapshot, report_for(snapshot), recording, str(tmp_path / "out"),
+                        tarball=True, redactor=redactor)  # fmt: skip
+    secrets = [host, "10.1.2.3", "b859", "9f03", "fe80__"]
+    with tarfile.open(path) as tar:
+        names = tar.getnames()
+    for secret in secrets:
+        assert not [name for name in names if secret in name], (secret, names)
+    with open_bundle(path, workdir=str(tmp_path)) as opened:
+        assert opened.problems == []
+        files = {entry["key"]: entry["stdout_file"] for entry in opened.manifest["commands"]}
+        replayed = replay(opened)
+    assert files["ping -c1 198.18.0.1"].endswith("-ping_-c1_198.18.0.1.stdout"), files
+    assert any("-H_host-1_1_host-1_1_" in name for name in files.values()), files
+    for run in runs:
+        again = replayed.commands[redactor.text(run.key)]
+        assert again.stdout == "ran on host-1 198.18.0.1\n" and again.argv != run.argv
+    (inspector,) = replayed.nccl_inspector
+    assert inspector.name == "host-1-pid4242.log"
+    assert inspector.text == dump.text.replace(host, "host-1")  # the timestamp kept, as JSON
+    port = replayed.device("mlx5_0").ports[0]
+    assert port.counters["port_xmit_data"] == 1234567890123456, port.problems
+
+
 # -- layout, names and modes -------------------------------------------------------------------
 
 
@@ -331,7 +388,7 @@ def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monke
         calls.append(rel)
         if len(calls) == 50:
             raise KeyboardInterrupt
-        real_write(self, rel, data)
+        return real_write(self, rel, data)
 
     monkeypatch.setattr(bundle._Stage, "write", write)
     out = tmp_path / "out"

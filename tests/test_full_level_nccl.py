@@ -238,6 +238,81 @@ def test_a_full_bundle_holds_the_runs_and_dumps_and_regrades_the_same(run_cli, n
     assert any(name.endswith("nccl_inspector/001-nccl_inspector_metrics_G.prom") for name in names)
 
 
+def _redaction_map(bundle: Path):
+    """original -> replacement, from the map ibdiag writes beside a redacted bundle."""
+    rows = json.loads(Path(str(bundle)[: -len(".tar.gz")] + ".redaction-map.json").read_text())
+    pairs = sorted(((r["original"], r["replacement"]) for r in rows), key=lambda p: -len(p[0]))
+
+    def apply(value):
+        if not isinstance(value, str):
+            return value
+        for original, replacement in pairs:
+            value = value.replace(original, replacement)
+        return value
+
+    return apply
+
+
+def _graded(run_cli, bundle: Path, redact=lambda value: value):
+    """The results ``ibdiag report BUNDLE`` grades (their words passed through ``redact``),
+    and what it warned about."""
+    replayed = run_cli("report", str(bundle), "--json")
+    assert replayed.exit_code in (0, 1, 2), replayed.stderr
+    results = json.loads(replayed.stdout)["results"]
+    keys = ("check_id", "target", "status", "message", "observed", "expected")
+    graded = sorted(tuple(redact(r[key]) for key in keys) for r in results)
+    return graded, replayed.stderr
+
+
+def test_a_redacted_full_bundle_names_no_host_and_regrades_as_the_plain_one(run_cli, node):
+    """The hostname is in the mpirun command line (so in a commands/ member name) and in an
+    Inspector dump's name (<hostname>-pid<pid>.log): both member names are redacted, the
+    manifest matches the files, and replay grades what the unredacted bundle grades."""
+    import tarfile
+
+    host = "gpu017"
+    proc = node["tmp"] / "proc"
+    (proc / "sys" / "kernel").mkdir(parents=True)
+    (proc / "sys" / "kernel" / "hostname").write_text(f"{host}\n")
+    capture = node["tmp"] / "nccl-tests-on-gpu017.txt"
+    capture.write_text(Path(NCCL_ONE_NODE).read_text().replace("{hostname}", host))
+    node["bin"].add("mpirun", S.prints(capture))
+    dump = Path(INSPECTOR_JSON).read_text().replace("example-hostname", host)
+    folder = inspector_dir(node, {f"{host}-pid1639453.log": dump})
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text(
+        f'nccl_tests = "{node["bin"].path}/all_reduce_perf"\nnccl_launcher = "mpirun"\n'
+        f'nccl_launcher_args = ["--allow-run-as-root", "-H", "{host}:8"]\nnccl_gpus = 8\n'
+        f'nccl_inspector_dir = "{folder}"\n'
+    )
+    bundles = {}
+    for kind, extra in (("plain", ()), ("redacted", ("--redact", "all"))):
+        out = node["tmp"] / kind
+        made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--procfs",
+                       str(proc), "--config", str(config), "--tarball", "-o", str(out),
+                       *extra)  # fmt: skip
+        assert made.exit_code == 0, made.stderr
+        bundles[kind] = next(out.glob("*.tar.gz"))
+    with tarfile.open(bundles["plain"]) as tar:  # the hostname really is in both names
+        names = tar.getnames()
+    assert any(f"-H_{host}_8" in name for name in names), names
+    assert any(name.endswith(f"-{host}-pid1639453.log") for name in names), names
+    with tarfile.open(bundles["redacted"]) as tar:
+        for member in tar.getmembers():
+            assert host not in member.name.lower(), member.name
+            if member.isfile():
+                text = tar.extractfile(member).read().decode("utf-8", "replace")
+                assert host not in text.lower(), member.name
+    plain, plain_warnings = _graded(run_cli, bundles["plain"], _redaction_map(bundles["redacted"]))
+    redacted, warnings = _graded(run_cli, bundles["redacted"])
+    assert plain_warnings == "" and warnings == "", warnings  # nothing missing, nothing extra
+    assert redacted == plain
+    nccl = [r for r in redacted if r[0] == "nccl.tests"]
+    assert [r[2] for r in nccl] == ["pass"] and nccl[0][4] == pytest.approx(231.72)
+    inspector = [r for r in redacted if r[0] == "nccl.inspector"]
+    assert [r[2] for r in inspector] == ["pass"], inspector
+
+
 # -- the status line ---------------------------------------------------------------------------
 
 
