@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, Optional
 
+from ibdiag.baseline import BASELINE_PROBLEM, STATE_PROBLEM
 from ibdiag.catalogue import lookup
 from ibdiag.counter_grading import format_interval, grade_errors, saturated, since_phrase
 from ibdiag.deltas import Comparison, compare
@@ -11,8 +12,6 @@ from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices, graded_ports
 from ibdiag.thresholds import Thresholds
-
-BASELINE_PROBLEM = "baseline"  # the Snapshot.problems key the CLI records a bad baseline under
 
 
 def _comparison(snap: Snapshot, baseline: Optional[Snapshot]) -> Optional[Comparison]:
@@ -38,20 +37,41 @@ def _none_readable(target: str, port, directory: str) -> Result:
 def baseline_state(
     snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]
 ) -> Iterator[Result]:
-    """Healthy: a baseline from this node, earlier in time, covering every port; or none.
+    """Healthy: a baseline from this node, earlier in time, covering every port; or none. With
+    --state, the state file was saved for the next run.
 
     Why it matters: counters are judged on change since the baseline. A baseline from another
     host, a corrupt state file, or a clock that went backwards would make that change wrong;
     ibdiag then compares only what matches (same device name and GUID) and says what did not.
-    Without a baseline, lifetime values are shown but not graded on change.
+    Without a baseline, lifetime values are shown but not graded on change. A state file that
+    cannot be written (its directory missing, a read-only filesystem) means every later run
+    has no baseline either: counters would never be graded on their change, silently.
 
     What to do: give a baseline with --baseline FILE (from `ibdiag snapshot -o FILE` or the
     Slurm prolog), or --state FILE so every run compares with the previous one. A corrupt
-    state file is replaced by this run's snapshot.
+    state file is replaced by this run's snapshot; a state file's directory is created when
+    its parent exists - otherwise create it, or choose a writable path.
     """
+    result = _baseline_result(snap, baseline)
+    unsaved = snap.problems.get(STATE_PROBLEM)
+    if unsaved:
+        told = f"; {result.message}" if result.status is Status.WARN else ""
+        result = Result(
+            target="node",
+            status=Status.WARN,
+            message=f"{unsaved}: the next run has no baseline{told}",
+            hint="create the state file's directory or give --state a writable path "
+            "(e.g. /var/lib/ibdiag/nhc-state.json)",
+            evidence=[STATE_PROBLEM, *result.evidence],
+        )
+    yield result
+
+
+def _baseline_result(snap: Snapshot, baseline: Optional[Snapshot]) -> Result:
+    """What counters.baseline says of the baseline itself: usable, missing, or off."""
     problem = snap.problems.get(BASELINE_PROBLEM)
     if problem:
-        yield Result(
+        return Result(
             target="node",
             status=Status.WARN,
             message=f"baseline unusable, counters graded without one: {problem}",
@@ -59,15 +79,13 @@ def baseline_state(
             "snapshot written by `ibdiag snapshot`",
             evidence=[BASELINE_PROBLEM],
         )
-        return
     if baseline is None:
-        yield Result(
+        return Result(
             target="node",
             status=Status.SKIP,
             message="no baseline: lifetime counters shown, not graded on change "
             "(use --baseline or --state)",
         )
-        return
     comparison = compare(snap, baseline)
     taken = baseline.collected_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     issues: List[str] = []
@@ -78,21 +96,20 @@ def baseline_state(
     if comparison.unmatched:
         issues.append(f"not in it (lifetime values used): {', '.join(comparison.unmatched)}")
     if issues:
-        yield Result(
+        return Result(
             target="node",
             status=Status.WARN,
             message=f"baseline of {taken}: " + "; ".join(issues),
             observed=baseline.host,
             hint="use a baseline taken on this node (ibdiag snapshot -o FILE)",
         )
-        return
     reboot = (
         "; the node rebooted since, so counters restarted from zero" if comparison.rebooted else ""
     )
     ago = format_interval(comparison.hours or 0)
-    yield Result(target="node", status=Status.PASS,
-                 message=f"baseline of {taken}, {ago} ago{reboot}",
-                 observed=round(comparison.hours or 0, 4))  # fmt: skip
+    return Result(target="node", status=Status.PASS,
+                  message=f"baseline of {taken}, {ago} ago{reboot}",
+                  observed=round(comparison.hours or 0, 4))  # fmt: skip
 
 
 @check("counters.port_errors", title="Port error counters did not increase", needs={"sysfs"})

@@ -14,6 +14,11 @@ from pydantic import ValidationError
 from ibdiag.files import write_atomically
 from ibdiag.model import SCHEMA_VERSION, Snapshot
 
+# The Snapshot.problems keys a run records its baseline trouble under; counters.baseline reads
+# them: a baseline that could not be used, and a --state file that could not be written.
+BASELINE_PROBLEM = "baseline"
+STATE_PROBLEM = "state"
+
 
 def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
     """(snapshot, None) or (None, why it cannot be used). A saved Report's snapshot is used."""

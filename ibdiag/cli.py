@@ -178,9 +178,9 @@ def check_command(
             thresholds=thresholds, progress=status.say,
         )  # fmt: skip
     previous = read_baseline(snapshot, baseline_path, state_path)
-    report = grade(snapshot, registry, thresholds, level, baseline=previous)
-    if state_path:
+    if state_path:  # before grading: a state that cannot be saved is a result, not a stderr line
         replace_state(state_path, snapshot)
+    report = grade(snapshot, registry, thresholds, level, baseline=previous)
 
     return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
 

@@ -202,14 +202,28 @@ def read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[s
         return None  # no baseline asked for, or the first run with this state file
     previous, problem = baseline.load(path)
     if problem is not None:
-        snapshot.problems["baseline"] = problem
+        snapshot.problems[baseline.BASELINE_PROBLEM] = problem
     return previous
 
 
 def replace_state(path: str, snapshot) -> None:
+    """Save ``snapshot`` as the next run's baseline (--state), before it is graded.
+
+    The state file's directory is created (0700) when its parent exists: the README's
+    ``/var/lib/ibdiag/nhc-state.json`` works on a node where nothing made /var/lib/ibdiag yet.
+    When the file cannot be written, why goes into ``snapshot.problems`` and the
+    ``counters.baseline`` check warns: NHC and Slurm discard stderr on success, and a state
+    that silently never saves means counters are never graded on their change.
+    """
     from ibdiag import baseline
 
+    directory = os.path.dirname(os.path.abspath(path))
     try:
+        if not os.path.isdir(directory) and os.path.isdir(os.path.dirname(directory)):
+            os.mkdir(directory, 0o700)
         baseline.save(path, snapshot)
-    except OSError as exc:  # the verdict stands; the next run will simply have no baseline
-        click.echo(f"ibdiag: warning: cannot write state file {path}: {exc.strerror}", err=True)
+    except OSError as exc:  # the verdict stands; the next run will have no baseline
+        why = exc.strerror or str(exc)
+        if not os.path.isdir(directory):
+            why = f"its directory {directory} does not exist"
+        snapshot.problems[baseline.STATE_PROBLEM] = f"cannot write state file {path}: {why}"

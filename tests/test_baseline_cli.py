@@ -372,29 +372,54 @@ def test_directory_at_the_state_path_is_one_warn(node, state_dir):
     assert result.exit_code == 1
     assert list(not_passing(report)) == ["counters.baseline"]
     [warn] = by_check(report, "counters.baseline")
+    # neither read as a baseline nor replaced by this run's: one result says both
+    assert warn["message"].startswith(f"cannot write state file {state}: Is a directory: ")
     assert f"{state}: is a directory" in warn["message"]
-    # a directory cannot be replaced by a file: said on stderr, nothing left behind
-    assert result.stderr.startswith(f"ibdiag: warning: cannot write state file {state}")
-    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr == ""
     assert os.listdir(state_dir) == ["ibdiag.json"] and state.is_dir()
 
 
+def test_state_directory_is_made_private_when_its_parent_exists(node, tmp_path):
+    """`--state /var/lib/ibdiag/nhc-state.json` on a node where nothing made /var/lib/ibdiag."""
+    state = tmp_path / "var-lib" / "ibdiag" / "nhc-state.json"
+    state.parent.parent.mkdir()
+    result, report = node.check_json("--state", str(state))
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert by_check(report, "counters.baseline")[0]["status"] == "skip"  # the first run
+    assert stat.S_IMODE(os.stat(state.parent).st_mode) == 0o700
+    assert load_snapshot(str(state)).host == HOST
+
+    node.bump("mlx5_0", "link_downed", 1)
+    result, report = node.check_json("--state", str(state))
+    assert result.exit_code == 2  # graded on its change since the first run
+    assert [r["subject"] for r in not_passing(report)["counters.port_errors"]] == ["link_downed"]
+
+
 @pytest.mark.parametrize("break_node", [False, True])
-def test_unwritable_state_path_warns_on_stderr_and_keeps_the_verdict(node, tmp_path, break_node):
-    state = str(tmp_path / "no-such-dir" / "ibdiag.json")
+def test_unwritable_state_path_is_a_warning_result_and_keeps_a_worse_verdict(
+    node, tmp_path, break_node
+):
+    state = str(tmp_path / "no" / "such-dir" / "ibdiag.json")
     if break_node:
         node.bump("mlx5_0", "link_downed", 1)  # lifetime only: no baseline, still OK
         node.write(os.path.join(node.sys, "class", "infiniband", "mlx5_0", "ports", "1",
                                 "phys_state"), "3: Disabled")  # fmt: skip
-    result = node.check("--state", state)
-    assert result.exit_code == (2 if break_node else 0)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith(f"ibdiag: warning: cannot write state file {state}: ")
-    assert "Traceback" not in result.stderr
-    verdict = result.stdout.splitlines()[-1]
-    assert verdict.startswith("IBDIAG CRITICAL" if break_node else "IBDIAG OK")
-    assert not os.path.exists(os.path.dirname(state))
+    result, report = node.check_json("--state", state)
+    assert result.exit_code == (2 if break_node else 1)
+    assert result.stderr == ""  # NHC and Slurm discard stderr on success: a result, not a line
+    [warn] = by_check(report, "counters.baseline")
+    assert warn["status"] == "warn"
+    assert warn["message"] == (
+        f"cannot write state file {state}: its directory {os.path.dirname(state)} does not "
+        "exist: the next run has no baseline"
+    )
+    assert "writable path" in warn["hint"]
+    assert not os.path.exists(os.path.dirname(os.path.dirname(state)))
+    reason = node.check("--state", state, "--reason")
+    expected = "ibdiag: mlx5_0:1 link.phys_state 3: Disabled" if break_node else (
+        "ibdiag: node counters.baseline"
+    )
+    assert reason.stdout.strip() == expected
 
 
 # --- explain ----------------------------------------------------------------------------------
