@@ -642,7 +642,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     # pydantic scans every installed package's metadata for its own plugins the first time a
     # model validates (~15 ms); ibdiag uses none, and the prolog is on every job's critical path.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    # Slurm stops a prolog or health check with SIGTERM: make it unwind like Ctrl-C, so the
-    # command runner kills the process groups of the commands still running.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # Slurm stops a prolog or health check with SIGTERM, NHC's watchdog starts with SIGALRM, a
+    # closed terminal sends SIGHUP: make each unwind like Ctrl-C, so the command runner kills
+    # the process groups of the commands still running instead of leaving them behind.
+    for stop in (signal.SIGTERM, signal.SIGALRM, signal.SIGHUP):
+        signal.signal(stop, _interrupt)
     cli.main(args=list(argv) if argv is not None else None, prog_name="ibdiag")

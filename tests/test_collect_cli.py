@@ -184,6 +184,41 @@ def test_sigterm_while_collecting_leaves_nothing_that_looks_complete(node, tmp_p
     assert marker.stdout.strip() == "", "a stub command outlived ibdiag"
 
 
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGALRM", "SIGHUP", "SIGINT"])
+def test_a_stop_signal_during_the_commands_kills_them_and_exits_unknown(node, tmp_path, stop):
+    """Slurm stops a hook with SIGTERM, NHC's watchdog starts with SIGALRM, a lost terminal
+    sends SIGHUP: each unwinds like Ctrl-C and no command ibdiag started outlives it."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    started = tmp_path / "started"
+    for tool in ("perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo"):
+        script = stubs / tool
+        script.write_text(f"#!/bin/sh\ntouch {started}\ntrap '' TERM\nsleep 30\n")
+        script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stubs}:/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ibdiag", "check", "--level", "standard", "--sysfs",
+         str(node / "sys"), "--procfs", str(node / "proc"), "--deadline", "60",
+         "--command-timeout", "60"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        end = time.monotonic() + 20
+        while not started.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert started.exists(), "no command started"
+        time.sleep(0.5)
+        proc.send_signal(getattr(signal, stop))
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (proc.returncode, stdout, stderr) == (3, "", "\nibdiag: interrupted\n")
+    marker = subprocess.run(["pgrep", "-f", f"{stubs}"], capture_output=True, text=True)
+    assert marker.stdout.strip() == "", "a stub command outlived ibdiag"
+
+
 def test_report_renders_a_saved_report_or_snapshot_json_as_html(run_cli, node, tmp_path):
     sysfs, procfs = str(node / "sys"), str(node / "proc")
     saved = tmp_path / "saved.json"
