@@ -1,88 +1,308 @@
-"""contrib/nhc/ibdiag.nhc, sourced as NHC sources its scripts, with `die` and `log` captured."""
+"""contrib/nhc/ibdiag.nhc inside the real LBNL NHC (../shared/vendor/nhc, run from source).
+
+What an admin relies on: a sick node fails NHC with ibdiag's stable reason, a healthy one
+passes, a warning or an "I could not judge" is logged and passes (unless IBDIAG_STRICT=1); a
+node where ibdiag cannot run at all fails, naming what to set; ibdiag always ends before NHC's
+own watchdog, with an ``ibdiag:`` reason; nothing it started outlives NHC.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import stat
 import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
-from conftest import REPO, SCENARIOS_DIR
+from conftest import SCENARIOS_DIR
+from nhc_run import IBDIAG, NHC_PATH, nhc_argv, nhc_conf_dir, run_nhc
+from stubs import StubBin, hangs, ignores_sigterm, marker, processes_with, wait_no_strays
 
-NHC_SCRIPT = os.path.join(REPO, "contrib", "nhc", "ibdiag.nhc")
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
 FLAPPING = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-ib4-operstate-down-flapping", "root", "sys")
-
-HARNESS = """
-set -u
-log() { echo "LOG $*" >> "$CAPTURE"; }
-die() { echo "DIE $1 $2" >> "$CAPTURE"; return 1; }
-source "$NHC_SCRIPT"
-check_ibdiag "$@"
-echo "RC $?" >> "$CAPTURE"
-"""
+USE_IBDIAG = f"IBDIAG={IBDIAG}"
 
 
-@pytest.fixture
-def nhc(tmp_path):
-    """Run check_ibdiag ARGS in bash as NHC would; returns the captured die/log/rc lines."""
-    wrapper = tmp_path / "ibdiag"
-    wrapper.write_text(f'#!/bin/sh\ncd {REPO} && exec {sys.executable} -m ibdiag "$@"\n')
-    wrapper.chmod(0o755)
-
-    def run(*args, ibdiag=str(wrapper), **env):
-        capture = tmp_path / "capture.txt"
-        if capture.exists():
-            capture.unlink()
-        environ = {**os.environ, "CAPTURE": str(capture), "NHC_SCRIPT": NHC_SCRIPT,
-                   "IBDIAG": ibdiag, **env}  # fmt: skip
-        subprocess.run(["bash", "-c", HARNESS, "nhc", *args], env=environ, timeout=60, check=True)
-        return capture.read_text().splitlines()
-
-    return run
+def test_the_ibdiag_under_test_is_installed():
+    assert os.access(IBDIAG, os.X_OK), f"no console script {IBDIAG}: pip install -e '.[test]'"
 
 
-def test_failing_node_dies_with_the_stable_reason(nhc):
-    assert nhc("--sysfs", STUCK) == ["DIE 1 ibdiag: mlx5_6:1 link.state 2: INIT and more", "RC 1"]
+# -- verdicts ------------------------------------------------------------------------------------
 
 
-def test_healthy_node_passes_silently(nhc):
-    assert nhc("--sysfs", GOOD) == ["RC 0"]
+def test_failing_node_fails_nhc_with_the_stable_reason(tmp_path):
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {STUCK}"], settings=[USE_IBDIAG])
+    assert run.rc == 1, run.output
+    assert run.failure == "ibdiag: mlx5_6:1 link.state 2: INIT and more"
 
 
-def test_warning_is_logged_and_passes(nhc):
-    assert nhc("--sysfs", FLAPPING) == [
-        "LOG check_ibdiag: warning: ibdiag: mlx5_6:1 netdev.operstate down",
-        "RC 0",
-    ]
+def test_healthy_node_passes_silently(tmp_path):
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=[USE_IBDIAG])
+    assert (run.rc, run.output) == (0, "")
 
 
-def test_unknown_is_logged_not_fatal_unless_strict(nhc, tmp_path):
+def test_warning_is_logged_and_passes(tmp_path):
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {FLAPPING}"], settings=[USE_IBDIAG])
+    assert run.rc == 0, run.output
+    assert run.output == "check_ibdiag: warning: ibdiag: mlx5_6:1 netdev.operstate down\n"
+
+
+def test_a_later_check_still_runs_after_a_pass(tmp_path):
+    run = run_nhc(
+        tmp_path,
+        [f"* || check_ibdiag --sysfs {GOOD}", f"* || check_ibdiag --sysfs {STUCK}"],
+        settings=[USE_IBDIAG],
+    )
+    assert run.rc == 1 and run.failure.startswith("ibdiag: mlx5_6:1 link.state"), run.output
+
+
+def test_unknown_is_logged_not_fatal_unless_strict(tmp_path):
     empty = tmp_path / "empty-sys"
     empty.mkdir()
-    lines = nhc("--sysfs", str(empty))
-    assert lines[-1] == "RC 0" and lines[0].startswith("LOG check_ibdiag: could not judge")
-    lines = nhc("--bogus-option")
-    assert lines[-1] == "RC 0" and "No such option" in lines[0]
-    strict = nhc("--bogus-option", IBDIAG_STRICT="1")
-    assert strict[-1] == "RC 1" and strict[0].startswith("DIE 1 ibdiag: could not judge")
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {empty}"], settings=[USE_IBDIAG])
+    assert run.rc == 0, run.output
+    assert run.output.startswith("check_ibdiag: could not judge the node (exit 3):")
+
+    run = run_nhc(tmp_path, ["* || check_ibdiag --bogus-option"], settings=[USE_IBDIAG])
+    assert run.rc == 0, run.output
+    assert run.output.startswith("check_ibdiag: could not judge the node (exit 3): ibdiag: error:")
+    assert "No such option" in run.output and "--bogus-option" in run.output
+
+    strict = run_nhc(
+        tmp_path, ["* || check_ibdiag --bogus-option"], settings=[USE_IBDIAG, "IBDIAG_STRICT=1"]
+    )
+    assert strict.rc == 1, strict.output
+    assert strict.failure.startswith("ibdiag: could not judge the node: ibdiag: error: No such")
 
 
-def test_a_hung_ibdiag_is_cut_off_within_the_limit(nhc, tmp_path):
-    hung = tmp_path / "hung-ibdiag"
-    hung.write_text("#!/bin/sh\nexec sleep 60\n")
-    hung.chmod(0o755)
+# -- A1: finding ibdiag where NHC looks -----------------------------------------------------------
+
+
+def test_ibdiag_not_installed_where_nhc_looks_fails_the_node_naming_what_to_set(tmp_path):
+    # nhc resets PATH; a pip install into a venv is on none of its directories.
+    assert shutil.which("ibdiag", path=NHC_PATH) is None, "an ibdiag is installed on NHC's PATH"
+    nowhere = tmp_path / "no-ibdiag-here"
+    nowhere.mkdir()
+    run = run_nhc(
+        tmp_path,
+        [f"* || check_ibdiag --sysfs {STUCK}"],
+        settings=[f"IBDIAG_SEARCH_DIRS={nowhere}"],
+    )
+    assert run.rc == 1, run.output
+    assert run.failure == (
+        f"ibdiag: ibdiag not found on NHC's PATH or in {nowhere}; install it there or set "
+        "IBDIAG=/path/to/ibdiag in nhc.conf"
+    )
+
+
+def test_ibdiag_is_found_in_the_usual_install_directories(tmp_path):
+    venv_bin = os.path.dirname(IBDIAG)
+    search = f"IBDIAG_SEARCH_DIRS={tmp_path / 'absent'}:{venv_bin}"
+    sick = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {STUCK}"], settings=[search])
+    assert sick.rc == 1 and sick.failure.startswith("ibdiag: mlx5_6:1 link.state"), sick.output
+    healthy = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=[search])
+    assert (healthy.rc, healthy.output) == (0, "")
+
+
+def test_the_default_search_directories_include_pip_and_the_readme_venv():
+    script = Path(__file__).resolve().parent.parent / "contrib" / "nhc" / "ibdiag.nhc"
+    default = "/usr/local/bin:/usr/local/sbin:/opt/ibdiag/bin"
+    assert f"IBDIAG_SEARCH_DIRS:-{default}" in script.read_text()
+
+
+def test_ibdiag_set_in_nhc_conf_is_used(tmp_path):
+    lines = [f"* || export IBDIAG={IBDIAG}", f"* || check_ibdiag --sysfs {STUCK}"]
+    run = run_nhc(tmp_path, lines, settings=[f"IBDIAG_SEARCH_DIRS={tmp_path}"])
+    assert run.rc == 1 and run.failure.startswith("ibdiag: mlx5_6:1 link.state"), run.output
+
+
+def test_an_ibdiag_setting_that_is_not_executable_fails_naming_it(tmp_path):
+    missing = tmp_path / "opt" / "bin" / "ibdiag"
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=[f"IBDIAG={missing}"])
+    assert run.rc == 1, run.output
+    assert run.failure == (
+        f"ibdiag: IBDIAG={missing} is not an executable file; set IBDIAG in nhc.conf to where "
+        "ibdiag is installed"
+    )
+
+
+def test_a_broken_install_fails_instead_of_passing(tmp_path):
+    stubs = StubBin(tmp_path / "stubs")
+    # A venv whose interpreter is gone: the kernel cannot run the script's #! line.
+    gone = stubs.bin / "ibdiag-moved-venv"
+    gone.write_text("#!/nonexistent/venv/bin/python3\nimport ibdiag\n")
+    gone.chmod(0o755)
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=[f"IBDIAG={gone}"])
+    assert run.rc == 1, run.output
+    assert run.failure.startswith(f"ibdiag: cannot run {gone} (exit 127): ")
+
+    # Python starts but ibdiag's imports fail: a traceback, exit 1, no verdict printed.
+    crash = stubs.add(
+        "ibdiag-crash",
+        "echo 'Traceback (most recent call last):' >&2\n"
+        "echo \"ModuleNotFoundError: No module named 'pydantic'\" >&2\nexit 1\n",
+    )
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=[f"IBDIAG={crash}"])
+    assert run.rc == 1, run.output
+    assert run.failure == (
+        f"ibdiag: cannot run {crash} (exit 1): ModuleNotFoundError: No module named 'pydantic'"
+    )
+
+
+# -- A2: the time limit ends before NHC's watchdog -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("nhc_timeout", "settings", "limit"),
+    [
+        (5, [], "3.3"),  # 80% of the 4.5 s NHC leaves, less the 0.3 s kill grace
+        (10, ["IBDIAG_TIMEOUT=25"], "6.9"),  # a longer IBDIAG_TIMEOUT is capped
+        (10, ["IBDIAG_TIMEOUT=2"], "1.8"),  # a shorter one is kept
+        (2, [], "1.0"),  # at least 1 s
+    ],
+)
+def test_a_hung_ibdiag_times_out_with_an_ibdiag_reason_before_nhc_does(
+    tmp_path, nhc_timeout, settings, limit
+):
+    stubs = StubBin(tmp_path / "stubs")
+    mark = marker()
+    hung = stubs.add("ibdiag", hangs(mark))
     start = time.monotonic()
-    lines = nhc("--sysfs", GOOD, ibdiag=str(hung), IBDIAG_TIMEOUT="1")
-    assert time.monotonic() - start < 10
-    assert lines == ["DIE 1 ibdiag: timed out after 1s", "RC 1"]
+    run = run_nhc(
+        tmp_path,
+        [f"* || check_ibdiag --sysfs {GOOD}"],
+        timeout=nhc_timeout,
+        settings=[f"IBDIAG={hung}", *settings],
+    )
+    elapsed = time.monotonic() - start
+    assert run.rc == 1, run.output
+    assert run.failure == "ibdiag: check timed out"
+    assert "Script timed out" not in run.output and "watchdog" not in run.output
+    assert f"did not finish within {limit} s" in run.output
+    assert elapsed < nhc_timeout + 0.5
+    assert wait_no_strays(mark, within=1.0) == []
 
 
-def test_limit_follows_nhc_timeout(nhc, tmp_path):
-    hung = tmp_path / "hung-ibdiag"
-    hung.write_text("#!/bin/sh\nexec sleep 60\n")
-    hung.chmod(0o755)
-    lines = nhc("--sysfs", GOOD, ibdiag=str(hung), TIMEOUT="11")
-    assert lines == ["DIE 1 ibdiag: timed out after 6s", "RC 1"]
+# -- A3: nothing started by check_ibdiag outlives NHC ----------------------------------------------
+
+
+def test_nothing_survives_a_hung_ibdiag_that_ignores_sigterm(tmp_path):
+    stubs = StubBin(tmp_path / "stubs")
+    mark = marker()
+    hung = stubs.add("ibdiag", ignores_sigterm(mark))
+    run = run_nhc(
+        tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], timeout=5, settings=[f"IBDIAG={hung}"]
+    )
+    assert run.failure == "ibdiag: check timed out", run.output
+    assert processes_with(mark) == [] or wait_no_strays(mark, within=1.0) == []
+
+
+def _start_nhc(tmp_path: Path, conf_lines, timeout: int, settings) -> subprocess.Popen:
+    confdir = nhc_conf_dir(tmp_path / "nhc", conf_lines)
+    # NHC's log goes to a file: its watchdog (a sleep of TIMEOUT seconds, which NHC leaves
+    # running when a signal ends it) would hold a pipe open.
+    with open(tmp_path / "nhc.log", "wb") as log:
+        return subprocess.Popen(  # its own session, as nhc makes itself and slurmd starts it
+            nhc_argv(confdir, timeout, settings),
+            cwd=str(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _wait_for_calls(stubs: StubBin, within: float = 10.0) -> None:
+    end = time.monotonic() + within
+    while not stubs.calls() and time.monotonic() < end:
+        time.sleep(0.02)
+    assert stubs.calls(), "the ibdiag stub never started"
+
+
+def test_nothing_survives_when_nhc_is_stopped_from_outside(tmp_path):
+    """slurmd, systemd or a Ctrl-C stop NHC by signalling its process group."""
+    stubs = StubBin(tmp_path / "stubs")
+    mark = marker()
+    hung = stubs.add("ibdiag", ignores_sigterm(mark))
+    nhc = _start_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], 30, [f"IBDIAG={hung}"])
+    try:
+        _wait_for_calls(stubs)
+        time.sleep(0.2)
+        assert processes_with(mark), "the hung stub is not running"
+        os.killpg(nhc.pid, signal.SIGTERM)
+        rc = nhc.wait(timeout=10)
+    finally:
+        if nhc.poll() is None:
+            os.killpg(nhc.pid, signal.SIGKILL)
+            nhc.wait()
+    output = (tmp_path / "nhc.log").read_text()
+    assert rc == 143 and "Health check failed:  Terminated by signal SIGTERM." in output, output
+    assert wait_no_strays(mark, within=2.0) == []
+
+
+def test_nothing_survives_nhc_s_own_watchdog(tmp_path):
+    """Earlier checks used up NHC's time: its watchdog (ALRM, TERM, KILL to its group) fires
+    while ibdiag still runs its minimum second."""
+    stubs = StubBin(tmp_path / "stubs")
+    mark = marker()
+    hung = stubs.add("ibdiag", ignores_sigterm(mark))
+    lines = ["* || sleep 4", f"* || check_ibdiag --sysfs {GOOD}"]
+    run = run_nhc(tmp_path, lines, timeout=5, settings=[f"IBDIAG={hung}"])
+    assert run.rc != 0, run.output
+    assert wait_no_strays(mark, within=2.0) == []
+
+
+def test_level_standard_ends_on_its_own_deadline_inside_nhc_s_limit(tmp_path):
+    """Every command hangs and ignores SIGTERM: ibdiag's --deadline (set by check_ibdiag from
+    NHC's TIMEOUT) kills them and ibdiag still answers; nothing is left behind."""
+    stubs = StubBin(tmp_path / "stubs")
+    mark = marker()
+    for tool in ("perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo"):
+        stubs.add(tool, ignores_sigterm(mark))
+    wrapper = stubs.root / "ibdiag-with-stub-tools"
+    wrapper.write_text(f'#!/bin/sh\nPATH={stubs.path}; export PATH\nexec {IBDIAG} "$@"\n')
+    wrapper.chmod(0o755)
+    start = time.monotonic()
+    run = run_nhc(
+        tmp_path,
+        [f"* || check_ibdiag --level standard --sysfs {GOOD}"],
+        timeout=10,
+        settings=[f"IBDIAG={wrapper}"],
+    )
+    elapsed = time.monotonic() - start
+    assert stubs.calls(), "no command ran"
+    assert "timed out" not in run.failure, run.output
+    assert "Script timed out" not in run.output
+    assert elapsed < 10
+    assert wait_no_strays(mark, within=2.0) == []
+
+
+# -- A4: --state in a directory that does not exist yet -------------------------------------------
+
+
+def test_state_directory_is_created_and_counters_are_graded_on_change(tmp_path):
+    lib = tmp_path / "var-lib"
+    lib.mkdir()
+    state = lib / "ibdiag" / "nhc-state.json"
+    line = f"* || check_ibdiag --sysfs {GOOD} --state {state}"
+    first = run_nhc(tmp_path, [line], settings=[USE_IBDIAG])
+    assert (first.rc, first.output) == (0, "")
+    assert stat.S_IMODE(os.stat(state.parent).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
+    saved = state.read_text()
+    second = run_nhc(tmp_path, [line], settings=[USE_IBDIAG])
+    assert (second.rc, second.output) == (0, "")
+    assert state.read_text() != saved  # replaced by the second run's snapshot
+
+
+def test_a_state_file_that_cannot_be_written_is_a_logged_warning(tmp_path):
+    state = tmp_path / "no" / "such" / "dir" / "nhc-state.json"
+    line = f"* || check_ibdiag --sysfs {GOOD} --state {state}"
+    run = run_nhc(tmp_path, [line], settings=[USE_IBDIAG])
+    assert run.rc == 0, run.output
+    assert run.output == "check_ibdiag: warning: ibdiag: node counters.baseline\n"
+    assert not state.parent.exists()
