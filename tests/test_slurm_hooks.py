@@ -1,6 +1,6 @@
 """contrib/slurm's hook script and ``ibdiag slurm ...`` against a fake scontrol.
 
-The same flows run against a real slurmctld and slurmd in tests/test_slurm_cluster.py; here
+The same flows run against a real slurmctld and slurmd in tests/test_slurm_real.py; here
 the cases a real cluster makes slow or hard: a hung scontrol, a hung sysfs read, a missing
 scontrol, odd job ids, every exit-code mapping of the script.
 """
@@ -8,6 +8,7 @@ scontrol, odd job ids, every exit-code mapping of the script.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -36,7 +37,7 @@ FLAPPING = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-ib4-operstate-down-flappin
 STUCK_INIT_REASON = "ibdiag: mlx5_6:1 link.state 2: INIT and more"
 IBDIAG = shutil.which("ibdiag", path=os.path.dirname(sys.executable)) or shutil.which("ibdiag")
 
-# What Debian's Slurm 22.05 prints for a drained node (recorded by tests/test_slurm_cluster.py).
+# What Debian's Slurm 22.05 prints for a drained node (as tests/test_slurm_real.py's real one does).
 SHOW_DRAINED = """\
 NodeName=node1 Arch=x86_64 CoresPerSocket=1
    CPUAlloc=0 CPUEfctv=2 CPUTot=2 CPULoad=0.31
@@ -286,16 +287,6 @@ def test_prolog_refuses_a_job_id_that_is_not_slurms(node):
     assert not node["state_dir"].exists() or not any(node["state_dir"].iterdir())
 
 
-def test_a_missing_ibdiag_is_logged_and_ignored_unless_strict(node):
-    done = run_hook(node, "prolog", ibdiag=str(node["tmp"] / "no-ibdiag"))
-    assert done.returncode == 0  # a configuration slip must not drain the cluster
-    assert "could not run as configured (exit 127" in done.stderr
-    strict = run_hook(
-        node, "prolog", ibdiag=str(node["tmp"] / "no-ibdiag"), extra="IBDIAG_STRICT=1"
-    )
-    assert strict.returncode == 1
-
-
 def test_hook_named_for_nothing_runs_nothing(tmp_path):
     other = tmp_path / "ibdiag-something"
     other.symlink_to(HOOK)
@@ -429,15 +420,244 @@ def test_epilog_at_level_standard_ends_within_its_deadline_when_commands_hang(no
     assert not (node["state_dir"] / "job-42.json").exists()
 
 
-def test_a_broken_python_or_odd_settings_never_drain_the_cluster(node):
-    broken = node["tmp"] / "broken-ibdiag"
-    broken.write_text(
-        "#!/bin/sh\necho 'ModuleNotFoundError: No module named pydantic' >&2\nexit 1\n"
-    )
-    broken.chmod(0o700)
-    done = run_hook(node, "prolog", sysfs=STUCK_INIT, ibdiag=str(broken))
-    assert done.returncode == 0
-    assert "could not run as configured (exit 1" in done.stderr
+def test_an_odd_deadline_setting_falls_back_to_30_seconds(node):
     odd = run_hook(node, "prolog", job_id="43", extra="IBDIAG_DEADLINE=30.5")
     assert odd.returncode == 0, odd.stderr
     assert "IBDIAG_DEADLINE=30.5 is not a whole number of seconds: using 30" in odd.stderr
+    assert (node["state_dir"] / "job-43.json").exists()
+
+
+# -- the exit contract: every value `ibdiag slurm ...` can exit with, through the script ---------
+
+HOOKS = ("prolog", "epilog", "healthcheck")
+
+
+def stub_ibdiag(folder: Path, body: str) -> Path:
+    """An ``ibdiag`` that records its argv (one per line, in argv.<hook>) and then runs body."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stub = folder / "ibdiag"
+    stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{folder}/argv.$2"\n{body}\n')
+    stub.chmod(0o755)
+    return stub
+
+
+def run_hooks_with(ibdiag, folder: Path, strict: bool = False, deadline: int = 0) -> dict:
+    """Run the script as each of the three hooks at once; {hook: CompletedProcess}."""
+    settings = folder / "slurm.env"
+    settings.write_text(
+        f"IBDIAG={ibdiag}\nIBDIAG_DEADLINE={deadline}\nIBDIAG_STRICT={int(strict)}\n"
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "IBDIAG_SLURM_ENV": str(settings),
+        "SLURM_JOB_ID": "42",
+        "SLURMD_NODENAME": "node1",
+    }
+    running = {
+        hook: subprocess.Popen(
+            [HOOK, hook], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for hook in HOOKS
+    }
+    done = {}
+    for hook, process in running.items():
+        stdout, stderr = process.communicate(timeout=60)
+        done[hook] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    return done
+
+
+# The contract as the script's header documents it: ibdiag's exit -> (the prolog's and the
+# epilog's exit, the health check's exit); "0|1": 1 only with IBDIAG_STRICT=1; "logged": the
+# script logs one line saying why.
+CONTRACT = {
+    "0": ("0", "0"),
+    "2": ("1", "0"),
+    "3": ("0|1 logged", "0 logged"),
+    "1": ("0|1 logged", "0 logged"),
+    "126": ("0|1 logged", "0 logged"),
+    "127": ("0|1 logged", "0 logged"),
+    "128+N": ("0|1 logged", "0 logged"),
+    "124, 137": ("1 logged", "0 logged"),
+    "other": ("0|1 logged", "0 logged"),
+}
+_CONTRACT_ROW = re.compile(
+    r"^#   (\d+(?:, \d+)*|\d+\+N|other)\s{2,}(\S+(?: logged)?)\s{2,}(\S+(?: logged)?)\s{2,}\S"
+)
+
+# Each case: (the row of the contract, what the stub does, the line the script logs).
+CASES = {
+    "0 go on": ("0", "exit 0", None),
+    "2 sick": ("2", "exit 2", None),
+    "3 could not run as configured": (
+        "3",
+        "echo 'ibdiag: error: no such profile' >&2; exit 3",
+        "ibdiag could not run as configured (exit 3, see its error above)",
+    ),
+    "1 Python failed": (
+        "1",
+        "echo 'ModuleNotFoundError: No module named pydantic' >&2; exit 1",
+        "ibdiag failed (exit 1: Python itself, e.g. a broken virtualenv; see above)",
+    ),
+    "126 not executable": ("126", None, "is not executable (exit 126)"),
+    "127 not found": ("127", None, "was not found (exit 127)"),
+    "134 crashed": ("128+N", "kill -ABRT $$", "ibdiag was killed by signal 6 (exit 134)"),
+    "137 killed at once": (
+        "128+N",
+        "kill -KILL $$",
+        "ibdiag was killed by signal 9 (exit 137; the OOM killer?)",
+    ),
+    "5 not ibdiag's": ("other", "exit 5", "exited 5, which ibdiag never does"),
+}
+
+
+def test_the_script_documents_the_contract_these_tests_drive():
+    """The table in the script's header is the one every test below checks, row for row."""
+    header = Path(HOOK).read_text().split("\nset -u\n", 1)[0]
+    rows = {}
+    for line in header.splitlines():
+        found = _CONTRACT_ROW.match(line)
+        if found:
+            rows[found.group(1)] = (found.group(2), found.group(3))
+    assert rows == CONTRACT
+    assert {row for row, _, _ in CASES.values()} | {"124, 137"} == set(CONTRACT)
+
+
+def test_the_command_documents_the_same_answers():
+    from ibdiag.slurm import commands, hooks
+
+    assert (hooks.GO_ON, hooks.SICK) == (0, 2)
+    for answer in ("- 0 go on", "- 2 sick", "- 3 ibdiag could not run as configured"):
+        assert answer in commands.__doc__, answer
+
+
+def script_lines(done, hook):
+    """The lines the script itself logged ("ibdiag: slurm HOOK: ..."; ibdiag's own lines say
+    "ibdiag: slurm HOOK on NODE: ...")."""
+    return [line for line in done.stderr.splitlines() if line.startswith(f"ibdiag: slurm {hook}: ")]
+
+
+def _stub_for(case: str, body, folder: Path) -> Path:
+    if case.startswith("126"):
+        stub = stub_ibdiag(folder, "exit 0")
+        stub.chmod(0o644)  # no x bit at all: not even root may run it
+        return stub
+    if case.startswith("127"):
+        return folder / "no-such-ibdiag"
+    return stub_ibdiag(folder, body)
+
+
+def _expected(outcome: str, strict: bool) -> int:
+    code = outcome.split()[0]
+    return int(code.split("|")[1 if strict else 0]) if "|" in code else int(code)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_exit_of_ibdiag_through_the_script(tmp_path, case, strict):
+    """Each value ibdiag (here a stub) can exit with, for each hook, with and without
+    IBDIAG_STRICT=1: what Slurm sees and what the script logs. A configuration slip or a
+    broken install never drains the cluster; strict fails the prolog and epilog instead."""
+    row, body, message = CASES[case]
+    done = run_hooks_with(_stub_for(case, body, tmp_path), tmp_path, strict=strict)
+    for hook in HOOKS:
+        outcome = CONTRACT[row][1 if hook == "healthcheck" else 0]
+        assert done[hook].returncode == _expected(outcome, strict), (hook, done[hook])
+        logged = script_lines(done[hook], hook)
+        if "logged" not in outcome:
+            assert done[hook].stderr == "", (hook, done[hook].stderr)  # ibdiag said it all
+            continue
+        assert len(logged) == 1 and message in logged[0], (hook, done[hook].stderr)
+        assert logged[0].endswith("; failing (IBDIAG_STRICT=1)" if strict else "; ignored")
+    argvs = {hook: tmp_path / f"argv.{hook}" for hook in HOOKS}
+    if not case.startswith(("126", "127")):  # the stub ran, for the hook named
+        for hook, path in argvs.items():
+            argv = path.read_text().splitlines()
+            assert argv[:2] == ["slurm", hook] and ("--strict" in argv) is strict, argv
+
+
+@pytest.mark.parametrize(
+    "code, body, elapsed",
+    [
+        pytest.param("124", "exec sleep 60", 5, id="124 stopped by SIGTERM"),
+        pytest.param("137", "trap '' TERM; sleep 60", 7, id="137 killed after ignoring SIGTERM"),
+    ],
+)
+def test_a_hung_ibdiag_is_killed_and_fails_the_prolog_and_epilog(tmp_path, code, body, elapsed):
+    """Hung past IBDIAG_DEADLINE + 5 s (here 0 + 5): killed, and the prolog and epilog fail,
+    strict or not: a node that cannot run a short program to its end takes no jobs."""
+    started = time.monotonic()
+    done = run_hooks_with(stub_ibdiag(tmp_path, body), tmp_path)
+    assert elapsed <= time.monotonic() - started < elapsed + 5
+    for hook in HOOKS:
+        outcome = CONTRACT["124, 137"][1 if hook == "healthcheck" else 0]
+        assert done[hook].returncode == _expected(outcome, False), (hook, done[hook])
+        message = f"ibdiag: slurm {hook}: ibdiag did not finish within 5 s and was killed"
+        assert f"{message} (exit {code})" in done[hook].stderr, done[hook].stderr
+
+
+# -- the exit contract with the real ibdiag ------------------------------------------------------
+
+
+def run_ibdiag_slurm(node, hook, sysfs, *options):
+    """`ibdiag slurm HOOK` itself, without the script."""
+    argv = [IBDIAG, "slurm", hook, "--node", "node1", "--sysfs", sysfs,
+            "--scontrol", node["scontrol"].path, "--state-dir", str(node["state_dir"]),
+            "--deadline", "6", "--scontrol-timeout", "1", *options]  # fmt: skip
+    if hook != "healthcheck":
+        argv += ["--job-id", "42"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_healthcheck_on_a_warning_node_exits_0_and_the_script_logs_no_failure(node):
+    """A WARNING is the verdict's Nagios 1 in `ibdiag check`, never in `ibdiag slurm`: the
+    script took that 1 for a broken Python on every health check of such a node."""
+    direct = run_ibdiag_slurm(node, "healthcheck", FLAPPING)
+    assert direct.returncode == 0, direct.stderr
+    done = run_hook(node, "healthcheck", sysfs=FLAPPING)
+    assert done.returncode == 0
+    assert "WARNING: ibdiag: mlx5_6:1 netdev.operstate down" in done.stderr
+    assert script_lines(done, "healthcheck") == [], done.stderr
+    assert node["scontrol"].updates() == []
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_every_hook_exits_0_on_a_warning_node(node, hook):
+    done = run_ibdiag_slurm(node, hook, FLAPPING)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING" in done.stderr
+
+
+def test_healthcheck_exits_0_once_it_drained_and_2_when_it_could_not(node):
+    drained = run_ibdiag_slurm(node, "healthcheck", STUCK_INIT)
+    assert drained.returncode == 0, drained.stderr
+    assert node["scontrol"].node()["reason"] == STUCK_INIT_REASON
+    node["scontrol"].set("IDLE", None)
+    node["scontrol"].hang()
+    undrained = run_ibdiag_slurm(node, "healthcheck", STUCK_INIT)
+    assert undrained.returncode == 2, undrained.stderr
+    assert "could not drain the node" in undrained.stderr
+    through_script = run_hook(
+        node, "healthcheck", sysfs=STUCK_INIT, deadline=4,
+        extra="IBDIAG_ARGS+=(--scontrol-timeout 1)",
+    )  # fmt: skip
+    assert through_script.returncode == 0  # Slurm ignores it; the next health check retries
+    assert script_lines(through_script, "healthcheck") == [], through_script.stderr
+
+
+def test_a_node_ibdiag_cannot_judge_goes_on_and_strict_drains_it(node, tmp_path):
+    """No InfiniBand and none expected: UNKNOWN. The hooks go on (exit 0, logged) unless
+    IBDIAG_STRICT=1, which the script passes on as --strict: then the node is drained."""
+    empty = tmp_path / "no-ib" / "sys"
+    (empty / "class").mkdir(parents=True)
+    for hook in HOOKS:
+        done = run_hook(node, hook, sysfs=str(empty))
+        assert done.returncode == 0, (hook, done.stderr)
+        assert "UNKNOWN" in done.stderr and script_lines(done, hook) == [], done.stderr
+    assert node["scontrol"].updates() == []
+    strict = run_hook(node, "healthcheck", sysfs=str(empty), extra="IBDIAG_STRICT=1")
+    assert strict.returncode == 0
+    assert node["scontrol"].node()["reason"] == "ibdiag: could not judge the node"
+    node["scontrol"].set("IDLE", None)
+    strict = run_hook(node, "prolog", sysfs=str(empty), extra="IBDIAG_STRICT=1")
+    assert strict.returncode == 1
+    assert node["scontrol"].node()["reason"] == "ibdiag: could not judge the node"

@@ -1,10 +1,19 @@
 """``ibdiag slurm prolog|epilog|healthcheck``: the commands contrib/slurm's scripts run.
 
-Exit codes: 0 healthy (or a warning, or not judged); 2 sick - the prolog drained the node and
-Slurm must requeue the job, or the epilog could not drain it and Slurm should ("Epilog
-error"); the health check returns its verdict's code (Slurm ignores it). 3: ibdiag could not
-run as configured (one stderr line). The hook script turns 2 into Slurm's 1 and lets every
-other failure pass (logged) unless IBDIAG_STRICT=1.
+The exit contract (contrib/slurm/ibdiag-slurm-hook maps each value for Slurm; not the Nagios
+codes of ``ibdiag check``: a WARNING is 0 here, never 1):
+
+- 0 go on: healthy, a warning (logged), not judged (logged; ``--strict`` drains as if sick), or
+  sick and handled: the epilog or the health check drained the node itself.
+- 2 sick, and Slurm must see a failure: the prolog drained the node (or tried) and the job must
+  not start here, so Slurm requeues it; the epilog or the health check could not drain it (the
+  epilog's failure makes Slurm drain with "Epilog error"; Slurm ignores the health check's).
+- 3 ibdiag could not run as configured: a bad option, config file, job id or state directory
+  (one line on stderr). The script logs it and lets the job start unless IBDIAG_STRICT=1.
+
+Any other exit is not ibdiag's answer (1: Python itself failed, a broken virtualenv; 126/127:
+not executable/not installed; 124/137: hung and killed; 128+N: a signal): the script logs it and
+lets the job start unless IBDIAG_STRICT=1, except a hung one, which fails the prolog/epilog.
 
 What happened (drained, resumed, left an admin's reason alone, warnings) goes to stderr and
 syslog (facility daemon, ident ``ibdiag``), where slurmd's own messages are.

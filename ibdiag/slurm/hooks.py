@@ -11,9 +11,15 @@
   drained node carries no traffic, so errors that only traffic shows cannot be seen to stop;
   an admin resumes those. Counters are judged on their change since the previous health check.
 
-A WARNING never drains. UNKNOWN (ibdiag could not judge: a bad option or config file, no
-InfiniBand and none expected) never drains either unless ``strict``: one configuration slip
-must not drain a whole cluster.
+Every hook returns ``GO_ON`` (0) or ``SICK`` (2), the exit contract of
+``ibdiag.slurm.commands`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
+for Slurm to do (healthy, a warning, not judged, or sick and drained by the epilog or health
+check itself), ``SICK`` when Slurm must see a failure (the prolog's job must not start here; the
+epilog or health check could not drain the node). A hook that cannot run as configured raises
+``HookError`` (exit 3).
+
+A WARNING never drains. UNKNOWN (ibdiag could not judge: no InfiniBand and none expected)
+never drains either unless ``strict``: one configuration slip must not drain a whole cluster.
 
 Each hook finishes inside its deadline: the check runs in a worker thread that the hook stops
 waiting for (a sysfs read of a hung HCA blocks in the kernel and cannot be interrupted), and
@@ -38,7 +44,8 @@ from ibdiag.slurm.scontrol import (
 )
 
 HEALTHCHECK_STATE = "healthcheck.json"
-SICK = 2  # exit code for "sick" (Nagios CRITICAL); the hook script turns it into Slurm's 1
+GO_ON = 0  # exit code: nothing left for Slurm to do
+SICK = 2  # exit code: sick and Slurm must see a failure; the hook script turns it into Slurm's 1
 
 # grade(baseline_path or None, save_path or None, seconds) -> Report: collect this node, grade
 # it (against the baseline when given), save its snapshot to save_path; commands stop in time.
@@ -79,7 +86,8 @@ def job_baseline_path(state_dir: str, job_id: str) -> str:
 
 
 def prolog(ctx: HookContext, grade: Grader, job_id: str) -> int:
-    """0: the job may start (healthy, warning, or not judged); SICK: drained, requeue."""
+    """GO_ON: the job may start (healthy, warning, or not judged); SICK: drained (or the drain
+    failed and Slurm drains with "Prolog error"): the job must not start here."""
     path = job_baseline_path(ctx.state_dir, job_id)
     _make_state_dir(ctx.state_dir)
     try:
@@ -94,11 +102,11 @@ def prolog(ctx: HookContext, grade: Grader, job_id: str) -> int:
         _remove(ctx, path)  # the job will not run here: no epilog will want it
         _drain(ctx, _reason(report) if sick else "ibdiag: could not judge the node")
         return SICK
-    return 0
+    return GO_ON
 
 
 def epilog(ctx: HookContext, grade: Grader, job_id: str) -> int:
-    """0: healthy, or sick and drained by us; SICK: sick but the drain failed (Slurm then
+    """GO_ON: healthy, or sick and drained by us; SICK: sick but the drain failed (Slurm then
     drains the node with its own "Epilog error"). The job's baseline is removed in every case.
 
     Graded against the job's baseline, its reasons start ``ibdiag: epilog:`` - errors the job's
@@ -113,36 +121,34 @@ def epilog(ctx: HookContext, grade: Grader, job_id: str) -> int:
         try:
             report = _run_check(ctx, grade, baseline, None)
         except CheckTimedOut as exc:
-            return 0 if _drain(ctx, reason_for(f"ibdiag: check timed out ({exc})")) else SICK
+            return _drained_or_sick(ctx, reason_for(f"ibdiag: check timed out ({exc})"))
     finally:
         _remove(ctx, path)
     if report.verdict == Verdict.CRITICAL:
-        return 0 if _drain(ctx, reason_for(_reason(report))) else SICK
+        return _drained_or_sick(ctx, reason_for(_reason(report)))
     _note_not_ok(ctx, report)
     if report.verdict == Verdict.UNKNOWN and ctx.strict:
-        return 0 if _drain(ctx, reason_for("ibdiag: could not judge the node")) else SICK
-    return 0
+        return _drained_or_sick(ctx, reason_for("ibdiag: could not judge the node"))
+    return GO_ON
 
 
 def healthcheck(ctx: HookContext, grade: Grader) -> int:
     """Drain when sick, resume when ibdiag drained the node and it is healthy again.
 
-    Returns the verdict's exit code (Slurm ignores it; it helps when run by hand)."""
+    GO_ON: healthy, a warning (logged; never the verdict's Nagios 1), not judged, or sick and
+    drained; SICK: sick but the drain failed (the next health check tries again)."""
     _make_state_dir(ctx.state_dir)
     state = os.path.join(ctx.state_dir, HEALTHCHECK_STATE)
     try:
         report = _run_check(ctx, grade, state if os.path.lexists(state) else None, state)
     except CheckTimedOut as exc:
-        _drain(ctx, f"ibdiag: health check timed out ({exc})")
-        return Verdict.CRITICAL.exit_code
+        return _drained_or_sick(ctx, f"ibdiag: health check timed out ({exc})")
     if report.verdict == Verdict.CRITICAL or (report.verdict == Verdict.UNKNOWN and ctx.strict):
-        _drain(ctx, _reason(report) or "ibdiag: could not judge the node")
-    elif report.verdict == Verdict.UNKNOWN:
-        _note_not_ok(ctx, report)  # cannot tell: leave the node as it is
-    else:
-        _note_not_ok(ctx, report)
+        return _drained_or_sick(ctx, _reason(report) or "ibdiag: could not judge the node")
+    _note_not_ok(ctx, report)
+    if report.verdict != Verdict.UNKNOWN:  # UNKNOWN: cannot tell, leave the node as it is
         _resume(ctx)
-    return report.verdict.exit_code
+    return GO_ON
 
 
 # -- internals ---------------------------------------------------------------------------------
@@ -183,6 +189,11 @@ def _drain(ctx: HookContext, reason: str) -> bool:
     except SlurmError as exc:
         ctx.log(f"could not drain the node ({reason}): {exc}")
         return False
+
+
+def _drained_or_sick(ctx: HookContext, reason: str) -> int:
+    """Drain with ``reason``: GO_ON when that worked (or an admin's reason is kept), else SICK."""
+    return GO_ON if _drain(ctx, reason) else SICK
 
 
 def _resume(ctx: HookContext) -> None:
