@@ -108,11 +108,12 @@ def _size(size: Optional[int]) -> str:
 
 
 def _nccl_run(snap: Snapshot) -> Optional[CommandRun]:
-    """The recorded nccl-tests run: an argv with a ``*_perf`` program (after any launcher)."""
-    for run in snap.commands.values():
-        if any(arg.rsplit("/", 1)[-1].endswith("_perf") for arg in run.argv):
-            return run
-    return None
+    """The nccl-tests run the config asked for: the one recorded with that role. Never found
+    by its program's name: nccl-tests built with NAME_SUFFIX=_mpi or a site's wrapper script
+    is the run as much as all_reduce_perf is, and another *_perf run is not it."""
+    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
+
+    return next((run for run in snap.commands.values() if run.role == NCCL_TESTS_ROLE), None)
 
 
 def _cross_node_floor(snap: Snapshot, th: Thresholds, hosts: int) -> Tuple[Optional[float], str]:

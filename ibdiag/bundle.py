@@ -5,7 +5,8 @@ Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that director
 
     manifest.json    schema_version, tool, host, level, created_utc, effective thresholds, the
                      snapshot's header; every file (size, sha256); every command (argv, rc,
-                     duration_s, timed_out, *_truncated, ... and its stdout/stderr files);
+                     role, duration_s, timed_out, *_truncated, ... and its stdout/stderr
+                     files);
                      links (symlinks resolved), unreadable (files that could not be read and
                      why), listings/listing_errors, exists; render_failures
     report.json      the Report (JSON renderer)
@@ -56,6 +57,7 @@ _CHUNK = 1024 * 1024
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _RUN_FIELDS = (
     "argv",
+    "role",
     "rc",
     "duration_s",
     "timed_out",
@@ -665,6 +667,19 @@ def _replay_inspector(opened: OpenedBundle, entries) -> Optional[List[InspectorF
     ]
 
 
+def _role_before_roles(entry: Mapping[str, Any], thresholds: Mapping[str, Any]) -> Optional[str]:
+    """The role of a run in a bundle written before runs kept their role: the nccl-tests run
+    is the one whose argv holds the program the bundle's thresholds configured (``nccl_tests``;
+    ibdiag put it in the argv as is, after any launcher); any other run's role is unknown."""
+    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
+
+    program = thresholds.get("nccl_tests")
+    argv = entry.get("argv")
+    if isinstance(program, str) and program and isinstance(argv, list) and program in argv:
+        return NCCL_TESTS_ROLE
+    return None
+
+
 def replay(opened: OpenedBundle) -> Snapshot:
     """The Snapshot the live run built, rebuilt from the bundle's raw files and command outputs.
 
@@ -685,6 +700,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
         commands: Dict[str, CommandRun] = {}
         for entry in manifest.get("commands") or []:
             data = {name: entry[name] for name in _RUN_FIELDS if name in entry}
+            if "role" not in entry:  # written before roles were recorded
+                data["role"] = _role_before_roles(entry, manifest.get("thresholds") or {})
             data["stdout"] = _read_stream(opened, entry.get("stdout_file"))
             data["stderr"] = _read_stream(opened, entry.get("stderr_file"))
             run = CommandRun.model_validate(data)

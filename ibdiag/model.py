@@ -146,9 +146,15 @@ class CommandRun(_Model):
     Healthy: ``rc`` 0 within its timeout. Everything else is data a check turns into a skip
     or error with the reason: not installed, permission denied, timed out (its whole process
     group was killed), non-zero exit, or never started because the run's deadline had passed.
+
+    ``role`` says what the run was for, recorded when it was planned ("nccl-tests",
+    "loopback client mlx5_0:1 attempt 1"): a check finds its run by role, never by the
+    program's name or argv (a site may configure any program, e.g. a wrapper script). None:
+    not recorded (a read-only command, or a run recorded before roles were kept).
     """
 
     argv: List[str]
+    role: Optional[str] = None
     rc: Optional[int] = None  # None: it did not run to completion
     stdout: str = ""  # decoded as UTF-8 with replacement; the tail kept when capped
     stderr: str = ""

@@ -159,6 +159,27 @@ def test_pairs_cross_from_each_hca_to_its_partner(run_cli, node):
     )
 
 
+def test_every_loopback_run_records_the_role_it_was_planned_for(run_cli, node):
+    (node["tmp"] / "ibdiag.toml").write_text(
+        'perftest_duration_s = 1\nperftest_pairing = "pairs"\n'
+    )
+    Path(node["state"], "mlx5_1.1.out").write_text(Path(HALF_RATE).read_text())  # one retry
+    _, _, report = full_check(run_cli, node)
+    roles = {
+        run["role"]: key.replace(" --report_gbits -s 65536 -D 1 -q 1 -F", "")
+        for key, run in report["snapshot"]["commands"].items()
+        if run["argv"][0] == "ib_write_bw"
+    }
+    assert roles == {
+        "loopback client mlx5_0:1 attempt 1": "ib_write_bw -d mlx5_0 -i 1 -p 18515 localhost",
+        "loopback server mlx5_1:1 for mlx5_0:1 attempt 1": "ib_write_bw -d mlx5_1 -i 1 -p 18515",
+        "loopback client mlx5_1:1 attempt 1": "ib_write_bw -d mlx5_1 -i 1 -p 18516 localhost",
+        "loopback server mlx5_0:1 for mlx5_1:1 attempt 1": "ib_write_bw -d mlx5_0 -i 1 -p 18516",
+        "loopback client mlx5_1:1 attempt 2": "ib_write_bw -d mlx5_1 -i 1 -p 18616 localhost",
+        "loopback server mlx5_0:1 for mlx5_1:1 attempt 2": "ib_write_bw -d mlx5_0 -i 1 -p 18616",
+    }
+
+
 def test_each_side_is_pinned_to_its_hcas_numa_node(run_cli, node):
     stubs = S._q(node["bin"].path)  # the stub's own PATH is the system's: run our stub
     node["bin"].add(

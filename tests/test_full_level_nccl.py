@@ -119,6 +119,92 @@ def test_a_missing_nccl_tests_binary_warns(run_cli, node):
     assert only["status"] == "warn" and only["observed"] == "not-runnable"
 
 
+# The run is the one the config asked for, whatever its program is called: nccl-tests built
+# with NAME_SUFFIX=_mpi, or a site's wrapper script.
+NOT_PERF_NAMES = ["all_reduce_perf_mpi", "run-nccl-allreduce.sh"]
+
+
+@pytest.mark.parametrize("program", NOT_PERF_NAMES)
+def test_a_configured_run_not_named_perf_is_graded(run_cli, node, program):
+    node["bin"].add(program, S.prints(NCCL_ONE_NODE))
+    _, results = run_full(run_cli, node, f'nccl_tests = "{node["bin"].path}/{program}"\n')
+    (only,) = results["nccl.tests"]
+    assert only["status"] == "pass" and only["observed"] == pytest.approx(231.72), only
+
+
+@pytest.mark.parametrize("program", NOT_PERF_NAMES)
+def test_a_net_ib_error_in_a_run_not_named_perf_fails_naming_the_hca(run_cli, node, program):
+    node["bin"].add(program, S.prints(NCCL_NET_IB))
+    code, results = run_full(run_cli, node, f'nccl_tests = "{node["bin"].path}/{program}"\n')
+    failed = [r for r in results["nccl.tests"] if r["observed"] == "net-ib-error"]
+    assert code == 2 and failed, results["nccl.tests"]
+    assert failed[0]["target"] == "mlx5_10" and "Got completion" in failed[0]["message"]
+
+
+def test_a_run_of_another_perf_program_is_not_taken_for_nccl_tests():
+    """Found by the role it was run for, never by a program name ending in _perf."""
+    from snapshots import run, snapshot
+
+    from ibdiag.model import CommandRun
+    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
+
+    output = Path(NCCL_NET_IB).read_text()
+    unplanned = CommandRun(argv=["/opt/nccl-tests/build/all_reduce_perf"], rc=0, stdout=output)
+    node = snapshot()
+    (only,) = run("nccl.tests", node.model_copy(update={"commands": {unplanned.key: unplanned}}))
+    assert only.status.value == "skip" and "not run" in only.message
+    planned = CommandRun(argv=["/opt/site/nccl.sh"], rc=0, stdout=output, role=NCCL_TESTS_ROLE)
+    results = run("nccl.tests", node.model_copy(update={"commands": {planned.key: planned}}))
+    assert [r.target for r in results if r.status.value == "fail"][:1] == ["mlx5_10"], results
+
+
+def test_the_nccl_tests_role_survives_a_bundle(run_cli, node):
+    program = "all_reduce_perf_mpi"
+    node["bin"].add(program, S.prints(NCCL_NET_IB))
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text(f'perftest_duration_s = 1\nnccl_tests = "{node["bin"].path}/{program}"\n')
+    out = node["tmp"] / "out"
+    made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--config", str(config),
+                   "-o", str(out))  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    (bundle,) = out.iterdir()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    roles = {entry["role"] for entry in manifest["commands"]}
+    assert "nccl-tests" in roles, roles
+    assert _nccl_fails_naming_mlx5_10(run_cli, bundle)
+
+
+def _nccl_fails_naming_mlx5_10(run_cli, bundle) -> bool:
+    replayed = run_cli("report", str(bundle), "--json")
+    results = [r for r in json.loads(replayed.stdout)["results"] if r["check_id"] == "nccl.tests"]
+    return any(r["status"] == "fail" and r["target"] == "mlx5_10" for r in results)
+
+
+def test_a_bundle_from_before_roles_finds_the_run_by_its_configured_program(run_cli, node):
+    """An old manifest has no role: the nccl-tests run is the one whose argv holds the
+    bundle's configured nccl_tests program; a run of any other program has no role."""
+    program = "run-nccl-allreduce.sh"
+    node["bin"].add(program, S.prints(NCCL_NET_IB))
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text(f'perftest_duration_s = 1\nnccl_tests = "{node["bin"].path}/{program}"\n')
+    out = node["tmp"] / "out"
+    made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--config", str(config),
+                   "-o", str(out))  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    (bundle,) = out.iterdir()
+    path = bundle / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for entry in manifest["commands"]:
+        del entry["role"]
+    path.write_text(json.dumps(manifest))
+    assert _nccl_fails_naming_mlx5_10(run_cli, bundle)
+    manifest["thresholds"]["nccl_tests"] = "/opt/nccl-tests/build/all_reduce_perf"
+    path.write_text(json.dumps(manifest))
+    replayed = run_cli("report", str(bundle), "--json")
+    (only,) = [r for r in json.loads(replayed.stdout)["results"] if r["check_id"] == "nccl.tests"]
+    assert only["status"] == "skip", only
+
+
 # -- NCCL Inspector ----------------------------------------------------------------------------
 
 

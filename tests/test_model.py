@@ -515,3 +515,12 @@ def test_snapshot_device_lookup_and_targets():
     assert dev.target(dev.ports[0]) == "mlx5_8:1"
     assert dev.ports[0].is_infiniband and not dev.ports[0].is_ethernet
     assert dev.ports[0].netdev.is_ipoib
+
+
+def test_a_command_run_keeps_the_role_it_was_planned_for():
+    from ibdiag.model import CommandRun
+
+    assert CommandRun(argv=["ibstat"]).role is None  # a run recorded before roles existed
+    run = CommandRun(argv=["/opt/site/run-nccl.sh", "-g", "8"], rc=0, role="nccl-tests")
+    assert CommandRun.model_validate_json(run.model_dump_json()) == run
+    assert json.loads(run.model_dump_json())["role"] == "nccl-tests"

@@ -20,8 +20,11 @@ ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
 - one retry, on another TCP port (+``RETRY_PORT_OFFSET``), of every run below its floor
   (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
 
-Every process is recorded as a CommandRun; the check reads device, port, TCP port and GPU back
-from the argv (``parsers.perftest.read_loopback_argv``), so a bundle is re-graded from what ran.
+Every process is recorded as a CommandRun with the role it was planned for (``loopback client
+mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
+perftest check reads device, port, TCP port and GPU back from the argv
+(``parsers.perftest.read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests
+check finds its run by role alone, whatever the configured program is called.
 """
 
 from __future__ import annotations
@@ -64,6 +67,13 @@ class LoopbackTest:
     @property
     def target(self) -> str:
         return f"{self.client_device}:{self.client_port}"
+
+    def role(self, side: str) -> str:
+        """What the ``side`` ("server" or "client") run is for: CommandRun.role."""
+        if side == "client":
+            return f"loopback client {self.target} attempt {self.attempt}"
+        server = f"{self.server_device}:{self.server_port}"
+        return f"loopback server {server} for {self.target} attempt {self.attempt}"
 
     def argv(self, thresholds: Thresholds, role: str) -> List[str]:
         from ibdiag.sources.parsers.perftest import ib_write_bw_argv
@@ -193,14 +203,18 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds):
 
     def one(test: LoopbackTest, runner: Runner):
         result: Dict[str, CommandRun] = {}
+
+        def side(role: str) -> CommandRun:
+            return _with_role(runner.run(test.argv(thresholds, role)), test.role(role))
+
         server = threading.Thread(
-            target=lambda: result.update(server=runner.run(test.argv(thresholds, "server"))),
+            target=lambda: result.update(server=side("server")),
             name=f"ibdiag-perftest-server-{test.tcp_port}",
             daemon=True,
         )
         server.start()
         time.sleep(SERVER_START_S)
-        client = runner.run(test.argv(thresholds, "client"))
+        client = side("client")
         server.join(SERVER_GRACE_S)
         if server.is_alive():  # the client failed or hung up: the server waits forever
             runner.stop()
@@ -226,7 +240,7 @@ def run_nccl_tests(
 ) -> Dict[str, CommandRun]:
     """nccl-tests once, as configured (``nccl_tests``, ``nccl_launcher``, sizes, GPUs)."""
     from ibdiag.sources.commands import Runner
-    from ibdiag.sources.parsers.nccl_tests import nccl_tests_argv
+    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE, nccl_tests_argv
 
     if not thresholds.nccl_tests:
         return {}
@@ -241,12 +255,19 @@ def run_nccl_tests(
             launcher_args=thresholds.nccl_launcher_args,
         )
     except ValueError as exc:  # the config passed validation, so this is a launcher argument
-        run = CommandRun.model_construct(argv=[thresholds.nccl_tests], error=f"not run: {exc}")
+        run = CommandRun.model_construct(
+            argv=[thresholds.nccl_tests], role=NCCL_TESTS_ROLE, error=f"not run: {exc}"
+        )
         return {run.key: run}
     _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
     limit = float(thresholds.nccl_timeout_s)
-    run = Runner(timeout_s=limit, deadline_s=limit).run(argv)
+    run = _with_role(Runner(timeout_s=limit, deadline_s=limit).run(argv), NCCL_TESTS_ROLE)
     return {run.key: run}
+
+
+def _with_role(run: CommandRun, role: str) -> CommandRun:
+    """``run`` recorded with the role it was planned for."""
+    return run.model_copy(update={"role": role})
 
 
 def _say(progress: Optional[Progress], message: str) -> None:

@@ -70,6 +70,7 @@ from ibdiag.sources.parsers._text import as_text, cap, quote, trim
 
 __all__ = [
     "LAUNCHERS",
+    "NCCL_TESTS_ROLE",
     "NcclRank",
     "NcclSide",
     "NcclTestsResult",
@@ -80,6 +81,9 @@ __all__ = [
 ]
 
 LAUNCHERS = ("plain", "mpirun", "srun")
+# The role (CommandRun.role) of the nccl-tests run the config asked for: the check finds the run
+# by it, whatever the configured program is called (all_reduce_perf_mpi, a site wrapper).
+NCCL_TESTS_ROLE = "nccl-tests"
 
 
 @dataclass(frozen=True)
