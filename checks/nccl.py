@@ -177,7 +177,7 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     problems = list(parsed.errors)
     if run.timed_out:
         problems.insert(0, f"timed out after {run.duration_s:.0f} s and was killed")
-    elif not parsed.complete and not problems:
+    elif not parsed.finished() and not problems:
         problems.append(run.failure() or "ended without its '# Avg bus bandwidth' line")
     if problems:
         found = True

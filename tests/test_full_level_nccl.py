@@ -113,6 +113,31 @@ def test_a_launcher_error_fails_with_its_words(run_cli, node):
     assert failed and "not enough slots" in failed[0]["message"]
 
 
+def _nccl_without_avg(node, concluded: bool) -> str:
+    """The one-node capture without its Avg bus bandwidth line, with or without nccl-tests'
+    closing '# Collective test concluded' line."""
+    lines = [line for line in Path(NCCL_ONE_NODE).read_text().splitlines() if "Avg bus" not in line]
+    if concluded:
+        lines += ["#", "# Collective test concluded: all_reduce_perf", "#"]
+    capture = node["tmp"] / f"nccl-no-avg-{concluded}.txt"
+    capture.write_text("\n".join(lines) + "\n")
+    return nccl_config(node, str(capture))
+
+
+def test_a_concluded_run_without_the_average_line_is_not_failed_for_it(run_cli, node):
+    code, results = run_full(run_cli, node, _nccl_without_avg(node, concluded=True))
+    (only,) = results["nccl.tests"]
+    assert code == 0 and only["status"] == "pass", only
+    assert only["observed"] == pytest.approx(231.72)
+
+
+def test_a_run_that_ends_without_the_average_line_nor_concluding_fails(run_cli, node):
+    _, results = run_full(run_cli, node, _nccl_without_avg(node, concluded=False))
+    (only,) = results["nccl.tests"]
+    assert only["status"] == "fail"
+    assert "ended without its '# Avg bus bandwidth' line" in only["message"]
+
+
 def test_a_missing_nccl_tests_binary_warns(run_cli, node):
     _, results = run_full(run_cli, node, f'nccl_tests = "{node["tmp"]}/no/all_reduce_perf"\n')
     (only,) = results["nccl.tests"]

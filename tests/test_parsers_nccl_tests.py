@@ -300,6 +300,7 @@ def test_capture(name):
     assert result.busbw_at_largest() == facts["largest"]
     assert result.out_of_bounds == facts["out_of_bounds"]
     assert result.complete is facts["complete"]
+    assert result.finished() is facts["complete"]  # every capture ends as nccl-tests ends one
     assert result.wrong_total == 0 and result.wrong_results() == []
     assert result.config == facts["config"]
     assert result.errors == facts["errors"]
@@ -328,6 +329,56 @@ def test_capture_truncated(name):
         head = parse_nccl_tests("\n".join(lines[: avg_at[0]]))
         assert not head.complete and head.avg_bus_bandwidth_gbps is None
         assert head.rows == parse_nccl_tests(text).rows
+
+
+ONE_NODE = "gcm-allreduce-1node-8xA100-80GB-nccl2.16.2.txt"  # 32 MiB..1 GiB, factor 2
+
+
+def _without_avg(text: str, concluded: bool = True) -> str:
+    """The capture without its Avg bus bandwidth line, ended as nccl-tests >= 2.14 ends a run."""
+    lines = [line for line in text.splitlines() if "Avg bus bandwidth" not in line]
+    return "\n".join(lines) + (
+        "\n#\n# Collective test concluded: all_reduce_perf\n#\n" if concluded else "\n"
+    )
+
+
+def _drop(text: str, needle: str) -> str:
+    return "\n".join(line for line in text.splitlines() if needle not in line) + "\n"
+
+
+def test_a_concluded_run_with_a_complete_table_is_finished_without_the_average_line():
+    text = _without_avg(read_capture(KIND, ONE_NODE))
+    result = parse_nccl_tests(text)
+    assert not result.complete and result.avg_bus_bandwidth_gbps is None
+    assert result.concluded and result.out_of_bounds == 0 and result.table_complete()
+    assert result.finished() and result.problems == []
+    assert result.busbw_at_largest() == 231.72
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda t: _without_avg(t, concluded=False), id="not-concluded"),
+        pytest.param(lambda t: _drop(_without_avg(t), "Out of bounds"), id="no-out-of-bounds"),
+        pytest.param(lambda t: _drop(_without_avg(t), "  1073741824  "), id="last-row-missing"),
+        pytest.param(lambda t: _drop(_without_avg(t), "# nThread"), id="no-sweep-header"),
+        pytest.param(lambda t: _without_avg(t) + _without_avg(t), id="two-runs"),
+    ],
+)
+def test_without_the_average_line_a_run_is_finished_only_with_all_three(damage):
+    result = parse_nccl_tests(damage(read_capture(KIND, ONE_NODE)))
+    assert not result.finished()
+
+
+def test_a_table_cut_by_the_memory_limit_ends_at_the_reduced_max_bytes():
+    text = _drop(_without_avg(read_capture(KIND, ONE_NODE)), "  1073741824  ")
+    assert not parse_nccl_tests(text).finished()  # ends at 512 MiB of the announced 1 GiB
+    reduced = text.replace(
+        "# Using devices", "#\n# Reducing maxBytes to 1000000000 due to memory limitation\n"
+        "# Using devices", 1
+    )  # fmt: skip
+    result = parse_nccl_tests(reduced)
+    assert result.reduced_max_bytes == 1000000000 and result.finished()  # 512 MiB * 2 > 10^9
 
 
 def test_old_format_info_line_and_zero_byte_rows():

@@ -20,7 +20,9 @@ What a run prints (``all_reduce_perf -b 32M -e 1G -f 2 -g 1`` under mpirun, 8 ra
     #
 
 Healthy: every row has ``#wrong`` 0 (or ``N/A`` where validation is off, ``-c 0``), ``Out of
-bounds values : 0 OK``, the ``Avg bus bandwidth`` line is there (``complete``), and busbw at the
+bounds values : 0 OK``, the run ended (``finished()``: the ``Avg bus bandwidth`` line is there,
+``complete``; or, without it, the table reaches the end of its size sweep, the ``Out of bounds``
+line is there and nccl-tests said ``# Collective test concluded``), and busbw at the
 largest sizes is near what the fabric can carry (8x A100 NVLink ~230 GB/s; across nodes it is
 bounded by the HCAs: 8x HDR ~ 8 x 24 GB/s). All bandwidths here are GB/s = 10^9 **bytes**/s as
 nccl-tests prints them (so ``*_gbps`` fields are gigaBYTES per second, unlike perftest's Gb/s).
@@ -160,6 +162,8 @@ class NcclTestsResult:
     complete: bool  # the "Avg bus bandwidth" line was printed
     problems: List[str]
     test: Optional[str] = None  # "all_reduce_perf" (newer builds print it)
+    concluded: bool = False  # "# Collective test concluded: ..." (newer builds end with it)
+    reduced_max_bytes: Optional[int] = None  # "Reducing maxBytes to N due to memory limitation"
     nccl_tests_version: Optional[str] = None
     config: Dict[str, int] = field(default_factory=dict)  # nThread, nGpus, minBytes, iters, ...
     avg_check: Optional[str] = None  # "OK"/"FAILED" after the average, when checked
@@ -177,6 +181,35 @@ class NcclTestsResult:
     def wrong_results(self) -> List[NcclTestsRow]:
         """Rows with a non-zero #wrong in either half."""
         return [row for row in self.rows if row.wrong() > 0]
+
+    def table_complete(self) -> bool:
+        """The result table reaches the end of the size sweep its ``# nThread`` header announced:
+        its last row is its largest size, and one more step (``step: F(factor)`` or
+        ``N(bytes)``) would pass maxBytes (or the ``Reducing maxBytes to`` value). nccl-tests
+        loops ``for (size = minBytes; size <= maxBytes; size = size*F or size+N)`` and prints
+        each size rounded down to whole elements, so the last printed size never exceeds it.
+        False when it cannot tell: no header, several runs, no rows."""
+        top = self.reduced_max_bytes or self.config.get("maxBytes")
+        if self.runs != 1 or not self.rows or top is None:
+            return False
+        last = self.rows[-1].size_bytes
+        if last < max(row.size_bytes for row in self.rows):
+            return False  # a later sweep (another type or op) stopped part-way
+        factor, step = self.config.get("step_factor"), self.config.get("step_bytes")
+        if factor is not None and factor > 1:
+            return last * factor > top
+        if step is not None and step > 0:
+            return last + step > top
+        return False
+
+    def finished(self) -> bool:
+        """The run ended as nccl-tests ends one: the ``Avg bus bandwidth`` line (``complete``),
+        or - where that line is missing - a complete table (``table_complete``), the ``Out of
+        bounds values`` line and ``# Collective test concluded``, which nccl-tests prints after
+        both: a run with all three is not failed for the average line alone."""
+        if self.complete:
+            return True
+        return self.concluded and self.out_of_bounds is not None and self.table_complete()
 
 
 # ----------------------------------------------------------------------------------- argv
@@ -283,6 +316,8 @@ _TESTS_VERSION = re.compile(
     r"nccl-tests version (?P<version>\S+)(?:.*?nccl-library=(?P<library>\d+))?"
 )
 _TEST_START = re.compile(r"Collective test starting:\s*(\S+)")
+_TEST_CONCLUDED = re.compile(r"^Collective test concluded\b")
+_REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})\b")
 _OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
 _AVG = re.compile(
     r"Avg bus bandwidth\s*:\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)"
@@ -320,7 +355,7 @@ _ERROR = re.compile(
 # Lines of launcher noise that say nothing about the run (ssh, kubectl, mpirun banners).
 _BENIGN = re.compile(
     r"^Warning: Permanently added|^Defaulted container|^#\s*$|^#?\s*Using devices\s*$"
-    r"|^#?\s*Collective test concluded|^#?\s*GPU memory usage|^#?\s*Blocking Enabled"
+    r"|^#?\s*GPU memory usage|^#?\s*Blocking Enabled"
     r"|^#?\s*Parallel Init|^#?\s*Per-Iteration Report|^#?\s*Writing JSON output|^#?\s*skipping json"
     r"|^#?\s*out-of-place\s+in-place|^#?\s*\(B\)\s+\(elements\)"
 )
@@ -375,6 +410,8 @@ class _Acc:
         self.library_version: Optional[str] = None
         self.tests_version: Optional[str] = None
         self.test: Optional[str] = None
+        self.concluded = False
+        self.reduced_max_bytes: Optional[int] = None
         self.config: Dict[str, int] = {}
         self.rows: List[NcclTestsRow] = []
         self.avg: Optional[float] = None
@@ -403,6 +440,8 @@ class _Acc:
             complete=self.avg_lines > 0,
             problems=cap(self.problems),
             test=self.test,
+            concluded=self.concluded,
+            reduced_max_bytes=self.reduced_max_bytes,
             nccl_tests_version=self.tests_version,
             config=dict(self.config),
             avg_check=self.avg_check,
@@ -449,6 +488,9 @@ def _parse_line(acc: _Acc, line: str, number: int) -> None:
     if started:
         acc.test = acc.test or started.group(1)
         return
+    if _TEST_CONCLUDED.match(body):
+        acc.concluded = True
+        return
     rank = _RANK.match(body)
     if rank:
         _rank(acc, rank, line, number)
@@ -466,6 +508,9 @@ def _parse_line(acc: _Acc, line: str, number: int) -> None:
         _layout(acc, body, number)
         return
     if "Reducing maxBytes" in body or re.match(r"^(?:WARNING|Warning)\b", body):
+        reduced = _REDUCED.search(body)
+        if reduced:
+            acc.reduced_max_bytes = int(reduced.group(1))
         if not body.startswith("Warning: Permanently added"):
             acc.warnings.append(NcclWarning(text=trim(body), source="nccl-tests"))
             return
