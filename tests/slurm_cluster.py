@@ -164,6 +164,9 @@ class SlurmCluster:
     * ``startup_timeout``: seconds to wait for the node to become IDLE.
     * ``prolog_epilog_timeout``: ``PrologEpilogTimeout=`` seconds, so a hung hook script
       cannot hang a test.
+    * ``daemon_environment``: more variables for the daemons (and the client commands of
+      ``run()``), as a systemd unit's ``Environment=`` would set them; slurmd passes none of
+      them on to Prolog, Epilog or HealthCheckProgram.
     """
 
     def __init__(
@@ -176,6 +179,7 @@ class SlurmCluster:
         extra_conf: Iterable[str] = (),
         startup_timeout: float = 30.0,
         prolog_epilog_timeout: int = 20,
+        daemon_environment: Optional[Dict[str, str]] = None,
     ) -> None:
         self.directory = Path(tmp_path).resolve()
         self.prolog = Path(prolog) if prolog is not None else None
@@ -187,6 +191,7 @@ class SlurmCluster:
         self.extra_conf: Tuple[str, ...] = tuple(extra_conf)
         self.startup_timeout = startup_timeout
         self.prolog_epilog_timeout = prolog_epilog_timeout
+        self.daemon_environment = dict(daemon_environment or {})
 
         self.conf_path = self.directory / "slurm.conf"
         self.log_dir = self.directory / "log"
@@ -228,6 +233,7 @@ class SlurmCluster:
             self.node_name, self.node_spec = self._probe_node()
             self.ctld_port, self.slurmd_port = _free_ports(2)
             self.env = _clean_environ()
+            self.env.update(self.daemon_environment)
             self.env.update({"SLURM_CONF": str(self.conf_path), MARKER_VARIABLE: self.marker})
             self._write_config()
             self._start_munged()

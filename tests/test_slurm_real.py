@@ -1,17 +1,27 @@
 """contrib/slurm's hooks run by a real Slurm (Debian slurm-wlm 22.05 and munge, started by
-tests/slurm_cluster.py on localhost).
+tests/slurm_cluster.py on localhost), installed as contrib/slurm/README.md says.
 
-The hooks read a settings file (/etc/ibdiag/slurm.env's stand-in) whose ``--sysfs`` points at
-``current``: a symlink the tests switch between a healthy capture and a broken one (two ports
-stuck in INIT), the way a repair would change the node.
+The hooks are copies of the script named ibdiag-prolog, ibdiag-epilog and ibdiag-healthcheck,
+and read their settings where a site puts them, /etc/ibdiag/slurm.env: slurmd gives Prolog and
+Epilog no PATH, HealthCheckProgram neither PATH nor SLURM_CONF, and none of its own environment,
+so there is no other way in. The tests' settings are laid over /etc in a private mount namespace
+that only the hook sees (the machine's /etc is never written), and slurmd itself is started with
+IBDIAG_SLURM_ENV naming decoy settings, which no hook must read.
+
+The settings' ``--sysfs`` points at ``current``: a symlink the tests switch between a healthy
+capture and a broken one (two ports stuck in INIT), the way a repair would change the node.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import sys
+import time
 from pathlib import Path
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -19,14 +29,58 @@ from tests.conftest import REPO, SCENARIOS_DIR
 from tests.slurm_cluster import SlurmCluster, write_script
 
 HOOK = os.path.join(REPO, "contrib", "slurm", "ibdiag-slurm-hook")
+README = Path(REPO, "contrib", "slurm", "README.md")
 GOOD_NODE = os.path.join(REPO, "examples", "sample-node", "sys")
 STUCK_INIT = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
+FLAPPING = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-ib4-operstate-down-flapping", "root", "sys")
 STUCK_INIT_REASON = "ibdiag: mlx5_6:1 link.state 2: INIT and more"
 IBDIAG = shutil.which("ibdiag", path=os.path.dirname(sys.executable)) or shutil.which("ibdiag")
+# The hook lines of the documented slurm.conf: the tests put their own scripts there.
+HOOK_KEYS = {"Prolog", "Epilog", "HealthCheckProgram", "HealthCheckInterval"}
+
+
+def documented_slurm_conf(readme: Path = README) -> Dict[str, str]:
+    """The slurm.conf lines the README tells a site to add: its code block with ``Prolog=``."""
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", readme.read_text(), re.M | re.S):
+        lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+        settings = dict(line.split("=", 1) for line in lines if "=" in line)
+        if "Prolog" in settings:
+            return settings
+    raise AssertionError(f"{readme} has no slurm.conf block with Prolog=")
+
+
+def documented_sinfo(readme: Path = README) -> Tuple[List[str], str]:
+    """The README's ``$ sinfo ...`` command (argv) and the header line it shows under it."""
+    lines = readme.read_text().splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("$ sinfo"):
+            return shlex.split(line[2:]), lines[number + 1]
+    raise AssertionError(f"{readme} shows no '$ sinfo' command")
+
+
+def readme_slurm_section() -> str:
+    text = Path(REPO, "README.md").read_text()
+    return text.split("\n## Slurm: ", 1)[1].split("\n## ", 1)[0]
+
+
+def test_both_readmes_give_the_same_slurm_conf_and_sinfo_and_say_where_settings_go(tmp_path):
+    """README.md's Slurm section and contrib/slurm/README.md (the one the tests below run)
+    agree, and both say why the settings file is the only way in."""
+    section = tmp_path / "section.md"
+    section.write_text(readme_slurm_section())
+    assert documented_slurm_conf(section) == documented_slurm_conf()
+    argv, _ = documented_sinfo()
+    assert f"`{' '.join(shlex.quote(arg) for arg in argv)}`" in section.read_text()
+    for doc in (section, README):
+        paragraphs = [" ".join(p.split()) for p in doc.read_text().split("\n\n")]
+        said = [p for p in paragraphs if "IBDIAG_SLURM_ENV" in p and "by hand" in p]
+        assert [p for p in said if "/etc/ibdiag/slurm.env" in p], doc
+        assert [p for p in said if "neither `PATH` nor `SLURM_CONF`" in p], doc
+        assert [p for p in paragraphs if "nohold_on_prolog_fail" in p and "Priority=0" in p], doc
 
 
 class Site:
-    """A node's sysfs (switchable), the hooks' settings and wrapper scripts Slurm runs."""
+    """A node's sysfs (switchable), the hooks installed as documented, and their settings."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp = tmp_path
@@ -38,8 +92,18 @@ class Site:
         self.current = tmp_path / "current"
         self.use(str(self.good))
         self.state_dir = tmp_path / "run-ibdiag"
-        self.settings = tmp_path / "slurm.env"
+        self.etc = tmp_path / "etc"  # laid over /etc for the hooks: etc/ibdiag/slurm.env
+        self.settings = self.etc / "ibdiag" / "slurm.env"
+        self.settings.parent.mkdir(parents=True)
         self.log = tmp_path / "hooks.log"
+        # What a site might try instead: IBDIAG_SLURM_ENV in slurmd's environment, naming
+        # settings whose ibdiag leaves a mark and fails every hook.
+        self.decoy_mark = tmp_path / "decoy-ran"
+        self.decoy = write_script(
+            tmp_path / "decoy-ibdiag", f'#!/bin/sh\necho "$@" >> {self.decoy_mark}\nexit 2\n'
+        )
+        self.decoy_settings = tmp_path / "decoy.env"
+        self.decoy_settings.write_text(f"IBDIAG={self.decoy}\n")
 
     def use(self, sysfs: str) -> None:
         """Point the node at another sysfs tree (atomically, as a repair would)."""
@@ -49,12 +113,20 @@ class Site:
         os.replace(temp, self.current)
 
     def hook(self, name: str) -> str:
-        """A script Slurm runs as Prolog/Epilog/HealthCheckProgram: our hook with our settings
-        (slurmd gives hooks no environment of their own to pass IBDIAG_SLURM_ENV in)."""
+        """What Slurm runs as Prolog/Epilog/HealthCheckProgram: the script installed as
+        ``ibdiag-<name>`` (the name picks the hook), run with the environment slurmd gave it
+        in a mount namespace where /etc/ibdiag/slurm.env is this site's settings file."""
+        installed = self.tmp / "slurm" / f"ibdiag-{name}"
+        installed.parent.mkdir(exist_ok=True)
+        shutil.copy(HOOK, installed)
+        installed.chmod(0o755)
+        overlay = f"lowerdir={self.etc}:/etc"
+        mount = f'{shutil.which("mount")} -t overlay overlay -o {overlay} /etc && exec "$0"'
         return str(
             write_script(
-                self.tmp / f"ibdiag-{name}",
-                f"#!/bin/sh\nIBDIAG_SLURM_ENV={self.settings} exec {HOOK} {name} 2>>{self.log}\n",
+                self.tmp / f"run-ibdiag-{name}",
+                f"#!/bin/sh\nexec {shutil.which('unshare')} --mount /bin/sh -c "
+                f"{shlex.quote(mount)} {installed} 2>>{self.log}\n",
             )
         )
 
@@ -77,10 +149,17 @@ def site(tmp_path):
     return Site(tmp_path / "site")
 
 
-def start(site: Site, tmp_path: Path, **hooks) -> SlurmCluster:
+def start(site: Site, tmp_path: Path, extra_conf=(), timeout: int = 20, **hooks) -> SlurmCluster:
     scripts = {key: site.hook(name) for key, name in hooks.items() if name}
     interval = 1 if "health_check_program" in scripts else None  # Slurm's shortest
-    cluster = SlurmCluster(tmp_path / "cluster", health_check_interval=interval, **scripts)
+    cluster = SlurmCluster(
+        tmp_path / "cluster",
+        health_check_interval=interval,
+        extra_conf=extra_conf,
+        prolog_epilog_timeout=timeout,
+        daemon_environment={"IBDIAG_SLURM_ENV": str(site.decoy_settings)},
+        **scripts,
+    )
     site.configure(cluster)
     return cluster
 
@@ -94,20 +173,25 @@ def test_healthy_node_runs_the_job_and_stays_idle(site, tmp_path):
         assert cluster.wait_for_node_state("IDLE") == ("IDLE", None)
         cluster.wait_for(lambda: not list(site.state_dir.glob("job-*")), 10, "baseline removed")
     assert "drained" not in site.logged(), site.logged()
+    # The settings came from /etc/ibdiag/slurm.env (its --state-dir), not slurmd's environment.
+    assert site.state_dir.is_dir()
+    assert not site.decoy_mark.exists(), site.decoy_mark.read_text()
 
 
 def test_broken_node_is_drained_by_the_prolog_and_the_job_requeued(site, tmp_path):
     site.use(STUCK_INIT)
     with start(site, tmp_path, prolog="prolog", epilog="epilog") as cluster:
         job = cluster.sbatch(wrap="echo should-not-run")
-        # requeued (and held, Slurm's default), once the epilog that follows it has run
+        # requeued and held (Slurm's default), once the epilog that follows it has run
         state = cluster.wait_for_job(
             job, lambda s: s["JobState"] == "PENDING" and s["Restarts"] == "1"
         )
-        assert state["Reason"] == "launch_failed_requeued_held"
+        assert (state["Reason"], state["Priority"]) == ("launch_failed_requeued_held", "0")
         assert cluster.wait_for_node_state("IDLE+DRAIN") == ("IDLE+DRAIN", STUCK_INIT_REASON)
         assert "should-not-run" not in (cluster.jobs_dir / f"job-{job}.out").read_text()
         assert "Prolog error" not in cluster.node_info()["Reason"]
+        cluster.scontrol("release", str(job))  # what an admin must do without nohold
+        cluster.wait_for_job(job, lambda s: s["Priority"] != "0", timeout=5)
     assert f"drained {cluster.node_name}: {STUCK_INIT_REASON}" in site.logged()
 
 
@@ -148,3 +232,54 @@ def test_an_admins_drain_reason_is_left_alone(site, tmp_path):
         site.use(str(site.good))  # healthy again: still not resumed, it is not our drain
         cluster.wait_for(lambda: site.logged().count("left alone") >= 4, 10, "two more")
         assert cluster.node_state() == ("IDLE+DRAIN", "RMA ticket 12")
+
+
+def test_the_documented_slurm_conf_requeues_a_turned_away_job_without_holding_it(site, tmp_path):
+    """contrib/slurm/README.md's slurm.conf lines, as a site would copy them (the hooks' own
+    paths aside): a job the prolog turns away is requeued and not held (Slurm 22.05 holds it,
+    Priority=0, without SchedulerParameters=nohold_on_prolog_fail); it is eligible again about
+    two minutes later, on another node or on this one once resumed."""
+    conf = documented_slurm_conf()
+    for key in ("Prolog", "Epilog", "HealthCheckProgram"):
+        assert conf[key] == f"/etc/slurm/ibdiag-{key.lower().replace('program', '')}", conf[key]
+    extra = [f"{k}={v}" for k, v in conf.items() if k not in HOOK_KEYS | {"PrologEpilogTimeout"}]
+    site.use(STUCK_INIT)
+    with start(
+        site, tmp_path, extra, int(conf["PrologEpilogTimeout"]), prolog="prolog", epilog="epilog"
+    ) as cluster:
+        job = cluster.sbatch(wrap="echo should-not-run")
+        state = cluster.wait_for_job(
+            job, lambda s: s["JobState"] == "PENDING" and s["Restarts"] == "1"
+        )
+        assert state["Reason"] == "BeginTime" and state["Priority"] != "0", state
+        eligible = time.mktime(time.strptime(state["EligibleTime"], "%Y-%m-%dT%H:%M:%S"))
+        assert 60 < eligible - time.time() <= 125, state["EligibleTime"]
+        assert cluster.wait_for_node_state("IDLE+DRAIN") == ("IDLE+DRAIN", STUCK_INIT_REASON)
+
+
+def test_the_documented_sinfo_shows_the_whole_reason(site, tmp_path):
+    """Plain `sinfo -R` cuts a reason at 20 characters; the README's format shows all of it."""
+    argv, header = documented_sinfo()
+    site.use(STUCK_INIT)
+    with start(site, tmp_path, health_check_program="healthcheck") as cluster:
+        assert cluster.wait_for_node_state("IDLE+DRAIN") == ("IDLE+DRAIN", STUCK_INIT_REASON)
+        plain = cluster.run("sinfo", "-R").stdout
+        shown = cluster.run(*argv).stdout.splitlines()
+    assert f"\n{STUCK_INIT_REASON[:20]} " in plain and STUCK_INIT_REASON not in plain, plain
+    assert argv[:2] == ["sinfo", "-R"] and shown[0].rstrip() == header.rstrip(), shown
+    assert [line for line in shown if line.startswith(f"{STUCK_INIT_REASON} ")], shown
+
+
+def test_a_warning_node_stays_in_service_and_no_hook_reports_a_failure(site, tmp_path):
+    """An IPoIB interface down is a WARNING: logged by every health check, never a drain, and
+    never taken by the script for an ibdiag that could not run."""
+    site.use(FLAPPING)
+    with start(site, tmp_path, health_check_program="healthcheck") as cluster:
+        cluster.wait_for(lambda: site.logged().count("WARNING") >= 3, 10, "three health checks")
+        assert cluster.node_state() == ("IDLE", None)
+    warnings = [line for line in site.logged().splitlines() if "WARNING" in line]
+    assert all("netdev.operstate down" in line for line in warnings), warnings
+    # The script's own lines ("ibdiag: slurm healthcheck: ..."; ibdiag's say "... on NODE:")
+    script = [line for line in site.logged().splitlines() if re.match(r"ibdiag: slurm \w+: ", line)]
+    assert script == [], script
+    assert not site.decoy_mark.exists()
