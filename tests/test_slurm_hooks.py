@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from ibdiag.slurm.hooks import HEALTHCHECK_STATE
 from ibdiag.slurm.scontrol import (
     NodeRecord,
     Scontrol,
@@ -359,6 +360,20 @@ def test_healthcheck_drains_then_resumes_after_repair(node):
     assert done.returncode == 0
     assert node["scontrol"].node() == {"name": "node1", "state": "IDLE", "reason": None}
     assert "resumed node1" in done.stderr
+
+
+@pytest.mark.parametrize("hook", ["prolog", "healthcheck"])
+def test_a_baseline_that_cannot_be_saved_is_a_logged_warning_not_silence(node, hook):
+    """The prolog's job baseline and the health check's state are saved before grading, so a
+    failure to save them is a counters.baseline warning the hook logs (stderr alone is lost)."""
+    node["state_dir"].mkdir(mode=0o700)
+    blocked = node["state_dir"] / ("job-42.json" if hook == "prolog" else HEALTHCHECK_STATE)
+    blocked.mkdir()  # a directory where the file must go
+    (blocked / "keep").write_text("")
+    done = run_hook(node, hook)
+    assert done.returncode == 0, done.stderr
+    assert "WARNING: ibdiag: node counters.baseline" in done.stderr
+    assert node["scontrol"].updates() == []
 
 
 def test_healthcheck_never_resumes_an_admin_drain(node):

@@ -211,10 +211,9 @@ def _grader(options: dict, flags: tuple):
         }
         snapshot = collect(options["sysfs_root"], options["procfs_root"], needs, limits)
         previous = read_baseline(snapshot, baseline_path, None)
-        report = grade(snapshot, registry, thresholds, level, baseline=previous)
-        if save_path:
+        if save_path:  # before grading: a baseline that cannot be saved is a warning result
             replace_state(save_path, snapshot)
-        return report
+        return grade(snapshot, registry, thresholds, level, baseline=previous)
 
     return grade_node
 
