@@ -1,12 +1,13 @@
-"""The README's NHC recipe, word for word, on a node where ibdiag was installed the README's way.
+"""The README's node install, then its NHC recipe and the Slurm prolog, with nothing set.
 
-Nothing is set for NHC: the install commands and the nhc.conf line are read out of README.md and
+Nothing is configured: the install commands and the nhc.conf line are read out of README.md and
 run as written - ``python3 -m venv /opt/ibdiag``, ``/opt/ibdiag/bin/pip install`` this
 repository, then the real NHC (which resets PATH, so it cannot see the venv) with the README's
-``check_ibdiag`` line. To do that without touching the machine's /opt, /var/lib or /sys, each
-step runs in a private mount namespace (``unshare --mount``, as root) where a temporary
-directory is bound over /opt (the venv), another over /var/lib (the state file) and a captured
-node's sysfs over /sys.
+``check_ibdiag`` line, and contrib/slurm's hook as Slurm runs a Prolog (no PATH, no settings
+file). To do that without touching the machine's /opt, /var/lib, /run or /sys, each step runs in
+a private mount namespace (``unshare --mount``, as root) where a temporary directory is bound
+over /opt (the venv), others over /var/lib and /run (state files) and a captured node's sysfs
+over /sys.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -127,3 +129,24 @@ def test_the_readme_recipe_passes_a_healthy_node_and_keeps_its_state(opt, tmp_pa
     second = run_readme_nhc(opt, tmp_path, GOOD)  # graded against the first run's state
     assert (second.rc, second.output) == (0, "")
     assert (state_dir / "nhc-state.json").read_text() != written
+
+
+def test_the_slurm_prolog_finds_the_readme_install_with_no_setting(opt, tmp_path):
+    assert not os.path.exists("/etc/ibdiag/slurm.env"), "this machine has Slurm hook settings"
+    hook = tmp_path / "ibdiag-prolog"  # installed under the name that picks the hook
+    shutil.copy(os.path.join(REPO, "contrib", "slurm", "ibdiag-slurm-hook"), hook)
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = _in_namespace(
+        {"/opt": opt, "/run": run, "/sys": Path(GOOD)},
+        [str(hook)],
+        90,
+        env={"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "node1"},  # what slurmd gives: no PATH
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # nothing to log: ibdiag ran and the node is healthy
+    baseline = run / "ibdiag" / "job-7.json"  # /run/ibdiag/job-7.json in the namespace
+    assert stat.S_IMODE(os.stat(baseline).st_mode) == 0o600
+    assert '"devices"' in baseline.read_text()
