@@ -416,10 +416,8 @@ def test_unwritable_state_path_is_a_warning_result_and_keeps_a_worse_verdict(
     assert "writable path" in warn["hint"]
     assert not os.path.exists(os.path.dirname(os.path.dirname(state)))
     reason = node.check("--state", state, "--reason")
-    expected = "ibdiag: mlx5_0:1 link.phys_state 3: Disabled" if break_node else (
-        "ibdiag: node counters.baseline"
-    )
-    assert reason.stdout.strip() == expected
+    worst = "mlx5_0:1 link.phys_state 3: Disabled" if break_node else "node counters.baseline"
+    assert reason.stdout.strip() == f"ibdiag: {worst}"
 
 
 # --- explain ----------------------------------------------------------------------------------
