@@ -139,8 +139,8 @@ def expectation_options(command):
             "--config",
             "config_path",
             metavar="FILE",
-            help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml if "
-            "present].",
+            help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml, or "
+            "$IBDIAG_CONFIG_DIR/ibdiag.toml, if present].",
         ),
         click.option(
             "--expect-hcas",
@@ -189,7 +189,8 @@ checks_dir_option = click.option(
     "checks_dirs",
     type=_dir,
     multiple=True,
-    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d].",
+    help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d, or "
+    "$IBDIAG_CONFIG_DIR/checks.d].",
 )
 
 
