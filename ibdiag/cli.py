@@ -342,9 +342,12 @@ def collect_command(
     report = grade(snapshot, registry, thresholds, level)
     redactor = None
     if redact_kinds:
+        from ibdiag.hostlist import named_in_launcher_args
         from ibdiag.redact import Redactor
 
-        redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or ""])
+        # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
+        peers = named_in_launcher_args(thresholds.nccl_launcher_args)
+        redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or "", *peers])
     try:
         path = write_bundle(snapshot, report, recording, output_dir, tarball, redactor=redactor)
     except OSError as exc:

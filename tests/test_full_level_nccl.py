@@ -378,10 +378,11 @@ def _graded(run_cli, bundle: Path, redact=lambda value: value):
 def test_a_redacted_full_bundle_names_no_host_and_regrades_as_the_plain_one(run_cli, node):
     """The hostname is in the mpirun command line (so in a commands/ member name) and in an
     Inspector dump's name (<hostname>-pid<pid>.log): both member names are redacted, the
-    manifest matches the files, and replay grades what the unredacted bundle grades."""
+    manifest matches the files, and replay grades what the unredacted bundle grades. The other
+    node mpirun's -H names is redacted too."""
     import tarfile
 
-    host = "gpu017"
+    host, peer = "gpu017", "gpu018"
     proc = node["tmp"] / "proc"
     (proc / "sys" / "kernel").mkdir(parents=True)
     (proc / "sys" / "kernel" / "hostname").write_text(f"{host}\n")
@@ -393,7 +394,8 @@ def test_a_redacted_full_bundle_names_no_host_and_regrades_as_the_plain_one(run_
     config = node["tmp"] / "ibdiag.toml"
     config.write_text(
         f'nccl_tests = "{node["bin"].path}/all_reduce_perf"\nnccl_launcher = "mpirun"\n'
-        f'nccl_launcher_args = ["--allow-run-as-root", "-H", "{host}:8"]\nnccl_gpus = 8\n'
+        f'nccl_launcher_args = ["--allow-run-as-root", "-H", "{host}:8,{peer}:8"]\n'
+        "nccl_gpus = 8\n"
         f'nccl_inspector_dir = "{folder}"\n'
     )
     bundles = {}
@@ -406,14 +408,14 @@ def test_a_redacted_full_bundle_names_no_host_and_regrades_as_the_plain_one(run_
         bundles[kind] = next(out.glob("*.tar.gz"))
     with tarfile.open(bundles["plain"]) as tar:  # the hostname really is in both names
         names = tar.getnames()
-    assert any(f"-H_{host}_8" in name for name in names), names
+    assert any(f"-H_{host}_8_{peer}_8" in name for name in names), names
     assert any(name.endswith(f"-{host}-pid1639453.log") for name in names), names
     with tarfile.open(bundles["redacted"]) as tar:
         for member in tar.getmembers():
-            assert host not in member.name.lower(), member.name
+            assert host not in member.name.lower() and peer not in member.name, member.name
             if member.isfile():
                 text = tar.extractfile(member).read().decode("utf-8", "replace")
-                assert host not in text.lower(), member.name
+                assert host not in text.lower() and peer not in text.lower(), member.name
     plain, plain_warnings = _graded(run_cli, bundles["plain"], _redaction_map(bundles["redacted"]))
     redacted, warnings = _graded(run_cli, bundles["redacted"])
     assert plain_warnings == "" and warnings == "", warnings  # nothing missing, nothing extra
