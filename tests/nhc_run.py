@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TESTS_DIR)
@@ -68,11 +68,16 @@ def nhc_argv(confdir: Path, timeout: int, settings: Sequence[str] = ()) -> List[
 
 
 def run_nhc(
-    root: Path, conf_lines: Sequence[str], timeout: int = 30, settings: Sequence[str] = ()
+    root: Path,
+    conf_lines: Sequence[str],
+    timeout: int = 30,
+    settings: Sequence[str] = (),
+    env: Optional[Dict[str, str]] = None,
 ) -> NhcRun:
-    """Run nhc over ``conf_lines`` (check lines such as ``* || check_ibdiag --sysfs DIR``)."""
+    """Run nhc over ``conf_lines`` (check lines such as ``* || check_ibdiag --sysfs DIR``);
+    ``env``: its environment (default: this process's)."""
     confdir = nhc_conf_dir(root / "nhc", conf_lines)
-    env = {key: value for key, value in os.environ.items() if key != "IBDIAG_DEBUG"}
+    env = {key: value for key, value in (env or os.environ).items() if key != "IBDIAG_DEBUG"}
     proc = subprocess.run(
         nhc_argv(confdir, timeout, settings),
         cwd=str(root),

@@ -148,9 +148,9 @@ def test_a_broken_install_fails_instead_of_passing(tmp_path):
     )
     run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=[f"IBDIAG={crash}"])
     assert run.rc == 1, run.output
-    # ' becomes ": NHC passes the message to its offline helper inside single quotes
+    # no quote marks: NHC passes the message to its offline helper inside single quotes
     assert run.failure == (
-        f'ibdiag: cannot run {crash} (exit 1): ModuleNotFoundError: No module named "pydantic"'
+        f"ibdiag: cannot run {crash} (exit 1): ModuleNotFoundError: No module named pydantic"
     )
 
 
