@@ -183,8 +183,8 @@ def test_a_run_of_another_perf_program_is_not_taken_for_nccl_tests():
     assert [r.target for r in results if r.status.value == "fail"][:1] == ["mlx5_10"], results
 
 
-def test_the_nccl_tests_role_survives_a_bundle(run_cli, node):
-    program = "all_reduce_perf_mpi"
+def _bundle_of_a_net_ib_failure(run_cli, node, program: str):
+    """A level-full bundle (a directory) whose nccl-tests run, ``program``, hit a NET/IB error."""
     node["bin"].add(program, S.prints(NCCL_NET_IB))
     config = node["tmp"] / "ibdiag.toml"
     config.write_text(f'perftest_duration_s = 1\nnccl_tests = "{node["bin"].path}/{program}"\n')
@@ -193,6 +193,11 @@ def test_the_nccl_tests_role_survives_a_bundle(run_cli, node):
                    "-o", str(out))  # fmt: skip
     assert made.exit_code == 0, made.stderr
     (bundle,) = out.iterdir()
+    return bundle
+
+
+def test_the_nccl_tests_role_survives_a_bundle(run_cli, node):
+    bundle = _bundle_of_a_net_ib_failure(run_cli, node, "all_reduce_perf_mpi")
     manifest = json.loads((bundle / "manifest.json").read_text())
     roles = {entry["role"] for entry in manifest["commands"]}
     assert "nccl-tests" in roles, roles
@@ -208,15 +213,7 @@ def _nccl_fails_naming_mlx5_10(run_cli, bundle) -> bool:
 def test_a_bundle_from_before_roles_finds_the_run_by_its_configured_program(run_cli, node):
     """An old manifest has no role: the nccl-tests run is the one whose argv holds the
     bundle's configured nccl_tests program; a run of any other program has no role."""
-    program = "run-nccl-allreduce.sh"
-    node["bin"].add(program, S.prints(NCCL_NET_IB))
-    config = node["tmp"] / "ibdiag.toml"
-    config.write_text(f'perftest_duration_s = 1\nnccl_tests = "{node["bin"].path}/{program}"\n')
-    out = node["tmp"] / "out"
-    made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--config", str(config),
-                   "-o", str(out))  # fmt: skip
-    assert made.exit_code == 0, made.stderr
-    (bundle,) = out.iterdir()
+    bundle = _bundle_of_a_net_ib_failure(run_cli, node, "run-nccl-allreduce.sh")
     path = bundle / "manifest.json"
     manifest = json.loads(path.read_text())
     for entry in manifest["commands"]:
