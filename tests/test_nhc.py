@@ -188,6 +188,16 @@ def test_a_hung_ibdiag_times_out_with_an_ibdiag_reason_before_nhc_does(
     assert wait_no_strays(mark, within=1.0) == []
 
 
+def test_an_ibdiag_timeout_that_is_not_a_number_is_logged_and_ignored(tmp_path):
+    lines = [f"* || check_ibdiag --sysfs {STUCK}"]
+    run = run_nhc(tmp_path, lines, settings=[USE_IBDIAG, "IBDIAG_TIMEOUT=2m"])
+    assert run.rc == 1, run.output
+    assert run.output.startswith(
+        "check_ibdiag: IBDIAG_TIMEOUT=2m is not a whole number of seconds; ignored\n"
+    )
+    assert run.failure == "ibdiag: mlx5_6:1 link.state 2: INIT and more"
+
+
 # -- A3: nothing started by check_ibdiag outlives NHC ----------------------------------------------
 
 
