@@ -30,10 +30,10 @@ sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "test
 from loopback import free_port, http_get  # noqa: E402
 from sysfs_builder import mlx5_node, write_node  # noqa: E402
 
+from ibdiag import exporter  # noqa: E402
 from ibdiag.collect import collect  # noqa: E402
 from ibdiag.grade import grade  # noqa: E402
 from ibdiag.registry import load_registry  # noqa: E402
-from ibdiag.render import prometheus  # noqa: E402
 from ibdiag.thresholds import Thresholds  # noqa: E402
 
 _DURATION = re.compile(
@@ -50,7 +50,7 @@ def bench_ibdiag(sys_root: str, scrapes: int) -> List[float]:
         return grade(snapshot, registry, Thresholds(), "quick"), time.monotonic() - start
 
     port = free_port()
-    server = prometheus.make_server(f"127.0.0.1:{port}", make_report)
+    server = exporter.make_server(f"127.0.0.1:{port}", make_report)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -453,6 +453,17 @@ def export_command(
     return 0
 
 
+def _listen_address(ctx, param, value: str) -> str:
+    """--listen must be HOST:PORT ([IPv6]:PORT) with a port 1-65535: checked before binding."""
+    from ibdiag.exporter import parse_listen
+
+    try:
+        parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return value
+
+
 @cli.command("serve")
 @source_options
 @checks_dir_option
@@ -462,20 +473,60 @@ def export_command(
     default="127.0.0.1:9477",
     show_default=True,
     metavar="ADDR:PORT",
-    help="Where to answer GET /metrics; every scrape re-reads sysfs (level quick, no command).",
+    callback=_listen_address,
+    help="Where to answer GET /metrics ([::1]:PORT for IPv6); every scrape re-reads sysfs "
+    "(level quick, no command).",
+)
+@click.option(
+    "--scrape-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Answer a scrape within this long (or Prometheus's own scrape timeout less 0.5 s, if "
+    "shorter): past it, with the last complete collection and ibdiag_scrape_timeout 1.",
+)
+@click.option(
+    "--client-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Drop a client that has not sent its whole request, or not taken the answer, within "
+    "this long.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    metavar="N",
+    help="Connections at once; a new one beyond this closes the oldest still sending its request.",
 )
 @compat_option
 def serve_command(
     sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
-    ignore_hcas, listen, compat,
+    ignore_hcas, listen, scrape_timeout, client_timeout, max_connections, compat,
 ) -> int:  # fmt: skip
-    """Serve the quick check as Prometheus metrics over HTTP."""
-    from ibdiag.render import prometheus
+    """Serve the quick check as Prometheus metrics over HTTP.
+
+    Concurrent scrapes share one collection; a scrape answers within --scrape-timeout even if
+    sysfs hangs. Stops on SIGTERM, SIGINT or SIGHUP (exit 0).
+    """
+    from ibdiag import exporter
 
     flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
+    make_report = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)
     try:
-        make_report = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)
-        prometheus.serve(listen, make_report, compat)
+        exporter.serve(
+            listen,
+            make_report,
+            compat,
+            scrape_timeout=scrape_timeout,
+            client_timeout=client_timeout,
+            max_connections=max_connections,
+            log=lambda line: click.echo(f"ibdiag serve: {line}", err=True),
+        )
     except OSError as exc:
         raise UsageFailure(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
     return 0

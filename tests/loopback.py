@@ -1,13 +1,17 @@
-"""Helpers for tests (and benchmarks) that run real servers on loopback: ports, GETs, a
-Prometheus scraping one target, and stopping what they started."""
+"""Helpers for tests (and benchmarks) that run real servers on loopback: ports, GETs (urllib, or
+raw bytes), ``ibdiag serve`` as a child process, a Prometheus scraping one target, and stopping
+what they started."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
+import sys
+import time
 import urllib.request
 from pathlib import Path
-from typing import Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 
 def free_port() -> int:
@@ -50,3 +54,71 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=15)
+
+
+def raw_request(port: int, request: bytes, timeout: float = 30) -> bytes:
+    """Send ``request`` as is to 127.0.0.1:port and return every byte of the answer, read until
+    the server closes; socket.timeout if it has not within ``timeout`` seconds in all."""
+    end = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        chunks = []
+        while True:
+            sock.settimeout(max(end - time.monotonic(), 0.001))
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
+class ServeProcess:
+    """``python -m ibdiag serve ARGS --listen 127.0.0.1:<free port>`` as a child process (from
+    ``cwd``, whose ``ibdiag`` it runs), its stdout and stderr in files under ``workdir`` (a pipe
+    nobody reads could fill and stall it). ``ready`` waits for /metrics; ``stop`` sends SIGTERM
+    and returns (exit status, stderr)."""
+
+    def __init__(self, args: Sequence[str], cwd: str, workdir: Path, env=None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/metrics"
+        self.stderr_path = Path(workdir) / f"serve-{self.port}.stderr"
+        with open(self.stderr_path, "wb") as err:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "ibdiag", "serve", *args,
+                 "--listen", f"127.0.0.1:{self.port}"],
+                cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def ready(self, timeout: float = 60) -> str:
+        """The first /metrics body; RuntimeError if the server exits or does not answer."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited with {self.proc.returncode}: {self.stderr()}")
+            try:
+                return http_get(self.url, timeout=timeout)
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"serve did not answer within {timeout} s: {self.stderr()}")
+
+    def status(self) -> Dict[str, int]:
+        """Threads and VmRSS (kB) from /proc/PID/status."""
+        found = {}
+        with open(f"/proc/{self.proc.pid}/status") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key in ("Threads", "VmRSS"):
+                    found[key] = int(value.split()[0])
+        return found
+
+    def stop(self) -> Tuple[Optional[int], str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+        return self.proc.returncode, self.stderr()

@@ -24,10 +24,10 @@ import pytest
 from loopback import free_port, http_get, start_prometheus, stop
 from sysfs_builder import mlx5_node, write_node
 
+from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
-from ibdiag.render import prometheus
 from ibdiag.thresholds import Thresholds
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "contrib" / "grafana" / "ibdiag.json"
@@ -179,7 +179,7 @@ def _serving(tmp_path: Path):
         return report, time.monotonic() - start
 
     listen_port = free_port()
-    server = prometheus.make_server(f"127.0.0.1:{listen_port}", make_report)
+    server = exporter.make_server(f"127.0.0.1:{listen_port}", make_report)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server, thread, listen_port

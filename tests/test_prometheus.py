@@ -15,6 +15,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -28,6 +29,7 @@ from conftest import SCENARIOS_DIR, scenario_names
 from loopback import free_port, http_get, start_prometheus, stop
 from sysfs_builder import mlx5_node, write_node
 
+from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import Report
@@ -252,6 +254,35 @@ def test_moneo_compat_builder_tree(tmp_path: Path) -> None:
         prometheus.render(report, 0.1, compat="nope")
 
 
+def test_renderer_renders_only(tmp_path: Path) -> None:
+    """The renderer holds no server (that is ibdiag.exporter) and loads no networking; the
+    textfile has no ibdiag_scrape_timeout, which only a served scrape carries."""
+    assert not hasattr(prometheus, "make_server") and not hasattr(prometheus, "serve")
+    probe = (
+        "import sys, ibdiag.render.prometheus; "
+        "print(sorted({'asyncio', 'socket', 'http.server', 'socketserver'} & set(sys.modules)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+    assert loaded == "[]"
+    assert "ibdiag_scrape_timeout" not in prometheus.render(_builder_report(tmp_path), 0.1)
+
+
+def test_readme_names_every_family_that_is_not_a_counter(tmp_path: Path) -> None:
+    """README's Prometheus section lists the metric names (counters go by their pattern)."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Prometheus") :]
+    section = section[: section.index("\n## ", 1)]
+    text = prometheus.render(_builder_report(tmp_path), 0.1)
+    text += prometheus.render_scrape_timeout(False)
+    helps = dict(re.findall(r"^# HELP (\S+) (.*)$", text, re.M))
+    listed = [name for name, help_text in helps.items() if "counters/" not in help_text]
+    assert "ibdiag_scrape_timeout" in listed and "ibdiag_verdict" in listed
+    missing = [name for name in listed if f"`{name}" not in section]
+    assert not missing, f"README's Prometheus section does not name {missing}"
+
+
 # --- textfile --------------------------------------------------------------------------------
 
 
@@ -333,7 +364,7 @@ def _serving(tmp_path: Path):
         return report, time.monotonic() - start
 
     port = free_port()
-    server = prometheus.make_server(f"127.0.0.1:{port}", make_report)
+    server = exporter.make_server(f"127.0.0.1:{port}", make_report)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return server, thread, port
@@ -351,6 +382,7 @@ def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:
         stamp = "ibdiag_last_run_timestamp_seconds"
         assert _value(second, stamp) > _value(first, stamp), "a scrape served a stale report"
         assert abs(_value(second, stamp) - datetime.now(timezone.utc).timestamp()) < 60
+        assert _value(second, "ibdiag_scrape_timeout") == 0
         assert "/metrics" in http_get(f"http://127.0.0.1:{port}/")
         with pytest.raises(urllib.error.HTTPError) as error:
             http_get(f"http://127.0.0.1:{port}/nothing")

@@ -1,4 +1,4 @@
-"""Prometheus output: text exposition 0.0.4, an atomic textfile writer and a /metrics server.
+"""Prometheus output: text exposition 0.0.4 and an atomic textfile writer.
 
 Written by hand with the standard library only (no prometheus_client), so importing this module
 costs nothing on the quick check path and adds no dependency.
@@ -43,6 +43,8 @@ Gauges:
 - ``ibdiag_read_problems{device}``: attributes that could not be read (the device's own, its
   PCI function's, its ports' and their netdevs'); ``device=""`` counts node-level problems.
 - ``ibdiag_command_timeouts``: commands of this run that timed out and were killed.
+- ``ibdiag_scrape_timeout`` (``ibdiag serve`` only, from ``render_scrape_timeout``): 1 when the
+  scrape's collection missed its deadline and the samples are the last complete collection's.
 
 ``compat="moneo"`` adds, after the families above, the names existing Moneo / ib_hw_exporter
 dashboards query (seed 000), as gauges of the raw sysfs values with labels
@@ -53,7 +55,8 @@ data counters are in 4-byte words as sysfs has them), ``ib_port_physical_state``
 out of the compat set (they are in ``ibdiag_port_other_value``). Prometheus renames a scraped
 ``instance`` label to ``exported_instance`` unless the job sets ``honor_labels: true``.
 
-The renderer only reports the Report: it decides no verdict.
+The renderer only reports the Report: it decides no verdict. The HTTP server that serves this
+text is ``ibdiag.exporter``.
 """
 
 from __future__ import annotations
@@ -61,11 +64,8 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ibdiag.catalogue import lookup
 from ibdiag.model import Report, Status
@@ -390,76 +390,17 @@ def write_textfile(path: str, text: str) -> None:
         raise
 
 
-def _split_listen(listen: str) -> Tuple[str, int]:
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--listen wants HOST:PORT, got {listen!r}")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
-
-
-_INDEX = (
-    b"<html><head><title>ibdiag</title></head><body><h1>ibdiag</h1>"
-    b'<p><a href="/metrics">/metrics</a>: InfiniBand health, re-read on every scrape.</p>'
-    b"</body></html>\n"
+SCRAPE_TIMEOUT_HELP = (
+    "1 when this scrape's collection did not finish within the scrape deadline (ibdiag serve "
+    "--scrape-timeout): the other samples are then the last complete collection's (see "
+    "ibdiag_last_run_timestamp_seconds), or absent if there was none; 0 otherwise."
 )
 
 
-def make_server(
-    listen: str, make_report: Callable[[], Tuple[Report, float]], compat: Optional[str] = None
-) -> ThreadingHTTPServer:
-    """The HTTP server ``serve`` runs, bound to ``listen`` but not yet serving (for tests and
-    callers that run it in a thread: ``server.serve_forever()`` / ``server.shutdown()``)."""
-    host, port = _split_listen(listen)
-    lock = threading.Lock()  # one collection at a time: concurrent scrapes queue up
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "ibdiag"
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                try:
-                    with lock:
-                        report, duration = make_report()
-                        body = render(report, duration, compat).encode("utf-8")
-                except Exception as exc:  # noqa: BLE001 - a scrape answers, never crashes
-                    self._send(500, "text/plain; charset=utf-8", f"ibdiag: {exc}\n".encode())
-                    return
-                self._send(200, CONTENT_TYPE, body)
-            elif path == "/":
-                self._send(200, "text/html; charset=utf-8", _INDEX)
-            else:
-                self._send(404, "text/plain; charset=utf-8", b"not found\n")
-
-        def _send(self, code: int, content_type: str, body: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args) -> None:
-            return
-
-    if ":" in host:
-        return _Server6((host, port), Handler)
-    return ThreadingHTTPServer((host, port), Handler)
-
-
-class _Server6(ThreadingHTTPServer):
-    address_family = socket.AF_INET6
-
-
-def serve(
-    listen: str, make_report: Callable[[], Tuple[Report, float]], compat: Optional[str] = None
-) -> None:
-    """Answer ``GET /metrics`` on ``listen`` (HOST:PORT) with a fresh ``make_report()`` per
-    scrape; ``/`` gives a pointer, anything else 404. Runs until interrupted."""
-    server = make_server(listen, make_report, compat)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+def render_scrape_timeout(timed_out: bool) -> str:
+    """The ``ibdiag_scrape_timeout`` family ``serve`` appends to every scrape's answer."""
+    return (
+        f"# HELP ibdiag_scrape_timeout {escape_help(SCRAPE_TIMEOUT_HELP)}\n"
+        "# TYPE ibdiag_scrape_timeout gauge\n"
+        f"ibdiag_scrape_timeout {1 if timed_out else 0}\n"
+    )
