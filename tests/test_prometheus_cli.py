@@ -1,16 +1,28 @@
-"""`ibdiag export --textfile` and `ibdiag serve --listen` from the command line."""
+"""`ibdiag export --textfile` and `ibdiag serve --listen` from the command line.
+
+The ``serve`` tests run the real command as a child process and treat it as a hostile client
+would: idle and dripping connections by the hundred, requests cut off half-way, HTTP/0.9, a
+collection that hangs. Each waits for a condition with a generous bound; none times anything.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
+import textwrap
+import threading
 import time
 import urllib.request
+from pathlib import Path
+from typing import List
 
+import pytest
 from conftest import REPO, SCENARIOS_DIR
-from loopback import free_port
+from loopback import ServeProcess, free_port, raw_request
+from test_prometheus import parse, promtool_check
 
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
 
@@ -62,3 +74,167 @@ def test_serve_on_a_taken_port_is_one_line_exit_3(run_cli):
         port = taken.getsockname()[1]
         result = run_cli("serve", "--sysfs", STUCK, "--listen", f"127.0.0.1:{port}")
     assert result.exit_code == 3 and "cannot listen" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "listen", ["abc", ":99999", "127.0.0.1:", "[::1]", "::1:9477", "127.0.0.1:0", "host:http"]
+)
+def test_serve_listen_that_is_not_host_port_is_one_line_exit_3(run_cli, listen):
+    result = run_cli("serve", "--sysfs", STUCK, "--listen", listen)
+    assert result.exit_code == 3
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ibdiag: error: "), result.stderr
+    assert "--listen" in lines[0] and "internal error" not in lines[0]
+
+
+WAIT_S = 30
+SCRAPE = b"GET /metrics HTTP/1.0\r\n\r\n"
+# Prometheus tells how long it waits; serve answers 0.5 s before that (what the old serve ignored)
+STALE_SCRAPE = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Prometheus-Scrape-Timeout-Seconds: 2\r\n\r\n"
+
+
+def _body(answer: bytes) -> str:
+    head, sep, body = answer.partition(b"\r\n\r\n")
+    assert sep and head.startswith(b"HTTP/1.0 200 "), answer[:300]
+    return body.decode()
+
+
+def _value(text: str, name: str):
+    return parse(text).get((name, ()))
+
+
+@pytest.fixture
+def serving(tmp_path: Path):
+    started: List[ServeProcess] = []
+
+    def start(*args: str, env=None) -> ServeProcess:
+        server = ServeProcess(["--sysfs", STUCK, *args], REPO, tmp_path, env=env)
+        started.append(server)
+        server.ready()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_serve_stays_silent_for_clients_that_go_away_half_way(serving):
+    server = serving()
+    for _ in range(30):  # cut off before the blank line that ends the request
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.0\r\nHost: x\r\n")
+    for _ in range(30):  # a whole request, then gone (reset) before the answer
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        sock.close()
+    assert "ibdiag_verdict 2" in _body(raw_request(server.port, SCRAPE))
+    code, stderr = server.stop()
+    assert code == 0
+    assert stderr == "", f"serve wrote to stderr:\n{stderr[:3000]}"
+
+
+def test_serve_answers_http_0_9(serving):
+    server = serving()
+    answer = raw_request(server.port, b"GET /metrics\r\n", timeout=WAIT_S).decode()
+    assert "ibdiag_verdict 2" in answer and not answer.startswith("HTTP/")
+
+
+def test_serve_slowloris_neither_grows_threads_nor_memory_nor_stops_scrapes(serving):
+    server = serving()
+    before = server.status()
+    idle: List[socket.socket] = []
+    try:
+        for number in range(300):
+            sock = socket.create_connection(("127.0.0.1", server.port))
+            if number % 3 == 0:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # never finished
+            idle.append(sock)
+        during = []
+        for _ in range(3):  # scrapes still answer while the idle connections are held
+            body = _body(raw_request(server.port, SCRAPE, WAIT_S))
+            assert "ibdiag_verdict 2" in body
+            during.append(server.status())
+        threads = max(status["Threads"] for status in during)
+        assert threads <= 8, f"{threads} threads with 300 idle connections ({before})"
+    finally:
+        for sock in idle:
+            sock.close()
+    assert "ibdiag_verdict 2" in _body(raw_request(server.port, SCRAPE))
+    after = server.status()
+    grown_mb = (after["VmRSS"] - before["VmRSS"]) / 1024
+    assert grown_mb < 32, f"RSS grew {grown_mb:.1f} MB over a slowloris ({before} -> {after})"
+    assert after["Threads"] <= 8
+
+
+_HOLD_CHECK = """
+    import os
+    import time
+
+    from ibdiag.registry import check
+
+
+    @check("site.hold", title="Waits while a hold file exists", needs={"sysfs"}, level="quick")
+    def hold(snap, th):
+        \"\"\"Healthy: always. A test's stand-in for a sysfs read that does not return.\"\"\"
+        with open(os.environ["IBDIAG_TEST_LOG"], "a") as log:
+            log.write("start\\n")
+        while os.path.exists(os.environ["IBDIAG_TEST_HOLD"]):
+            time.sleep(0.05)
+        with open(os.environ["IBDIAG_TEST_LOG"], "a") as log:
+            log.write("end\\n")
+        return []
+"""
+
+
+def test_serve_hung_collection_answers_at_the_deadline_and_shares_one_collection(
+    serving, tmp_path: Path
+):
+    """A collection that blocks (a site check stands in for a sysfs read that never returns):
+    scrapes answer at Prometheus's deadline with the last complete collection's samples and
+    ibdiag_scrape_timeout 1, and concurrent scrapes never start a second collection."""
+    checks = tmp_path / "checks.d"
+    checks.mkdir()
+    (checks / "hold.py").write_text(textwrap.dedent(_HOLD_CHECK))
+    log, hold = tmp_path / "collections.log", tmp_path / "hold"
+    env = dict(os.environ, IBDIAG_TEST_LOG=str(log), IBDIAG_TEST_HOLD=str(hold))
+    server = serving("--checks-dir", str(checks), env=env)
+    first = _body(raw_request(server.port, SCRAPE, WAIT_S))
+    assert _value(first, "ibdiag_scrape_timeout") == 0
+    collections = log.read_text().count("start")
+    assert log.read_text().count("end") == collections
+
+    hold.touch()
+    answers: List[bytes] = []
+    errors: List[BaseException] = []
+
+    def scrape():
+        try:
+            answers.append(raw_request(server.port, STALE_SCRAPE, WAIT_S))
+        except OSError as exc:
+            errors.append(exc)
+
+    clients = [threading.Thread(target=scrape) for _ in range(6)]
+    for client in clients:
+        client.start()
+    for client in clients:
+        client.join(WAIT_S * 2)
+    assert not errors, f"scrapes got no answer while the collection hung: {errors}"
+    for answer in answers:
+        text = _body(answer)
+        assert _value(text, "ibdiag_scrape_timeout") == 1
+        assert _value(text, "ibdiag_verdict") == 2  # the last complete collection's
+        stamp = "ibdiag_last_run_timestamp_seconds"
+        assert _value(text, stamp) == _value(first, stamp)
+    promtool_check(_body(answers[0]))
+    assert log.read_text().count("start") == collections + 1, "a second collection started"
+
+    hold.unlink()  # the blocked "read" returns
+    end = time.monotonic() + WAIT_S
+    while log.read_text().count("end") < collections + 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    fresh = _body(raw_request(server.port, SCRAPE, WAIT_S))
+    assert _value(fresh, "ibdiag_scrape_timeout") == 0
+    assert re.search(r"^ibdiag_verdict 2$", fresh, re.M)
+    code, stderr = server.stop()
+    assert code == 0 and stderr == ""
