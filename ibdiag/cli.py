@@ -263,11 +263,11 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, color=color, verbose=verbose)
-    if output:
-        from ibdiag.files import write_atomically
+    if output and output != "-":
+        from ibdiag.files import write_output
 
         try:
-            write_atomically(output, text)
+            write_output(output, text)
         except OSError as exc:
             raise UsageFailure(f"cannot write {output}: {exc.strerror}") from exc
     elif not quiet:
@@ -382,11 +382,11 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
     """original -> replacement, 0600 beside the bundle: for the admin, never for the ticket."""
     import json
 
-    from ibdiag.files import write_atomically
+    from ibdiag.files import write_output
 
     base = bundle_path[: -len(".tar.gz")] if bundle_path.endswith(".tar.gz") else bundle_path
     path = f"{base}.redaction-map.json"
-    write_atomically(path, json.dumps(redactor.table(), indent=1) + "\n", mode=0o600)
+    write_output(path, json.dumps(redactor.table(), indent=1) + "\n", mode=0o600)
     click.echo(f"redaction map (keep it here, do not attach it): {path}")
 
 
@@ -491,7 +491,12 @@ def serve_command(
     help="standard also records perfquery and ethtool -S counters and the kernel log.",
 )
 @command_limits
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write to FILE (atomically; a device or FIFO is written into, '-' is stdout).",
+)
 def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, output) -> int:
     """Save this node's state (counters included) as JSON, for a later --baseline."""
     from ibdiag.collect import collect
@@ -503,7 +508,7 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
     snapshot = collect(
         sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
     )
-    if output is None:
+    if output is None or output == "-":
         click.echo(snapshot.model_dump_json(indent=1))
         return 0
     from ibdiag import baseline

@@ -59,10 +59,8 @@ The renderer only reports the Report: it decides no verdict.
 from __future__ import annotations
 
 import math
-import os
 import re
 import socket
-import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Dict, List, Optional, Tuple
@@ -371,23 +369,11 @@ def _add_moneo(out: _Exposition, report: Report) -> None:
 
 
 def write_textfile(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same directory, fsync, rename),
-    mode 0644, so node_exporter's textfile collector never reads half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(prefix=".ibdiag-", suffix=".prom.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    """Write ``text`` to ``path`` atomically (mode 0644; ``ibdiag.files.write_output``), so
+    node_exporter's textfile collector never reads half a file."""
+    from ibdiag.files import write_output
+
+    write_output(path, text, mode=0o644)
 
 
 def _split_listen(listen: str) -> Tuple[str, int]:
