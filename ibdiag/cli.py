@@ -30,6 +30,7 @@ from ibdiag.cli_options import (
     replace_state,
     source_options,
 )
+from ibdiag.render.inert import inert
 
 
 class IbdiagGroup(click.Group):
@@ -40,10 +41,10 @@ class IbdiagGroup(click.Group):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             hint = f" (try '{exc.ctx.command_path} --help')" if exc.ctx else ""
-            click.echo(f"ibdiag: error: {exc.format_message()}{hint}", err=True)
+            click.echo(f"ibdiag: error: {inert(exc.format_message())}{hint}", err=True)
             code = EXIT_UNKNOWN
-        except click.ClickException as exc:
-            click.echo(f"ibdiag: error: {exc.format_message()}", err=True)
+        except click.ClickException as exc:  # a path or a bundle's content may be in it
+            click.echo(f"ibdiag: error: {inert(exc.format_message())}", err=True)
             code = EXIT_UNKNOWN
         except click.Abort:
             click.echo("ibdiag: interrupted", err=True)
@@ -52,7 +53,7 @@ class IbdiagGroup(click.Group):
             if os.environ.get("IBDIAG_DEBUG"):
                 raise
             click.echo(
-                f"ibdiag: internal error: {type(exc).__name__}: {exc} "
+                f"ibdiag: internal error: {type(exc).__name__}: {inert(exc)} "
                 "(set IBDIAG_DEBUG=1 for a traceback)",
                 err=True,
             )
@@ -221,7 +222,7 @@ def _replay_bundle(path):
     try:
         with open_bundle(path) as opened:
             for problem in opened.problems:
-                click.echo(f"ibdiag: warning: {path}: {problem}", err=True)
+                click.echo(f"ibdiag: warning: {inert(path)}: {inert(problem)}", err=True)
             return replay(opened), opened.level or "quick", opened.thresholds
     except BundleError as exc:
         raise UsageFailure(f"{path}: {exc}") from exc
