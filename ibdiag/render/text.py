@@ -69,11 +69,18 @@ def reason_line(report: Report) -> str:
 
 
 def render(report: Report, color: bool = False, verbose: bool = False) -> str:
-    """Fail, error and warn lines (with ``verbose`` every result), worst first, then the verdict."""
+    """Fail, error and warn lines (with ``verbose`` every result and what checks printed),
+    worst first, then the verdict."""
     shown = [
         r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR, Status.WARN)
     ]
     shown.sort(key=lambda r: _ORDER[r.status])
     lines: List[str] = [result_line(result, color) for result in shown]
+    if verbose:
+        lines += [
+            f"OUTPUT {inert(check_id):18} {inert(line)}"
+            for check_id, text in report.check_output.items()
+            for line in text.splitlines()
+        ]
     lines.append(verdict_line(report, color))
     return "\n".join(lines) + "\n"
