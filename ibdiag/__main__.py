@@ -1,5 +1,5 @@
 """`python -m ibdiag` is the same as the `ibdiag` console script."""
 
-from ibdiag.cli import main
+from ibdiag.entry import main
 
 main()

@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 
 from pydantic import ValidationError
 
-from ibdiag.files import write_atomically
+from ibdiag.files import write_output
 from ibdiag.model import SCHEMA_VERSION, Snapshot
 
 # The Snapshot.problems keys a run records its baseline trouble under; counters.baseline reads
@@ -54,4 +54,4 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
 
 def save(path: str, snapshot: Snapshot) -> None:
     """Write the snapshot as JSON, atomically (a concurrent reader sees the old or the new)."""
-    write_atomically(path, snapshot.model_dump_json(indent=1) + "\n", mode=0o600)
+    write_output(path, snapshot.model_dump_json(indent=1) + "\n", mode=0o600)

@@ -30,6 +30,7 @@ from ibdiag.cli_options import (
     replace_state,
     source_options,
 )
+from ibdiag.render.inert import inert
 
 
 class IbdiagGroup(click.Group):
@@ -40,10 +41,10 @@ class IbdiagGroup(click.Group):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             hint = f" (try '{exc.ctx.command_path} --help')" if exc.ctx else ""
-            click.echo(f"ibdiag: error: {exc.format_message()}{hint}", err=True)
+            click.echo(f"ibdiag: error: {inert(exc.format_message())}{hint}", err=True)
             code = EXIT_UNKNOWN
-        except click.ClickException as exc:
-            click.echo(f"ibdiag: error: {exc.format_message()}", err=True)
+        except click.ClickException as exc:  # a path or a bundle's content may be in it
+            click.echo(f"ibdiag: error: {inert(exc.format_message())}", err=True)
             code = EXIT_UNKNOWN
         except click.Abort:
             click.echo("ibdiag: interrupted", err=True)
@@ -52,7 +53,7 @@ class IbdiagGroup(click.Group):
             if os.environ.get("IBDIAG_DEBUG"):
                 raise
             click.echo(
-                f"ibdiag: internal error: {type(exc).__name__}: {exc} "
+                f"ibdiag: internal error: {type(exc).__name__}: {inert(exc)} "
                 "(set IBDIAG_DEBUG=1 for a traceback)",
                 err=True,
             )
@@ -221,7 +222,7 @@ def _replay_bundle(path):
     try:
         with open_bundle(path) as opened:
             for problem in opened.problems:
-                click.echo(f"ibdiag: warning: {path}: {problem}", err=True)
+                click.echo(f"ibdiag: warning: {inert(path)}: {inert(problem)}", err=True)
             return replay(opened), opened.level or "quick", opened.thresholds
     except BundleError as exc:
         raise UsageFailure(f"{path}: {exc}") from exc
@@ -263,11 +264,11 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, color=color, verbose=verbose)
-    if output:
-        from ibdiag.files import write_atomically
+    if output and output != "-":
+        from ibdiag.files import write_output
 
         try:
-            write_atomically(output, text)
+            write_output(output, text)
         except OSError as exc:
             raise UsageFailure(f"cannot write {output}: {exc.strerror}") from exc
     elif not quiet:
@@ -382,11 +383,11 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
     """original -> replacement, 0600 beside the bundle: for the admin, never for the ticket."""
     import json
 
-    from ibdiag.files import write_atomically
+    from ibdiag.files import write_output
 
     base = bundle_path[: -len(".tar.gz")] if bundle_path.endswith(".tar.gz") else bundle_path
     path = f"{base}.redaction-map.json"
-    write_atomically(path, json.dumps(redactor.table(), indent=1) + "\n", mode=0o600)
+    write_output(path, json.dumps(redactor.table(), indent=1) + "\n", mode=0o600)
     click.echo(f"redaction map (keep it here, do not attach it): {path}")
 
 
@@ -542,7 +543,12 @@ def serve_command(
     help="standard also records perfquery and ethtool -S counters and the kernel log.",
 )
 @command_limits
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write to FILE (atomically; a device or FIFO is written into, '-' is stdout).",
+)
 def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, output) -> int:
     """Save this node's state (counters included) as JSON, for a later --baseline."""
     from ibdiag.collect import collect
@@ -554,7 +560,7 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
     snapshot = collect(
         sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
     )
-    if output is None:
+    if output is None or output == "-":
         click.echo(snapshot.model_dump_json(indent=1))
         return 0
     from ibdiag import baseline

@@ -114,7 +114,8 @@ def output_options(command):
             "-o",
             "--output",
             type=click.Path(dir_okay=False, writable=True),
-            help="Write the report to FILE (format from --format or the extension).",
+            help="Write the report to FILE (format from --format or the extension; written "
+            "atomically; a device or FIFO is written into, never replaced; - is stdout).",
         ),
         click.option("-q", "--quiet", is_flag=True, help="Print nothing; the exit code tells."),
         click.option(
@@ -199,8 +200,8 @@ def read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[s
     from ibdiag import baseline
 
     path = baseline_path or state_path
-    if path is None or (state_path and not os.path.lexists(state_path)):
-        return None  # no baseline asked for, or the first run with this state file
+    if path is None or (state_path and not os.path.exists(state_path)):
+        return None  # no baseline asked for, or the first run with this state file (or link)
     previous, problem = baseline.load(path)
     if problem is not None:
         snapshot.problems[baseline.BASELINE_PROBLEM] = problem

@@ -1,21 +1,92 @@
-"""Writing files so that a reader never sees half of one: temp file beside it, then rename."""
+"""Writing files so that a reader never sees half of one, and never replacing what is not ours.
+
+Every file ibdiag writes where a user points it (``-o``, ``snapshot -o``, ``export --textfile``,
+``--state``, the redaction map) goes through :func:`write_output`:
+
+- a regular file (or none yet) is written atomically: a temp file ``.ibdiag-*.tmp`` beside it,
+  fsync'ed, then renamed over it, so a reader (node_exporter, the next NHC run) sees the old
+  or the new file, never half of one;
+- a symlink is followed: its target is what gets written (atomically, when it is a regular
+  file), the link itself stays - a state file linked into another directory stays linked, and
+  ``-o /dev/stdout`` (a link to the open file ``/proc/self/fd/1``) writes to stdout;
+- an existing file that is not regular (a device such as ``/dev/null``, a FIFO, a terminal) is
+  written into directly and never replaced: ``ibdiag check -o /dev/null`` as root must not turn
+  /dev/null into a regular file. A FIFO with no reader is an error, not a hang;
+- a directory is an error (``IsADirectoryError``).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 
+TEMP_PREFIX = ".ibdiag-"
+TEMP_SUFFIX = ".tmp"
 
-def write_atomically(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+
+def write_output(path: str, text: str, mode: int = 0o644) -> None:
+    """Write ``text`` (UTF-8) to ``path`` as the module docstring says. Raises OSError."""
+    try:
+        found = os.stat(path)  # what the path leads to, through any symlinks
+    except FileNotFoundError:
+        found = None
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        _write_into(path, text.encode("utf-8"), append=False)
+        return
+    target = os.path.realpath(path)  # the link stays, its target is written
+    if found is not None and not _is(target, found):
+        # a "magic" link such as /dev/stdout -> /proc/self/fd/1 -> the file a shell opened:
+        # write through the open file, appending (a `>` redirect left it empty; `>>` wants it)
+        _write_into(path, text.encode("utf-8"), append=True)
+        return
+    _replace_atomically(target, text, mode)
+
+
+def _is(path: str, found: os.stat_result) -> bool:
+    try:
+        here = os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (found.st_dev, found.st_ino)
+
+
+def _replace_atomically(path: str, text: str, mode: int) -> None:
+    """Write ``text`` to the regular file ``path`` via a temp file in the same directory,
+    fsync and ``os.replace`` (``path`` itself must not be a symlink or a device: see
+    :func:`write_output`, which callers use)."""
     directory = os.path.dirname(os.path.abspath(path))
-    handle, temp = tempfile.mkstemp(prefix=".ibdiag-", dir=directory)
+    handle, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
-        if os.path.exists(temp):
+        if os.path.lexists(temp):
             os.unlink(temp)
         raise
+
+
+def _write_into(path: str, data: bytes, append: bool) -> None:
+    """Write into what ``path`` already is (a device, a FIFO, a file behind /proc/self/fd/N),
+    in place: never created, never truncated, never replaced."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | (os.O_APPEND * append)
+    try:  # a FIFO nobody reads would block forever: ENXIO instead
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "a FIFO with no reader", path) from None
+        raise
+    try:
+        os.set_blocking(fd, True)  # a reader is there: wait for it as a pipe writer does
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

@@ -8,14 +8,18 @@ collected"); else OK (0).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import contextlib
+import io
+from typing import Dict, List, Optional, Tuple
 
 from ibdiag import __version__
 from ibdiag.model import Report, Result, Snapshot, Status, Verdict
-from ibdiag.registry import CheckSpec, Registry
+from ibdiag.registry import CheckSpec, Registry, failure_of
 from ibdiag.sources.sysfs import INFINIBAND_CLASS
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
+
+OUTPUT_KEPT = 4096  # characters of what one check printed, kept for `check -v` and the JSON
 
 
 def run_check(
@@ -23,25 +27,39 @@ def run_check(
     snapshot: Snapshot,
     thresholds: Thresholds,
     baseline: Optional[Snapshot] = None,
+    printed: Optional[Dict[str, str]] = None,
 ) -> List[Result]:
-    """The check's results stamped with its id; a check that raises becomes one error result."""
+    """The check's results stamped with its id; a check that raises becomes one error result.
+
+    Whatever the check prints is captured, never mixed into the report on stdout (a print in a
+    site check would corrupt ``--json``): into ``printed[spec.id]`` when a dict is given.
+    A check that calls ``sys.exit`` or raises any other BaseException (but Ctrl-C) is an error
+    result too: a plug-in never decides ibdiag's exit code.
+    """
+    output = io.StringIO()
     try:
         args = (snapshot, thresholds, baseline) if spec.takes_baseline else (snapshot, thresholds)
-        results = list(spec.func(*args) or ())
+        with contextlib.redirect_stdout(output):
+            results = list(spec.func(*args) or ())
         bad = [item for item in results if not isinstance(item, Result)]
         if bad:
             raise TypeError(f"returned {type(bad[0]).__name__}, not Result")
+    except KeyboardInterrupt:
+        raise
     # The one place a crash turns into a Result: a broken check must not stop the others.
-    except Exception as exc:  # noqa: BLE001
-        return [
+    except BaseException as exc:  # noqa: BLE001
+        results = [
             Result(
-                check_id=spec.id,
                 target="node",
                 status=Status.ERROR,
-                message=f"check crashed: {type(exc).__name__}: {exc}",
+                message=f"check crashed: {failure_of(exc)}",
                 hint=f"a bug in the check ({spec.origin}); the other checks still ran",
             )
         ]
+    finally:
+        text = output.getvalue()
+        if text and printed is not None:
+            printed[spec.id] = text[:OUTPUT_KEPT]
     return [result.model_copy(update={"check_id": spec.id}) for result in results]
 
 
@@ -75,8 +93,9 @@ def grade(
 ) -> Report:
     """Run every check of ``level`` (counter checks grade change since ``baseline``)."""
     results: List[Result] = []
+    printed: Dict[str, str] = {}
     for spec in registry.for_level(level):
-        results.extend(run_check(spec, snapshot, thresholds, baseline))
+        results.extend(run_check(spec, snapshot, thresholds, baseline, printed))
     verdict, reason = verdict_of(results, snapshot, thresholds)
     # Built from already-validated parts: no need to re-validate the whole Snapshot here.
     return Report.model_construct(
@@ -87,4 +106,5 @@ def grade(
         results=results,
         thresholds=thresholds,
         snapshot=snapshot,
+        check_output=printed,
     )

@@ -292,6 +292,8 @@ class Report(_Model):
     results: List[Result]
     thresholds: Thresholds  # the effective expectations the results were graded with
     snapshot: Snapshot
+    # What checks printed (check id -> text, capped): shown by `check -v`, never on stdout.
+    check_output: Dict[str, str] = Field(default_factory=dict)
 
     def counts(self) -> Dict[str, int]:
         counts = {status.value: 0 for status in Status}

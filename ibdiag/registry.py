@@ -17,6 +17,7 @@ refused when the registry loads rather than turning into an error on every run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import inspect
@@ -293,14 +294,26 @@ def load_module_file(path: str, namespace: str) -> ModuleType:
     directory = os.path.dirname(os.path.abspath(path))
     sys.path.insert(0, directory)
     try:
-        module_spec.loader.exec_module(module)
-    # A plugin file can fail in any way at all; the error must name it, not crash the run.
-    except Exception as exc:
+        with contextlib.redirect_stdout(sys.stderr):  # a print at import never joins --json
+            module_spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    # A plugin file can fail in any way at all - sys.exit(42) and GeneratorExit included -
+    # and never decides ibdiag's exit code: the error names it, exit 3, and nothing crashes.
+    except BaseException as exc:
         sys.modules.pop(module_name, None)
-        raise RegistryError(f"{path}: cannot load: {type(exc).__name__}: {exc}") from exc
+        raise RegistryError(f"{path}: cannot load: {failure_of(exc)}") from exc
     finally:
         sys.path.remove(directory)
     return module
+
+
+def failure_of(exc: BaseException) -> str:
+    """One line for a plug-in's failure: ``called sys.exit(42)`` for SystemExit, else the
+    exception's type and message."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def specs_in(obj: object, origin: str) -> List[CheckSpec]:
@@ -328,9 +341,12 @@ def load_registry(
         for entry_point in find_entry_points():
             origin = f"entry point {entry_point.name!r} ({entry_point.value})"
             try:
-                obj = entry_point.load()
-            except Exception as exc:
-                raise RegistryError(f"{origin}: cannot load: {type(exc).__name__}: {exc}") from exc
+                with contextlib.redirect_stdout(sys.stderr):
+                    obj = entry_point.load()
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # as for a drop-in file: named, exit 3
+                raise RegistryError(f"{origin}: cannot load: {failure_of(exc)}") from exc
             for spec in specs_in(obj, origin):
                 registry.add(spec)
     for directory in checks_dirs:

@@ -9,11 +9,21 @@ keys of those TOML files.
 from __future__ import annotations
 
 import fnmatch
-from typing import Dict, List, Literal, Optional
+import functools
+import re
+from typing import Callable, Dict, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Severity = Literal["fail", "warn", "info"]
+
+# Bounds on what a config may say: beyond them a value is a typo (10^26), not a setting.
+MAX_COUNTER = 2**64  # the widest counters are 64-bit
+MAX_RATE_PER_HOUR = 1e15
+MAX_HCAS = 1024
+MAX_RATE_GBPS = 100_000.0
+MAX_MTU = 65_535
+MAX_IGNORE_PATTERNS = 1000
 
 
 class CounterRule(BaseModel):
@@ -25,30 +35,34 @@ class CounterRule(BaseModel):
     - ``lifetime_limit``: without a baseline, a lifetime value above this fails (off: None).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     on_increase: Optional[Severity] = None
-    rate_warn_per_hour: Optional[float] = Field(default=None, ge=0)
-    rate_fail_per_hour: Optional[float] = Field(default=None, ge=0)
-    lifetime_limit: Optional[int] = Field(default=None, ge=0)
+    rate_warn_per_hour: Optional[float] = Field(default=None, ge=0, le=MAX_RATE_PER_HOUR)
+    rate_fail_per_hour: Optional[float] = Field(default=None, ge=0, le=MAX_RATE_PER_HOUR)
+    lifetime_limit: Optional[int] = Field(default=None, ge=0, le=MAX_COUNTER)
 
 
 class Thresholds(BaseModel):
     """Expectations checks compare the Snapshot against. Empty: judge the node by itself."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     expect_hcas: Optional[int] = Field(
-        default=None, ge=0, description="How many InfiniBand HCAs this node must have."
+        default=None, ge=0, le=MAX_HCAS, description="How many InfiniBand HCAs this node must have."
     )
     expect_hca_names: List[str] = Field(
         default_factory=list, description="HCA names that must be present, e.g. mlx5_ib0."
     )
     expect_rate_gbps: Optional[float] = Field(
-        default=None, gt=0, description="Rate every InfiniBand port must run at, in Gb/s."
+        default=None,
+        gt=0,
+        le=MAX_RATE_GBPS,
+        description="Rate every InfiniBand port must run at, in Gb/s.",
     )
     ignore_hcas: List[str] = Field(
         default_factory=list,
+        max_length=MAX_IGNORE_PATTERNS,
         description="Glob patterns of devices to leave out, e.g. mlx5_an* (Azure's Ethernet NIC).",
     )
     ignore_ethernet: bool = Field(
@@ -57,10 +71,16 @@ class Thresholds(BaseModel):
         "on nodes where only the InfiniBand compute fabric is graded.",
     )
     expect_ipoib_mtu: Optional[int] = Field(
-        default=None, ge=68, description="MTU every IPoIB interface must have (e.g. 4092)."
+        default=None,
+        ge=68,
+        le=MAX_MTU,
+        description="MTU every IPoIB interface must have (e.g. 4092).",
     )
     expect_roce_mtu: Optional[int] = Field(
-        default=None, ge=68, description="MTU every RoCE netdev must have (e.g. 4200 or 9000)."
+        default=None,
+        ge=68,
+        le=MAX_MTU,
+        description="MTU every RoCE netdev must have (e.g. 4200 or 9000).",
     )
     # -- level full: the active tests (ibdiag.active) ------------------------------------------
     perftest_pairing: Literal["self", "pairs"] = Field(
@@ -148,7 +168,7 @@ class Thresholds(BaseModel):
         "the environment's NCCL_INSPECTOR_DUMP_DIR, if any.",
     )
     nccl_inspector_max_age_s: int = Field(
-        default=3600, ge=1, description="Ignore Inspector dumps older than this."
+        default=3600, ge=1, le=366 * 86400, description="Ignore Inspector dumps older than this."
     )
     nccl_inspector_floor_gbytes: Optional[float] = Field(
         default=None,
@@ -168,4 +188,13 @@ class Thresholds(BaseModel):
     )
 
     def ignores(self, device_name: str) -> bool:
-        return any(fnmatch.fnmatchcase(device_name, pattern) for pattern in self.ignore_hcas)
+        """Whether a pattern of ``ignore_hcas`` matches (all of them compiled once, together:
+        matched one by one, thousands of patterns cost seconds per run)."""
+        return _ignore_matcher(tuple(self.ignore_hcas))(device_name) is not None
+
+
+@functools.lru_cache(maxsize=8)
+def _ignore_matcher(patterns: Tuple[str, ...]) -> Callable[[str], Optional[re.Match]]:
+    if not patterns:
+        return lambda name: None
+    return re.compile("|".join(fnmatch.translate(pattern) for pattern in patterns)).match

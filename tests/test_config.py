@@ -660,3 +660,52 @@ def test_config_module_imports_neither_jinja2_nor_sh():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert proc.stdout.strip() == "[]"
+
+
+# -- bounds and many patterns (issue 12 item 12) -------------------------------------------------
+
+
+BIG = "100000000000000000000000000"  # 10^26
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        (f"expect_hcas = {BIG}", "expect_hcas: expected a whole number of at most 1024"),
+        (f"[counters.symbol_error]\nlifetime_limit = {BIG}",
+         f"symbol_error.lifetime_limit: expected a whole number of at most {2**64}"),
+        ("[counters.symbol_error]\nrate_fail_per_hour = inf", "expected a finite number, got inf"),
+        ("expect_rate_gbps = nan", "expect_rate_gbps: expected a finite number"),
+        ("expect_ipoib_mtu = 1000000", "expect_ipoib_mtu: expected a whole number of at most"),
+    ],
+)  # fmt: skip
+def test_a_value_beyond_any_real_setting_is_one_line_exit_3(run_cli, tmp_path, line, said):
+    config = tmp_path / "ibdiag.toml"
+    config.write_text(line + "\n")
+    result = run_cli("config", "show", "--config", str(config))
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"ibdiag: error: {config}: ") and said in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_thousands_of_ignore_patterns_are_refused_and_a_thousand_match_like_fnmatch(
+    run_cli, tmp_path
+):
+    import fnmatch
+
+    from ibdiag.thresholds import MAX_IGNORE_PATTERNS, Thresholds
+
+    config = tmp_path / "ibdiag.toml"
+    config.write_text(f"ignore_hcas = {[f'mlx5_an{i}*' for i in range(50_000)]!r}\n")
+    result = run_cli("config", "show", "--config", str(config))
+    assert result.exit_code == 3 and f"at most {MAX_IGNORE_PATTERNS}" in result.stderr
+
+    patterns = [f"mlx5_an{i}*" for i in range(MAX_IGNORE_PATTERNS - 3)] + [
+        "ib?",
+        "*roce*",
+        "x[0-9]",
+    ]
+    th = Thresholds(ignore_hcas=patterns)
+    for name in ("mlx5_an17", "mlx5_an9999", "ib0", "ib10", "bond_roce_1", "x7", "xa", "mlx5_0"):
+        expected = any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+        assert th.ignores(name) is expected, name

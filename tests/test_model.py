@@ -378,6 +378,7 @@ def test_report_json_schema():
         "verdict_reason",
         "results",
         "thresholds",
+        "check_output",
         "snapshot",
     }
     assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION

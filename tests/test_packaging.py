@@ -214,7 +214,7 @@ def test_wheel_ships_checks_and_templates_inside_the_package(wheel: Path) -> Non
     stray = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".pyo"))]
     assert not stray, f"bytecode in the wheel: {stray}"
 
-    assert re.search(r"^ibdiag\s*=\s*ibdiag\.cli:main\s*$", entry_points, re.MULTILINE), (
+    assert re.search(r"^ibdiag\s*=\s*ibdiag\.entry:main\s*$", entry_points, re.MULTILINE), (
         entry_points
     )
     assert re.search(r"^Requires-Python: >=3\.9\s*$", metadata, re.MULTILINE), metadata

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 from ibdiag.catalogue import lookup
 from ibdiag.deltas import Comparison, compare
 from ibdiag.model import Snapshot
+from ibdiag.render.inert import inert
 
 
 def _rows(target: str, values: Dict[str, int], previous: Optional[Dict[str, int]], comparison):
@@ -46,9 +47,9 @@ def render(snapshot: Snapshot, baseline: Optional[Snapshot], nonzero_only: bool)
     if nonzero_only:
         rows = [row for row in rows if not row[3].startswith("0 ") and row[3] != "0"]
     header = ("target", "counter", "category", "value", "since baseline" if baseline else "")
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(4)]
+    widths = [max(len(inert(row[i])) for row in [header, *rows]) for i in range(4)]
     lines = [
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4]
+        "  ".join(inert(cell).ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4]
         for row in [header, *rows]
     ]
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -62,9 +62,7 @@ text is ``ibdiag.exporter``.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from typing import Dict, List, Optional, Tuple
 
 from ibdiag.catalogue import lookup
@@ -371,23 +369,11 @@ def _add_moneo(out: _Exposition, report: Report) -> None:
 
 
 def write_textfile(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same directory, fsync, rename),
-    mode 0644, so node_exporter's textfile collector never reads half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(prefix=".ibdiag-", suffix=".prom.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
+    """Write ``text`` to ``path`` atomically (mode 0644; ``ibdiag.files.write_output``), so
+    node_exporter's textfile collector never reads half a file."""
+    from ibdiag.files import write_output
+
+    write_output(path, text, mode=0o644)
 
 
 SCRAPE_TIMEOUT_HELP = (

@@ -1,7 +1,8 @@
 """Terminal summary: one line per finding that needs attention, then the verdict line.
 
 The verdict line follows the Nagios plugin output convention (``IBDIAG CRITICAL - ...``) so NHC
-and monitoring tools can show it as is.
+and monitoring tools can show it as is. Every value from the node (names, messages, the host) is
+printed ``inert``: one result is one line, and nothing read from a node can forge another.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import List
 
 from ibdiag.model import Report, Result, Status, Verdict
+from ibdiag.render.inert import inert
 
 _ANSI = {
     Status.FAIL: "\033[31m",
@@ -31,8 +33,9 @@ def _paint(text: str, key: object, color: bool) -> str:
 
 def result_line(result: Result, color: bool = False) -> str:
     status = _paint(f"{result.status.value.upper():5}", result.status, color)
-    hint = f" -- {result.hint}" if result.hint and result.status != Status.PASS else ""
-    return f"{status} {result.target:12} {result.check_id:18} {result.message}{hint}"
+    hint = f" -- {inert(result.hint)}" if result.hint and result.status != Status.PASS else ""
+    target, check_id, message = inert(result.target), inert(result.check_id), inert(result.message)
+    return f"{status} {target:12} {check_id:18} {message}{hint}"
 
 
 def verdict_line(report: Report, color: bool = False) -> str:
@@ -40,7 +43,8 @@ def verdict_line(report: Report, color: bool = False) -> str:
     ports = sum(len(dev.ports) for dev in snap.devices)
     verdict = _paint(f"IBDIAG {report.verdict.value}", report.verdict, color)
     scope = f"{len(snap.devices)} HCAs, {ports} ports"
-    return f"{verdict} - {report.verdict_reason} ({scope}, level {report.level}) on {snap.host}"
+    where = f"({scope}, level {inert(report.level)}) on {inert(snap.host)}"
+    return f"{verdict} - {inert(report.verdict_reason)} {where}"
 
 
 REASON_PREFIX = "ibdiag:"
@@ -60,16 +64,23 @@ def reason_line(report: Report) -> str:
             word = first.observed if isinstance(first.observed, str) else first.subject
             detail = f" {word}" if word else ""
             more = " and more" if len(hits) > 1 else ""
-            return f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}"
+            return inert(f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}")
     return ""
 
 
 def render(report: Report, color: bool = False, verbose: bool = False) -> str:
-    """Fail, error and warn lines (with ``verbose`` every result), worst first, then the verdict."""
+    """Fail, error and warn lines (with ``verbose`` every result and what checks printed),
+    worst first, then the verdict."""
     shown = [
         r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR, Status.WARN)
     ]
     shown.sort(key=lambda r: _ORDER[r.status])
     lines: List[str] = [result_line(result, color) for result in shown]
+    if verbose:
+        lines += [
+            f"OUTPUT {inert(check_id):18} {inert(line)}"
+            for check_id, text in report.check_output.items()
+            for line in text.splitlines()
+        ]
     lines.append(verdict_line(report, color))
     return "\n".join(lines) + "\n"
