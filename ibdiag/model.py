@@ -292,6 +292,9 @@ class Report(_Model):
     results: List[Result]
     thresholds: Thresholds  # the effective expectations the results were graded with
     snapshot: Snapshot
+    # A bundle graded although these of its files differ from its manifest's sha256
+    # (`--accept-altered`): the results may rest on edited data. Empty for a live run.
+    altered_files: List[str] = Field(default_factory=list)
 
     def counts(self) -> Dict[str, int]:
         counts = {status.value: 0 for status in Status}

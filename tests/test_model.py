@@ -379,6 +379,7 @@ def test_report_json_schema():
         "results",
         "thresholds",
         "snapshot",
+        "altered_files",
     }
     assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION
     assert set(schema["required"]) >= {"tool_version", "verdict", "results", "snapshot"}
