@@ -11,6 +11,9 @@ tree), then the hostile bundles of issue 12 item 7 from it (tests/hostile_bundle
     devices-100k     a manifest listing 100,000 HCA names
     manifest-500MB   manifest.json of 500 MB: one list nested 250 million deep
     deep-manifest    a 4 KB-ish manifest whose thresholds nest a list 100,000 deep
+    outputs-120MiB   15 command outputs of 8 MiB, each ending in a 4-byte character
+    outputs-30MiB    the same at 2 MiB each: within the limits (graded), the most they allow
+    listings-limits  1,024 HCAs x 8 ports and 100,000 listed names: the most the limits allow
     no-trailer       the good tarball without gzip's CRC/length trailer
     altered          summary.txt changed after the manifest was written
     bad-level        manifest level "bogus"
@@ -55,6 +58,9 @@ CASES: Dict[str, Callable[[str, str], str]] = {
     "devices-100k": lambda good, dest: H.many_devices(good, dest, 100_000),
     "manifest-500MB": lambda good, dest: H.huge_manifest(good, dest, 500 * 10**6),
     "deep-manifest": lambda good, dest: H.deep_manifest(good, dest, 100_000),
+    "outputs-120MiB": lambda good, dest: H.big_outputs(good, dest, 15, 8 << 20),
+    "outputs-30MiB": lambda good, dest: H.big_outputs(good, dest, 15, 2 << 20),
+    "listings-limits": H.listings_at_limits,
     "no-trailer": H.cut_trailer,
     "altered": H.altered_member,
     "bad-level": lambda good, dest: H.with_manifest(

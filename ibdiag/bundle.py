@@ -46,7 +46,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, 
 
 from ibdiag import __version__
 from ibdiag import bundle_limits as limits
-from ibdiag.bundle_archive import Archive, ArchiveError, CorruptArchive, member_limit, read_archive
+from ibdiag.bundle_archive import (
+    Archive,
+    ArchiveError,
+    CorruptArchive,
+    kept_area,
+    member_limit,
+    read_archive,
+)
 from ibdiag.bundle_manifest import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -434,12 +441,13 @@ class OpenedBundle:
             fd = os.open(os.path.join(self.path, *rel.split("/")), os.O_RDONLY | _NOFOLLOW)
         except OSError:
             return None
+        limit = member_limit(rel)[0]
         with os.fdopen(fd, "rb") as handle:
-            size = min(os.fstat(handle.fileno()).st_size, limits.MAX_FILE_BYTES)
+            size = min(os.fstat(handle.fileno()).st_size, limit)
             data = handle.read(size + 1)
             if len(data) > size:  # it grew since it was checked
-                data += handle.read(limits.MAX_FILE_BYTES + 1 - len(data))
-        if len(data) > limits.MAX_FILE_BYTES:
+                data += handle.read(limit + 1 - len(data))
+        if len(data) > limit:
             raise BundleError(f"refusing {self.path}: {rel} grew past its limit while read")
         return data
 
@@ -484,8 +492,9 @@ def _open_archive(path: str) -> OpenedBundle:
 
 def _walk_directory(path: str) -> Dict[str, int]:
     """A directory bundle's files (relative path -> size); refuses symlinks, special files and
-    what is past the limits an archive has."""
+    what is past the limits a tarball has."""
     found: Dict[str, int] = {}
+    area_bytes: Dict[str, int] = {}
     for here, dirs, files in os.walk(path):
         below = os.path.relpath(here, path).replace(os.sep, "/")
         for entry in sorted(dirs) + sorted(files):
@@ -502,10 +511,19 @@ def _walk_directory(path: str) -> Dict[str, int]:
                 why = f"one file more than {limits.MAX_MEMBERS} (a bundle holds a few thousand)"
             else:
                 limit, what = member_limit(rel)
-                if info.st_size <= limit:
-                    found[rel] = info.st_size
-                    continue
-                why = f"{info.st_size} bytes; {what} {limits.size_text(limit)}"
+                if info.st_size > limit:
+                    why = f"{info.st_size} bytes; {what} {limits.size_text(limit)}"
+                    raise BundleError(f"refusing bundle {path}: {rel!r} is {why}")
+                found[rel] = info.st_size
+                area = kept_area(rel)
+                if area is not None:
+                    area_bytes[area[0]] = area_bytes.get(area[0], 0) + info.st_size
+                    if area_bytes[area[0]] > area[2]:
+                        total = limits.size_text(area[2])
+                        raise BundleError(
+                            f"refusing bundle {path}: its {area[0]} files come to more than {total}"
+                        )
+                continue
             raise BundleError(f"refusing bundle {path}: {rel!r} is {why}")
     return found
 

@@ -29,8 +29,6 @@ BLOCK = 512
 _ZERO_BLOCK = bytes(BLOCK)
 _CHUNK = 1 << 20
 MANIFEST = "manifest.json"
-# Files that replay reads (kept in memory); every other member is only hashed.
-KEPT_PREFIXES = ("root/", "commands/", "nccl_inspector/")
 _FILE_TYPES = (b"0", b"\0", b"7")  # regular file (old-style, contiguous)
 _DIRECTORY = b"5"
 _EXTENDED = (b"x", b"X", b"g", b"L", b"K")  # pax (per-member, Solaris, global), GNU long names
@@ -175,9 +173,15 @@ def member_limit(rel: str) -> Tuple[int, str]:
     """The most bytes the bundle file ``rel`` may have, and how to say so."""
     if rel == MANIFEST:
         return limits.MAX_MANIFEST_BYTES, "manifest.json may be at most"
-    if rel.startswith(KEPT_PREFIXES):
-        return limits.MAX_FILE_BYTES, "a file replay reads may be at most"
+    area = kept_area(rel)
+    if area is not None:
+        return area[1], f"{area[3]} may be at most"
     return limits.MAX_MEMBER_BYTES, "a member may be at most"
+
+
+def kept_area(rel: str) -> Optional[Tuple[str, int, int, str]]:
+    """The ``bundle_limits.KEPT_AREAS`` entry of a file replay reads; None for the others."""
+    return next((area for area in limits.KEPT_AREAS if rel.startswith(area[0])), None)
 
 
 class _Reader:
@@ -185,7 +189,7 @@ class _Reader:
         self.stream = _Stream(stream)
         self.archive: Optional[Archive] = None
         self.members = 0
-        self.kept_bytes = 0
+        self.kept_bytes: Dict[str, int] = {}  # by area
 
     def run(self) -> Archive:
         pending: Dict[str, str] = {}
@@ -281,11 +285,13 @@ class _Reader:
         limit, what = member_limit(rel)
         if size < 0 or size > limit:
             raise ArchiveError(f"member {name!r} is {size} bytes; {what} {size_text(limit)}")
-        keep = rel == MANIFEST or rel.startswith(KEPT_PREFIXES)
-        if keep and self.kept_bytes + size > limits.MAX_KEPT_BYTES:
-            raise ArchiveError(
-                f"the files replay reads come to more than {size_text(limits.MAX_KEPT_BYTES)}"
-            )
+        area = kept_area(rel)
+        keep = area is not None or rel == MANIFEST
+        if area is not None:
+            prefix, _each, total, what = area
+            self.kept_bytes[prefix] = self.kept_bytes.get(prefix, 0) + size
+            if self.kept_bytes[prefix] > total:
+                raise ArchiveError(f"its {prefix} files come to more than {size_text(total)}")
         digest, chunks, left = hashlib.sha256(), [], size
         while left:
             chunk = self.stream.exact(min(left, _CHUNK))
@@ -296,7 +302,6 @@ class _Reader:
         self.stream.exact(_padded(size) - size)
         self.archive.files[rel] = Member(size=size, sha256=digest.hexdigest())
         if keep:
-            self.kept_bytes += size
             self.archive.kept[rel] = b"".join(chunks)
 
     def _drain(self) -> None:

@@ -14,6 +14,7 @@ about 20,000 files.
 
 from __future__ import annotations
 
+KiB = 1 << 10
 MiB = 1 << 20
 
 # -- the archive ------------------------------------------------------------------------------
@@ -24,17 +25,24 @@ MAX_MEMBERS = 50_000
 
 # One member of any kind. The largest file ibdiag writes is report.json (or report.html) of a
 # level-full run: every command's output (each kept to its last 1 MiB) and up to 64 MiB of NCCL
-# Inspector dumps, with JSON escaping. Such members are hashed while read, never kept.
+# Inspector dumps, with JSON escaping. Members replay does not read (report.*, summary.txt) are
+# hashed while read, never kept.
 MAX_MEMBER_BYTES = 256 * MiB
 
-# One file that replay reads (root/, commands/, nccl_inspector/): sysfs and procfs files are
-# read up to 64 KiB, command outputs kept to 1 MiB, an Inspector dump to 4 MiB; redaction can
-# lengthen what it replaces. These are held in memory while the bundle is replayed.
-MAX_FILE_BYTES = 8 * MiB
-
-# All files replay reads, together: up to 64 MiB of Inspector dumps plus every command's output
-# and the raw sysfs files (a few MB on a real node).
-MAX_KEPT_BYTES = 128 * MiB
+# The files replay reads are held in memory while it runs, and become the Snapshot's text, so
+# each area of the bundle may hold what the collector can write there - no more - with room for
+# redaction, which may lengthen what it replaces: (area, most bytes per file, most bytes for all
+# its files, what one is called).
+KEPT_AREAS = (
+    # sysfs and procfs files are read up to 64 KiB each (sources.sysfs); a 64-HCA node's
+    # ~5,000 come to well under 1 MiB.
+    ("root/", 256 * KiB, 32 * MiB, "a raw sysfs or procfs file"),
+    # each command's stdout and stderr are kept to their last 1 MiB (sources.commands
+    # OUTPUT_CAP_BYTES); most are a few KB, a level-full run's all together a few MB.
+    ("commands/", 2 * MiB, 32 * MiB, "a command's output"),
+    # NCCL Inspector dumps: at most 4 MiB each and 64 MiB in all (sources.inspector_files).
+    ("nccl_inspector/", 8 * MiB, 80 * MiB, "an NCCL Inspector dump"),
+)
 
 # The decompressed archive in all (headers, data, padding). Reading it is the only cost of the
 # members that are not kept: about 2-3 s of gzip and sha256 per GiB.
@@ -58,9 +66,10 @@ MAX_JSON_DEPTH = 32
 # a million small values cost Python ~100-150 MB; a 64-HCA manifest has ~25,000.
 MAX_JSON_VALUES = 1_000_000
 
-# What replay builds from the manifest's directory listings. A real node has 8-16 HCAs (1,024:
-# 8 PFs x 127 VFs, the most SR-IOV allows) with 1-4 ports each (8,192: 1,024 switch-sized
-# HCAs, or 64 ports on each of 128); ~150 counter names per port.
+# What replay builds from the manifest's directory listings: each name is an HCA, a port or a
+# file to read. A real node has 8-16 HCAs with 1-4 ports each and ~150 counters per port;
+# 1,024 HCAs is 8 PFs x 127 VFs (the most SR-IOV allows), 8,192 ports 8 on each of those. At
+# these limits replay and grading take ~140 MB and ~3 s (benchmarks/bench_hostile_bundles.py).
 MAX_HCAS = 1024
 MAX_PORTS = 8192
 MAX_LISTED_NAMES = 100_000

@@ -202,3 +202,40 @@ def lying_member(good: str, dest: str, rel: str, claimed: int, data: bytes = b"x
     with open(dest, "wb") as handle:
         handle.write(gzip.compress(raw, compresslevel=1))
     return dest
+
+
+def big_outputs(good: str, dest: str, count: int, size: int, wide: bool = True) -> str:
+    """``count`` command outputs of ``size`` bytes each, listed in the manifest as runs. With
+    ``wide`` each ends in a 4-byte character, so Python holds its text at 4 bytes a character."""
+    import hashlib
+
+    data = b"a" * (size - 4) + ("\U0001f600".encode() if wide else b"bbbb")
+    digest = hashlib.sha256(data).hexdigest()
+    manifest = read_manifest(good)
+    extra = []
+    for index in range(count):
+        rel = f"commands/9{index:02d}-x.stdout"
+        manifest["files"].append({"path": rel, "size": size, "sha256": digest})
+        run = {"key": f"x {index}", "argv": ["x", str(index)], "rc": 0, "stdout_file": rel}
+        manifest["commands"].append(run)
+        extra.append((file_member(f"{top_name(good)}/{rel}"), data))
+    replace = {"manifest.json": json.dumps(manifest).encode()}
+    return rebuild(good, dest, replace=replace, extra=extra)
+
+
+def listings_at_limits(good: str, dest: str) -> str:
+    """A manifest naming as much as the listing limits allow: 1,024 HCAs of 8 ports each, and
+    counters up to 100,000 names in all (none of them stored)."""
+
+    def edit(manifest):
+        listings = manifest["listings"]
+        listings.clear()
+        listings["sys/class/infiniband"] = [f"mlx5_{i}" for i in range(1024)]
+        per_port = (100_000 - 1024 - 8192) // 8192
+        for hca in range(1024):
+            base = f"sys/class/infiniband/mlx5_{hca}/ports"
+            listings[base] = [str(port) for port in range(1, 9)]
+            for port in range(1, 9):
+                listings[f"{base}/{port}/counters"] = [f"c{j}" for j in range(per_port)]
+
+    return with_manifest(good, dest, edit)

@@ -118,7 +118,13 @@ def test_an_old_gnu_sparse_member_is_refused(good, tmp_path):
     [
         ("junk.bin", bundle_limits.MAX_MEMBER_BYTES + 1, "a member may be at most 256 MiB"),
         ("report.json", 2 << 30, "a member may be at most 256 MiB"),
-        ("commands/001-x.stdout", 8 * 2**20 + 1, "a file replay reads may be at most 8 MiB"),
+        ("commands/001-x.stdout", 2 * 2**20 + 1, "a command's output may be at most 2 MiB"),
+        (
+            "root/sys/class/infiniband/mlx5_0/fw_ver",
+            256 * 1024 + 1,
+            "a raw sysfs or procfs file may be at most 256 KiB",
+        ),
+        ("nccl_inspector/001-x.log", 8 * 2**20 + 1, "an NCCL Inspector dump may be at most 8 MiB"),
         ("manifest.json", 500 * 10**6, "manifest.json may be at most 16 MiB"),
     ],
 )
@@ -134,13 +140,23 @@ def test_a_member_over_its_limit_is_refused_from_its_header(
     assert os.listdir(system_tmp) == []
 
 
-def test_the_files_replay_reads_are_limited_together(good, tmp_path, monkeypatch):
-    monkeypatch.setattr(bundle_limits, "MAX_KEPT_BYTES", 64 * 1024)
-    extra = [(H.file_member(f"{top(good)}/commands/9{i}.stdout"), bytes(40_000)) for i in range(2)]
-    bundle = H.rebuild(good, str(tmp_path / "kept.tar.gz"), extra=extra)
-    with open(bundle, "rb") as raw, pytest.raises(ArchiveError) as refused:
-        read_archive(raw)
-    assert str(refused.value) == "the files replay reads come to more than 64 KiB"
+@pytest.mark.parametrize("form", ["tar", "dir"])
+def test_the_files_replay_reads_are_limited_together(run_cli, good_pair, tmp_path, form):
+    """Seventeen 2 MiB command outputs (each within its limit) come to more than 32 MiB: a
+    141 KB tarball of such outputs once made report take 643 MB."""
+    data = b"a" * (2 << 20)
+    names = [f"commands/9{i:02d}.stdout" for i in range(17)]
+    extra = [(H.file_member(f"{top(good_pair[0])}/{name}"), data) for name in names]
+    bundle = H.rebuild(good_pair[0], str(tmp_path / "kept.tar.gz"), extra=extra)
+    if form == "dir":
+        bundle = str(tmp_path / "dir")
+        shutil.copytree(good_pair[1], bundle)
+        (tmp_path / "dir" / "commands").mkdir(exist_ok=True)
+        for name in names:
+            (tmp_path / "dir" / name).write_bytes(data)
+    assert refusal(run_cli, bundle).endswith(
+        f"{bundle}: its commands/ files come to more than 32 MiB"
+    )
 
 
 def test_an_archive_that_inflates_past_the_limit_is_refused(good, tmp_path, monkeypatch):
@@ -489,4 +505,17 @@ def test_limits_are_stated_in_the_units_of_their_messages():
     assert bundle_limits.size_text(bundle_limits.MAX_MEMBER_BYTES) == "256 MiB"
     assert bundle_limits.size_text(bundle_limits.MAX_HEADER_BYTES) == "64 KiB"
     assert bundle_limits.size_text(17) == "17 bytes"
-    assert bundle_archive.member_limit("root/sys/x")[0] == bundle_limits.MAX_FILE_BYTES
+    assert bundle_archive.member_limit("root/sys/x")[0] == 256 * 1024
+    assert bundle_archive.member_limit("manifest.json")[0] == 16 * 2**20
+    assert bundle_archive.member_limit("report.html")[0] == 256 * 2**20
+
+
+def test_each_area_holds_what_the_collector_can_write_there():
+    """The limits follow the collector's own caps: raising one of those must raise these."""
+    from ibdiag.sources import commands, inspector_files, sysfs
+
+    areas = {prefix: (each, total) for prefix, each, total, _what in bundle_limits.KEPT_AREAS}
+    assert areas["root/"][0] >= 2 * sysfs._MAX_ATTRIBUTE_BYTES
+    assert areas["commands/"][0] >= 2 * commands.OUTPUT_CAP_BYTES
+    assert areas["nccl_inspector/"][0] >= 2 * inspector_files.MAX_BYTES
+    assert areas["nccl_inspector/"][1] >= inspector_files.MAX_TOTAL_BYTES
