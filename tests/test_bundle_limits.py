@@ -519,3 +519,27 @@ def test_each_area_holds_what_the_collector_can_write_there():
     assert areas["commands/"][0] >= 2 * commands.OUTPUT_CAP_BYTES
     assert areas["nccl_inspector/"][0] >= 2 * inspector_files.MAX_BYTES
     assert areas["nccl_inspector/"][1] >= inspector_files.MAX_TOTAL_BYTES
+
+
+def test_the_readme_states_the_limits_the_code_has():
+    from pathlib import Path
+
+    text = Path(REPO, "README.md").read_text(encoding="utf-8")
+    section = text.split("## Support bundles", 1)[1].split("\n## ", 1)[0]
+    L, size = bundle_limits, bundle_limits.size_text
+    areas = {prefix: (size(each), size(total)) for prefix, each, total, _ in L.KEPT_AREAS}
+    rows = [
+        f"| files and directories | {L.MAX_MEMBERS:,} |",
+        f"| one member; all of them unpacked | {size(L.MAX_MEMBER_BYTES)}; "
+        f"{size(L.MAX_ARCHIVE_BYTES)} |",
+        "| one raw sysfs/procfs file; all of `root/` | {}; {} |".format(*areas["root/"]),
+        "| one command output; all of `commands/` | {}; {} |".format(*areas["commands/"]),
+        "| one NCCL Inspector dump; all of them | {}; {} |".format(*areas["nccl_inspector/"]),
+        f"| `manifest.json`: size, nesting, JSON values | {size(L.MAX_MANIFEST_BYTES)}, "
+        f"{L.MAX_JSON_DEPTH} deep, {L.MAX_JSON_VALUES:,} |",
+        f"| HCAs, ports, names in the manifest's listings | {L.MAX_HCAS:,}, {L.MAX_PORTS:,}, "
+        f"{L.MAX_LISTED_NAMES:,} |",
+    ]
+    for row in rows:
+        assert row in section, row
+    assert L.MAX_WARNINGS == 10 and "(the first ten, then a count)" in section
