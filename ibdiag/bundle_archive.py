@@ -2,10 +2,10 @@
 
 The archive is read as a stream (gzip, bzip2, xz or plain tar): each header is parsed and judged
 *before* any of its data is read - a path that is absolute or has ``..``, a link, a device, a
-FIFO, a sparse file, a member outside the top directory, a size over a limit - and then its
-data is read in chunks into a sha256 (and, for the files replay needs, into memory), stopping
-at the member's limit whatever the header claimed. The stream is read to its very end, so
-gzip's trailer (CRC-32 and length) is checked: an archive cut short is refused.
+FIFO, a sparse file, a member outside the top directory, a size over a limit - and only then
+is its data read, exactly the size its header claims (so never more than a limit allows), in
+chunks into a sha256 and, for the files replay needs, into memory. The stream is read to its
+very end, so gzip's trailer (CRC-32 and length) is checked: an archive cut short is refused.
 
 Why not ``tarfile``: it reads a pax or GNU long-name header whole (a header can claim
 gigabytes), follows a sparse map of any length, and writes what it extracts. This reader knows
@@ -288,7 +288,7 @@ class _Reader:
         area = kept_area(rel)
         keep = area is not None or rel == MANIFEST
         if area is not None:
-            prefix, _each, total, what = area
+            prefix, total = area[0], area[2]
             self.kept_bytes[prefix] = self.kept_bytes.get(prefix, 0) + size
             if self.kept_bytes[prefix] > total:
                 raise ArchiveError(f"its {prefix} files come to more than {size_text(total)}")
