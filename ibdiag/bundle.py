@@ -22,9 +22,11 @@ With a redactor, contents and member names alike pass through its one mapping (a
 as stored, so a redacted bundle opens without missing or unlisted files and replays whole.
 
 A bundle is built in a temporary directory beside its destination and renamed into place, so
-an interrupted or failed write leaves nothing under the final name. Opening one never writes
-outside its own temporary directory; ``replay`` rebuilds the Snapshot the live run built,
-parsing the raw files with today's code.
+an interrupted or failed write leaves nothing under the final name. Opening one writes nothing:
+a tarball is read as a stream within ``ibdiag.bundle_limits`` (``ibdiag.bundle_archive``), its
+manifest validated (``ibdiag.bundle_manifest``), every file checked against the manifest's
+sha256; ``replay`` rebuilds the Snapshot the live run built, parsing the raw files with
+today's code.
 """
 
 from __future__ import annotations
@@ -38,21 +40,36 @@ import shutil
 import stat
 import tarfile
 import tempfile
-import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ibdiag import __version__
+from ibdiag import bundle_limits as limits
+from ibdiag.bundle_archive import (
+    Archive,
+    ArchiveError,
+    CorruptArchive,
+    kept_area,
+    member_limit,
+    read_archive,
+)
+from ibdiag.bundle_manifest import (
+    MANIFEST,
+    MANIFEST_SCHEMA_VERSION,
+    CommandEntry,
+    Manifest,
+    ManifestError,
+    load_manifest,
+    safe_relpath,
+)
 from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot
+from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import Recording, SysfsReader, decode_attribute, natural_key
 
 if TYPE_CHECKING:  # only for annotations: redaction loads when asked for
     from ibdiag.redact import Redactor
 
-MANIFEST_SCHEMA_VERSION = 1
-MANIFEST = "manifest.json"
-MAX_EXTRACT_BYTES = 4 * 1024**3  # a bundle is megabytes; refuse an archive that inflates past this
 _CHUNK = 1024 * 1024
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _RUN_FIELDS = (
@@ -73,7 +90,8 @@ Renderer = Callable[[Report], str]
 
 
 class BundleError(Exception):
-    """The bundle cannot be used (unsafe member, truncated archive, missing/corrupt manifest)."""
+    """The bundle cannot be used (unsafe or oversized member, truncated archive, missing or
+    invalid manifest, altered files): one line that names the bundle once."""
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -111,11 +129,6 @@ def bundle_name(host: Optional[str], when: datetime) -> str:
 
 def _utc_iso(when: Optional[datetime]) -> Optional[str]:
     return when.isoformat() if when is not None else None
-
-
-def _safe_relpath(path: str) -> bool:
-    parts = path.split("/")
-    return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts)
 
 
 class _Stage:
@@ -209,7 +222,7 @@ def _fill(
     recording = recording or Recording()
     not_stored: Dict[str, str] = {}
     for rel in sorted(recording.files, key=natural_key):
-        if not _safe_relpath(rel):
+        if not safe_relpath(rel):
             not_stored[rel] = "unsafe path"
             continue
         try:
@@ -381,117 +394,170 @@ def write_bundle(
 
 @dataclass
 class OpenedBundle:
-    """A verified bundle on disk: ``path`` is its top directory (read-only use)."""
+    """A verified bundle: ``path`` as given (a tarball or a directory), its validated manifest,
+    and what differs from it. Read its files with ``read``."""
 
     path: str
-    manifest: Dict[str, Any]
+    manifest: Manifest
     missing: List[str] = field(default_factory=list)  # listed in the manifest, not in the bundle
     altered: List[str] = field(default_factory=list)  # size or sha256 differs from the manifest
     unlisted: List[str] = field(default_factory=list)  # in the bundle, not in the manifest
+    archive: Optional[Archive] = None  # a tarball's contents; None: a directory, read in place
 
     @property
     def problems(self) -> List[str]:
-        """One line per missing, altered or unlisted file, for the caller to show."""
+        """One line per missing, altered or unlisted file."""
         return (
             [f"missing: {p}" for p in self.missing]
             + [f"altered: {p}" for p in self.altered]
             + [f"not in manifest: {p}" for p in self.unlisted]
         )
 
+    def warnings(self, limit: int = limits.MAX_WARNINGS) -> List[str]:
+        """``problems`` for the caller to show: the first ``limit``, then how many more."""
+        problems = self.problems
+        if len(problems) <= limit:
+            return problems
+        rest = len(problems) - limit
+        return [*problems[:limit], f"and {rest} more missing, altered or unlisted files"]
+
     @property
     def level(self) -> Optional[str]:
-        return self.manifest.get("level")
+        return self.manifest.level
 
     @property
     def thresholds(self) -> Optional[Dict[str, Any]]:
-        """The effective thresholds the bundle was graded with (JSON form)."""
-        return self.manifest.get("thresholds")
+        """The effective thresholds the bundle was graded with (JSON form, not yet validated)."""
+        return self.manifest.thresholds
+
+    def read(self, rel: str) -> Optional[bytes]:
+        """The bundle's file ``rel`` (a manifest path); None when it is not there. Of a tarball
+        only manifest.json and what replay reads (root/, commands/, nccl_inspector/) are kept."""
+        if not safe_relpath(rel):
+            return None
+        if self.archive is not None:
+            return self.archive.kept.get(rel)
+        try:
+            fd = os.open(os.path.join(self.path, *rel.split("/")), os.O_RDONLY | _NOFOLLOW)
+        except OSError:
+            return None
+        limit = member_limit(rel)[0]
+        with os.fdopen(fd, "rb") as handle:
+            size = min(os.fstat(handle.fileno()).st_size, limit)
+            data = handle.read(size + 1)
+            if len(data) > size:  # it grew since it was checked
+                data += handle.read(limit + 1 - len(data))
+        if len(data) > limit:
+            raise BundleError(f"refusing {self.path}: {rel} grew past its limit while read")
+        return data
 
 
-def _member_problem(member: tarfile.TarInfo, top: Optional[str]) -> Optional[str]:
-    name = member.name
-    if not name or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
-        return "an absolute path"
-    parts = [p for p in name.split("/") if p not in ("", ".")]
-    if ".." in parts or "\\.." in name or "..\\" in name:
-        return "a path with '..'"
-    if member.issym():
-        return f"a symbolic link (to {member.linkname!r})"
-    if member.islnk():
-        return f"a hard link (to {member.linkname!r})"
-    if member.ischr() or member.isblk():
-        return "a device file"
-    if member.isfifo():
-        return "a FIFO"
-    if not (member.isfile() or member.isdir()):
-        return "not a regular file or directory"
-    if not parts or (top is not None and parts[0] != top):
-        return f"outside the archive root {top or ''}/"
-    return None
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _extract(archive: str, into: str) -> str:
-    """Check every member, then extract them under ``into``; the bundle's top directory."""
+def _manifest(data: bytes, label: str) -> Manifest:
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            members = tar.getmembers()
-            if not members:
-                raise BundleError(f"{archive}: empty archive")
-            first = [p for p in members[0].name.split("/") if p not in ("", ".")]
-            top = first[0] if first and first[0] != ".." else None
-            for member in members:
-                why = _member_problem(member, top)
-                if why is not None:
-                    raise BundleError(f"refusing {archive}: member {member.name!r} is {why}")
-            if sum(m.size for m in members if m.isfile()) > MAX_EXTRACT_BYTES:
-                raise BundleError(f"refusing {archive}: it unpacks to more than 4 GiB")
-            for member in members:
-                _extract_member(tar, member, into, archive)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise BundleError(
-            f"{archive}: not a readable bundle (truncated or corrupt archive): {exc}"
-        ) from None
-    return os.path.join(into, top)  # type: ignore[arg-type]
+        return load_manifest(data)
+    except ManifestError as exc:
+        raise BundleError(f"refusing {label}: {exc}") from None
 
 
-def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, into: str, archive: str) -> None:
-    parts = [p for p in member.name.split("/") if p not in ("", ".")]
-    dest = os.path.join(into, *parts)
-    if member.isdir():
-        os.makedirs(dest, mode=0o700, exist_ok=True)
-        return
-    os.makedirs(os.path.dirname(dest), mode=0o700, exist_ok=True)
-    source = tar.extractfile(member)
-    if source is None:
-        raise BundleError(f"refusing {archive}: member {member.name!r} has no data")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+def _open_archive(path: str) -> OpenedBundle:
+    """A tarball: every member judged and hashed in one pass over the stream, nothing written."""
     try:
-        fd = os.open(dest, flags, 0o600)
-    except FileExistsError:
-        raise BundleError(f"refusing {archive}: member {member.name!r} appears twice") from None
-    with os.fdopen(fd, "wb") as out, source:
-        shutil.copyfileobj(source, out, _CHUNK)
+        with open(path, "rb") as raw:
+            archive = read_archive(raw)
+    except CorruptArchive as exc:
+        why = f"not a readable bundle (truncated or corrupt archive): {exc}"
+        raise BundleError(f"{path}: {why}") from None
+    except ArchiveError as exc:
+        raise BundleError(f"refusing {path}: {exc}") from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    data = archive.kept.get(MANIFEST)
+    if data is None:
+        raise BundleError(f"{path}: no {MANIFEST}: not an ibdiag bundle")
+    opened = OpenedBundle(path=path, manifest=_manifest(data, path), archive=archive)
+    listed = set()
+    for entry in opened.manifest.files:
+        listed.add(entry.path)
+        member = archive.files.get(entry.path)
+        if member is None:
+            opened.missing.append(entry.path)
+        elif member.size != entry.size or member.sha256 != entry.sha256:
+            opened.altered.append(entry.path)
+    opened.unlisted = sorted(set(archive.files) - listed - {MANIFEST})
+    return opened
 
 
-def _check_directory(path: str) -> None:
-    """A directory bundle: refuse symlinks and special files anywhere inside it."""
+def _walk_directory(path: str) -> Dict[str, int]:
+    """A directory bundle's files (relative path -> size); refuses symlinks, special files and
+    what is past the limits a tarball has."""
+    found: Dict[str, int] = {}
+    area_bytes: Dict[str, int] = {}
     for here, dirs, files in os.walk(path):
-        for entry in dirs + files:
+        below = os.path.relpath(here, path).replace(os.sep, "/")
+        for entry in sorted(dirs) + sorted(files):
             full = os.path.join(here, entry)
-            mode = os.lstat(full).st_mode
-            if stat.S_ISLNK(mode):
+            info = os.lstat(full)
+            rel = entry if below == "." else f"{below}/{entry}"
+            if stat.S_ISLNK(info.st_mode):
                 why = "a symbolic link"
-            elif not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            elif not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
                 why = "not a regular file or directory"
-            else:
+            elif stat.S_ISDIR(info.st_mode):
                 continue
-            rel = os.path.relpath(full, path)
+            elif len(found) >= limits.MAX_MEMBERS:
+                why = f"one file more than {limits.MAX_MEMBERS} (a bundle holds a few thousand)"
+            else:
+                limit, what = member_limit(rel)
+                if info.st_size > limit:
+                    why = f"{info.st_size} bytes; {what} {limits.size_text(limit)}"
+                    raise BundleError(f"refusing bundle {path}: {rel!r} is {why}")
+                found[rel] = info.st_size
+                area = kept_area(rel)
+                if area is not None:
+                    area_bytes[area[0]] = area_bytes.get(area[0], 0) + info.st_size
+                    if area_bytes[area[0]] > area[2]:
+                        total = limits.size_text(area[2])
+                        raise BundleError(
+                            f"refusing bundle {path}: its {area[0]} files come to more than {total}"
+                        )
+                continue
             raise BundleError(f"refusing bundle {path}: {rel!r} is {why}")
+    return found
+
+
+def _open_directory(path: str) -> OpenedBundle:
+    files = _walk_directory(path)
+    if MANIFEST not in files:
+        raise BundleError(f"{path}: no {MANIFEST}: not an ibdiag bundle")
+    try:
+        fd = os.open(os.path.join(path, MANIFEST), os.O_RDONLY | _NOFOLLOW)
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limits.MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise BundleError(f"{path}: {MANIFEST} is unreadable: {exc.strerror or exc}") from None
+    opened = OpenedBundle(path=path, manifest=_manifest(data, path))
+    listed = set()
+    for entry in opened.manifest.files:
+        listed.add(entry.path)
+        if entry.path not in files:
+            opened.missing.append(entry.path)
+            continue
+        try:
+            size, digest = _sha256_file(os.path.join(path, *entry.path.split("/")))
+        except OSError:
+            size, digest = -1, ""
+        if size != entry.size or digest != entry.sha256:
+            opened.altered.append(entry.path)
+    opened.unlisted = sorted(set(files) - listed - {MANIFEST})
+    return opened
 
 
 def _sha256_file(path: str) -> Tuple[int, str]:
     digest, size = hashlib.sha256(), 0
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
@@ -499,72 +565,41 @@ def _sha256_file(path: str) -> Tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def _verify(root: str, label: str) -> OpenedBundle:
-    manifest_path = os.path.join(root, MANIFEST)
-    try:
-        fd = os.open(manifest_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            manifest = json.loads(handle.read().decode("utf-8"))
-    except FileNotFoundError:
-        raise BundleError(f"{label}: no {MANIFEST}: not an ibdiag bundle") from None
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{label}: {MANIFEST} is unreadable or corrupt: {exc}") from None
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    if not isinstance(files, list) or not isinstance(manifest.get("snapshot"), dict):
-        raise BundleError(f"{label}: {MANIFEST} is not a bundle manifest (no files or snapshot)")
-    version = manifest.get("schema_version")
-    if not isinstance(version, int) or version > MANIFEST_SCHEMA_VERSION:
-        raise BundleError(f"{label}: manifest schema_version {version!r} is not supported")
-    opened = OpenedBundle(path=root, manifest=manifest)
-    listed = set()
-    for entry in files:
-        rel = entry.get("path") if isinstance(entry, dict) else None
-        if not isinstance(rel, str) or not _safe_relpath(rel):
-            raise BundleError(f"{label}: {MANIFEST} lists an unsafe path {rel!r}")
-        listed.add(rel)
-        full = os.path.join(root, *rel.split("/"))
-        try:
-            size, digest = _sha256_file(full)
-        except FileNotFoundError:
-            opened.missing.append(rel)
-            continue
-        except OSError:
-            opened.altered.append(rel)
-            continue
-        if size != entry.get("size") or digest != entry.get("sha256"):
-            opened.altered.append(rel)
-    for here, _dirs, names in os.walk(root):
-        for entry_name in names:
-            rel = os.path.relpath(os.path.join(here, entry_name), root).replace(os.sep, "/")
-            if rel != MANIFEST and rel not in listed:
-                opened.unlisted.append(rel)
-    opened.unlisted.sort()
-    return opened
+def _refuse_altered(opened: OpenedBundle) -> None:
+    names = opened.altered[: limits.MAX_WARNINGS]
+    more = len(opened.altered) - len(names)
+    listed = ", ".join(names) + (f" and {more} more" if more else "")
+    count = len(opened.altered)
+    raise BundleError(
+        f"refusing {opened.path}: {count} file{'s' if count > 1 else ''} differ"
+        f"{'' if count > 1 else 's'} from the sha256 in {MANIFEST}: {listed} "
+        "(--accept-altered grades it anyway)"
+    )
 
 
 @contextlib.contextmanager
-def open_bundle(path: str, workdir: Optional[str] = None) -> Iterator[OpenedBundle]:
-    """Open a bundle (``.tar.gz`` or directory) and verify it against its manifest.
+def open_bundle(path: str, accept_altered: bool = False) -> Iterator[OpenedBundle]:
+    """Open a bundle (a tarball - gzip, bzip2, xz or plain - or a directory) and verify it
+    against its manifest.
 
-    A tarball is extracted, after every member is checked, into a fresh temporary directory
-    (under ``workdir``, default the system's) that is removed on exit; a directory is used in
-    place after checking it holds no symlink or special file. Raises ``BundleError`` (one
-    message naming the culprit) when the bundle is unusable: unsafe member, truncated or
-    corrupt archive, manifest missing or corrupt. Missing and altered files are not errors:
-    they are listed in the yielded ``OpenedBundle`` for the caller to show.
+    A tarball is read as a stream, once, judging every member's header before its data (see
+    ``ibdiag.bundle_archive``) and within ``ibdiag.bundle_limits``; nothing is written to disk.
+    A directory is used in place after checking it holds no symlink or special file. Raises
+    ``BundleError`` (one line naming the bundle once, and the culprit) when the bundle cannot be
+    used: an unsafe or oversized member, a truncated or corrupt archive, a missing, oversized or
+    invalid manifest, and - unless ``accept_altered`` - a file whose sha256 differs from the
+    manifest's. Missing and unlisted files (and accepted altered ones) are listed in the
+    yielded ``OpenedBundle`` for the caller to show.
     """
     if os.path.isdir(path):
-        _check_directory(path)
-        yield _verify(path, path)
-        return
-    if not os.path.isfile(path):
+        opened = _open_directory(path)
+    elif os.path.isfile(path):
+        opened = _open_archive(path)
+    else:
         raise BundleError(f"{path}: no such bundle (neither a directory nor a file)")
-    temp = tempfile.mkdtemp(prefix="ibdiag-bundle-", dir=workdir)
-    try:
-        root = _extract(path, temp)
-        yield _verify(root, path)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    if opened.altered and not accept_altered:
+        _refuse_altered(opened)
+    yield opened
 
 
 # -- replaying ---------------------------------------------------------------------------------
@@ -576,19 +611,17 @@ class BundleReader(SysfsReader):
 
     def __init__(self, opened: OpenedBundle, prefix: str, original_root: str) -> None:
         super().__init__(original_root)
+        self.opened = opened
         self.prefix = prefix
-        self.bundle_root = os.path.join(opened.path, "root")
         manifest = opened.manifest
         self.stored = {
-            entry["path"][len("root/") :]
-            for entry in manifest["files"]
-            if entry["path"].startswith("root/")
+            entry.path[len("root/") :] for entry in manifest.files if entry.path.startswith("root/")
         }
-        self.unreadable: Dict[str, str] = manifest.get("unreadable") or {}
-        self.listings: Dict[str, List[str]] = manifest.get("listings") or {}
-        self.listing_errors: Dict[str, str] = manifest.get("listing_errors") or {}
-        self.links: Dict[str, Dict[str, str]] = manifest.get("links") or {}
-        self.exists_map: Dict[str, bool] = manifest.get("exists") or {}
+        self.unreadable = manifest.unreadable
+        self.listings = manifest.listings
+        self.listing_errors = manifest.listing_errors
+        self.links = manifest.links
+        self.exists_map = manifest.exists
 
     def key(self, rel: str) -> str:
         return f"{self.prefix}/{rel.strip('/')}"
@@ -599,13 +632,10 @@ class BundleReader(SysfsReader):
             return None, self.unreadable[key]
         if key not in self.stored:
             return None, "not recorded in the bundle"
-        path = os.path.join(self.bundle_root, *key.split("/"))
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+        data = self.opened.read(f"root/{key}")
+        if data is None:
             return None, "missing from the bundle"
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read(), None
+        return data[:MAX_ATTRIBUTE_BYTES], None  # what a live read would have taken
 
     def read_text(self, rel: str) -> Tuple[Optional[str], Optional[str]]:
         data, problem = self.read_bytes(rel)
@@ -626,56 +656,45 @@ class BundleReader(SysfsReader):
 
     def realname(self, rel: str) -> str:
         link = self.links.get(self.key(rel))
-        if isinstance(link, dict) and isinstance(link.get("name"), str):
-            return link["name"]
+        if link is not None and link.name is not None:
+            return link.name
         return os.path.basename(rel.rstrip("/"))
 
 
-def _parse_time(text: Optional[str]) -> Optional[datetime]:
-    return datetime.fromisoformat(text) if text else None
-
-
 def _read_stream(opened: OpenedBundle, rel: Optional[str]) -> str:
-    if not rel or not _safe_relpath(rel):
+    data = opened.read(rel) if rel else None
+    if data is None:
         return ""
-    try:
-        fd = os.open(os.path.join(opened.path, *rel.split("/")), os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return ""
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read()
     try:
         return data.decode("utf-8", errors="surrogatepass")
     except UnicodeDecodeError:
         return data.decode("utf-8", errors="replace")
 
 
-def _replay_inspector(opened: OpenedBundle, entries) -> Optional[List[InspectorFile]]:
+def _replay_inspector(opened: OpenedBundle) -> Optional[List[InspectorFile]]:
     """The NCCL Inspector dumps the bundle holds (None: the run did not read any)."""
+    entries = opened.manifest.nccl_inspector
     if entries is None:
         return None
     return [
-        InspectorFile.model_validate(
-            {
-                "name": entry["name"],
-                "modified_at": entry.get("modified_at"),
-                "text": _read_stream(opened, entry.get("file")),
-                "truncated": bool(entry.get("truncated")),
-            }
+        InspectorFile.model_construct(
+            name=entry.name,
+            modified_at=entry.modified_at,
+            text=_read_stream(opened, entry.file),
+            truncated=entry.truncated,
         )
         for entry in entries
     ]
 
 
-def _role_before_roles(entry: Mapping[str, Any], thresholds: Mapping[str, Any]) -> Optional[str]:
+def _role_before_roles(entry: CommandEntry, thresholds: Mapping[str, Any]) -> Optional[str]:
     """The role of a run in a bundle written before runs kept their role: the nccl-tests run
     is the one whose argv holds the program the bundle's thresholds configured (``nccl_tests``;
     ibdiag put it in the argv as is, after any launcher); any other run's role is unknown."""
     from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
 
     program = thresholds.get("nccl_tests")
-    argv = entry.get("argv")
-    if isinstance(program, str) and program and isinstance(argv, list) and program in argv:
+    if isinstance(program, str) and program and program in entry.argv:
         return NCCL_TESTS_ROLE
     return None
 
@@ -685,45 +704,40 @@ def replay(opened: OpenedBundle) -> Snapshot:
 
     Files are parsed by the same code as a live collection (``collect.read_node``); identity
     and timing (host, boot_id, collected_at, tool_version, roots, sources) come from the
-    manifest. Runs nothing and reads nothing outside the bundle. A malformed manifest raises
-    ``BundleError``.
+    manifest, whose every field was validated when the bundle was opened. Runs nothing and
+    reads nothing outside the bundle.
     """
     from ibdiag.collect import read_node
 
     manifest = opened.manifest
-    try:
-        header = manifest["snapshot"]
-        sources = list(header.get("sources") or [])
-        sys_reader = BundleReader(opened, "sys", header["sysfs_root"])
-        proc_reader = BundleReader(opened, "proc", header["procfs_root"])
-        fields = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
-        commands: Dict[str, CommandRun] = {}
-        for entry in manifest.get("commands") or []:
-            data = {name: entry[name] for name in _RUN_FIELDS if name in entry}
-            if "role" not in entry:  # written before roles were recorded
-                data["role"] = _role_before_roles(entry, manifest.get("thresholds") or {})
-            data["stdout"] = _read_stream(opened, entry.get("stdout_file"))
-            data["stderr"] = _read_stream(opened, entry.get("stderr_file"))
-            run = CommandRun.model_validate(data)
-            commands[entry.get("key") or run.key] = run
-        fields.update(
-            host=header.get("host"),
-            boot_id=header.get("boot_id"),
-            boot_time=_parse_time(header.get("boot_time")),
-            nccl_inspector_dir=header.get("nccl_inspector_dir"),
-            nccl_inspector=_replay_inspector(opened, manifest.get("nccl_inspector")),
-        )
-        return Snapshot.model_construct(
-            schema_version=header.get("schema_version", 1),
-            tool_version=header["tool_version"],
-            collected_at=_parse_time(header["collected_at"]),
-            sysfs_root=header["sysfs_root"],
-            procfs_root=header["procfs_root"],
-            sources=sources,
-            commands=commands,
-            **fields,
-        )
-    except BundleError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise BundleError(f"{opened.path}: {MANIFEST} is malformed: {exc!r}") from None
+    header = manifest.snapshot
+    sources = list(header.sources)
+    sys_reader = BundleReader(opened, "sys", header.sysfs_root)
+    proc_reader = BundleReader(opened, "proc", header.procfs_root)
+    fields = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
+    commands: Dict[str, CommandRun] = {}
+    for entry in manifest.commands:
+        data = {name: getattr(entry, name) for name in _RUN_FIELDS}
+        if "role" not in entry.model_fields_set:  # written before roles were recorded
+            data["role"] = _role_before_roles(entry, manifest.thresholds or {})
+        data["stdout"] = _read_stream(opened, entry.stdout_file)
+        data["stderr"] = _read_stream(opened, entry.stderr_file)
+        run = CommandRun.model_construct(**data)  # every field typed by the manifest's model
+        commands[entry.key or run.key] = run
+    fields.update(
+        host=header.host,
+        boot_id=header.boot_id,
+        boot_time=header.boot_time,
+        nccl_inspector_dir=header.nccl_inspector_dir,
+        nccl_inspector=_replay_inspector(opened),
+    )
+    return Snapshot.model_construct(
+        schema_version=header.schema_version,
+        tool_version=header.tool_version,
+        collected_at=header.collected_at,
+        sysfs_root=header.sysfs_root,
+        procfs_root=header.procfs_root,
+        sources=sources,
+        commands=commands,
+        **fields,
+    )

@@ -121,6 +121,12 @@ def cli(ctx: click.Context) -> Optional[int]:
     "is read or run; the level is the bundle's.",
 )
 @click.option(
+    "--accept-altered",
+    is_flag=True,
+    help="With --from: grade a bundle whose files differ from its manifest's sha256 (refused "
+    "otherwise); the verdict line then says so.",
+)
+@click.option(
     "--state",
     "state_path",
     metavar="FILE",
@@ -151,6 +157,7 @@ def check_command(
     output,
     baseline_path,
     from_bundle,
+    accept_altered,
     state_path,
     quiet,
     verbose,
@@ -161,8 +168,10 @@ def check_command(
         if state_path:
             raise click.UsageError("--state cannot be used with --from (a bundle is read-only)")
         flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
-        report = _grade_bundle(from_bundle, flags, checks_dirs, baseline_path)
+        report = _grade_bundle(from_bundle, flags, checks_dirs, baseline_path, accept_altered)
         return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
+    if accept_altered:
+        raise click.UsageError("--accept-altered applies to a bundle: give it with --from")
     from ibdiag.collect import collect
     from ibdiag.grade import grade
 
@@ -193,39 +202,53 @@ def _status_line():
     return StatusLine(sys.stderr)
 
 
-def _grade_bundle(path, flags, checks_dirs, baseline_path=None):
+def _grade_bundle(path, flags, checks_dirs, baseline_path=None, accept_altered=False):
     """Replay a bundle's raw files and outputs and grade them with today's checks.
 
     Thresholds: the bundle's own, unless --profile, --config or expectation flags are given
-    (then those, as for a live run). Missing or altered files are warned about on stderr; a
-    bundle that cannot be used at all is a one-line error, exit 3.
+    (then those, as for a live run). Missing and unlisted files are warned about on stderr
+    (the first few, then how many more); a bundle with altered files is refused unless
+    ``accept_altered``, and then the Report names them. A bundle that cannot be used at all
+    is a one-line error, exit 3.
     """
+    from pydantic import ValidationError
+
+    from ibdiag.bundle_manifest import describe_validation_error
     from ibdiag.grade import grade
     from ibdiag.thresholds import Thresholds
 
     registry = registry_for(checks_dirs)
+    altered = []
     if _is_saved_json(path):
         snapshot, level, recorded = _load_saved_json(path)
     else:
-        snapshot, level, recorded = _replay_bundle(path)
+        snapshot, level, recorded, altered = _replay_bundle(path, accept_altered)
     if any(flag for flag in flags) or recorded is None:
         thresholds = effective_config(*flags).thresholds
     else:
-        thresholds = Thresholds.model_validate(recorded)
+        try:
+            thresholds = Thresholds.model_validate(recorded)
+        except ValidationError as exc:
+            raise UsageFailure(
+                f"{path}: the thresholds it records are not valid: thresholds."
+                f"{describe_validation_error(exc)} (grade it with --profile or --config)"
+            ) from None
     previous = read_baseline(snapshot, baseline_path, None)
-    return grade(snapshot, registry, thresholds, level, baseline=previous)
+    report = grade(snapshot, registry, thresholds, level, baseline=previous)
+    return report.model_copy(update={"altered_files": altered}) if altered else report
 
 
-def _replay_bundle(path):
+def _replay_bundle(path, accept_altered=False):
     from ibdiag.bundle import BundleError, open_bundle, replay
 
     try:
-        with open_bundle(path) as opened:
-            for problem in opened.problems:
-                click.echo(f"ibdiag: warning: {inert(path)}: {inert(problem)}", err=True)
-            return replay(opened), opened.level or "quick", opened.thresholds
-    except BundleError as exc:
-        raise UsageFailure(f"{path}: {exc}") from exc
+        with open_bundle(path, accept_altered=accept_altered) as opened:
+            for warning in opened.warnings():
+                click.echo(f"ibdiag: warning: {inert(path)}: {inert(warning)}", err=True)
+            level, thresholds = opened.level or "quick", opened.thresholds
+            return replay(opened), level, thresholds, list(opened.altered)
+    except BundleError as exc:  # its message names the bundle
+        raise UsageFailure(str(exc)) from exc
 
 
 def _is_saved_json(path: str) -> bool:
@@ -241,6 +264,7 @@ def _load_saved_json(path: str):
     import json
 
     from ibdiag import baseline
+    from ibdiag.registry import LEVELS
 
     snapshot, problem = baseline.load(path)
     if problem is not None:
@@ -248,7 +272,11 @@ def _load_saved_json(path: str):
     with open(path, "rb") as handle:
         data = json.loads(handle.read())
     if "results" in data:  # a report: grade as it was graded, unless told otherwise
-        return snapshot, data.get("level") or "quick", data.get("thresholds")
+        level = data.get("level") or "quick"
+        if level not in LEVELS:
+            shown = inert(repr(level)[:40])
+            raise UsageFailure(f"{path}: level {shown} is not one of {', '.join(LEVELS)}")
+        return snapshot, level, data.get("thresholds")
     return snapshot, "standard" if snapshot.commands else "quick", None
 
 
@@ -396,14 +424,20 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
 @checks_dir_option
 @expectation_options
 @output_options
+@click.option(
+    "--accept-altered",
+    is_flag=True,
+    help="Grade a bundle whose files differ from its manifest's sha256 (refused otherwise); "
+    "the verdict line and the HTML banner then say so.",
+)
 def report_command(
     bundle, checks_dirs, profile, config_path, expect_hcas, expect_rate, ignore_hcas,
-    fmt, as_json, output, quiet, verbose,
+    fmt, as_json, output, quiet, verbose, accept_altered,
 ) -> int:  # fmt: skip
     """Re-grade a support bundle - or a saved report or snapshot JSON - offline, with today's
     checks (and your thresholds); render it as text, JSON or HTML."""
     flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
-    report = _grade_bundle(bundle, flags, checks_dirs)
+    report = _grade_bundle(bundle, flags, checks_dirs, accept_altered=accept_altered)
     return _emit(report, fmt, as_json, output, quiet, verbose)
 
 

@@ -294,6 +294,9 @@ class Report(_Model):
     snapshot: Snapshot
     # What checks printed (check id -> text, capped): shown by `check -v`, never on stdout.
     check_output: Dict[str, str] = Field(default_factory=dict)
+    # A bundle graded although these of its files differ from its manifest's sha256
+    # (`--accept-altered`): the results may rest on edited data. Empty for a live run.
+    altered_files: List[str] = Field(default_factory=list)
 
     def counts(self) -> Dict[str, int]:
         counts = {status.value: 0 for status in Status}

@@ -9,7 +9,9 @@ import os
 import re
 import stat
 import tarfile
+import tempfile
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
@@ -120,10 +122,36 @@ def procfs(tmp_path):
 
 
 @pytest.fixture
+def system_tmp(tmp_path_factory, monkeypatch) -> str:
+    """A fresh, empty directory as the system's temporary directory (TMPDIR), to show that
+    opening a bundle writes nothing there."""
+    path = str(tmp_path_factory.mktemp("system-tmp"))
+    monkeypatch.setenv("TMPDIR", path)
+    monkeypatch.setattr(tempfile, "tempdir", path)
+    return path
+
+
+@pytest.fixture
 def good(procfs):
     snapshot, recording = collected(GOOD, procfs)
     snapshot = with_commands(snapshot, COMMAND_RUNS)
     return snapshot, report_for(snapshot), recording
+
+
+def bundle_members(path: str) -> Dict[str, bytes]:
+    """A bundle's files (path below its top directory -> contents), tarball or directory."""
+    if os.path.isdir(path):
+        return {
+            os.path.relpath(p, path): Path(p).read_bytes()
+            for p in all_paths(path)
+            if os.path.isfile(p)
+        }
+    with tarfile.open(path) as tar:
+        return {
+            member.name.split("/", 1)[1]: tar.extractfile(member).read()
+            for member in tar.getmembers()
+            if member.isfile()
+        }
 
 
 def all_paths(top: str) -> List[str]:
@@ -169,7 +197,7 @@ def test_replay_of_a_bundle_is_the_live_snapshot(name, tarball, tmp_path, procfs
     snapshot = with_commands(snapshot, COMMAND_RUNS)
     report = report_for(snapshot)
     path = write_bundle(snapshot, report, recording, str(tmp_path / "out"), tarball=tarball)
-    with open_bundle(path, workdir=str(tmp_path)) as opened:
+    with open_bundle(path) as opened:
         assert opened.problems == []
         assert opened.level == "quick"
         replayed = replay(opened)
@@ -191,9 +219,9 @@ def test_replay_of_real_runner_commands(tmp_path, procfs):
     snapshot = snapshot.model_copy(update={"commands": runs})
     path = write_bundle(snapshot, report_for(snapshot), recording, str(tmp_path / "out"))
     with open_bundle(path) as opened:
-        entry = opened.manifest["commands"][0]
-        assert entry["argv"] == ["ibstat", "-l"] and entry["rc"] == 3
-        assert entry["stdout_file"] == "commands/001-ibstat_-l.stdout"
+        entry = opened.manifest.commands[0]
+        assert entry.argv == ["ibstat", "-l"] and entry.rc == 3
+        assert entry.stdout_file == "commands/001-ibstat_-l.stdout"
         assert_same_snapshot(replay(opened), snapshot)
 
 
@@ -238,9 +266,9 @@ def test_a_redacted_bundle_redacts_member_names_and_replays_whole(tmp_path, proc
         names = tar.getnames()
     for secret in secrets:
         assert not [name for name in names if secret in name], (secret, names)
-    with open_bundle(path, workdir=str(tmp_path)) as opened:
+    with open_bundle(path) as opened:
         assert opened.problems == []
-        files = {entry["key"]: entry["stdout_file"] for entry in opened.manifest["commands"]}
+        files = {entry.key: entry.stdout_file for entry in opened.manifest.commands}
         replayed = replay(opened)
     assert files["ping -c1 198.18.0.1"].endswith("-ping_-c1_198.18.0.1.stdout"), files
     assert any("-H_host-1_1_host-1_1_" in name for name in files.values()), files
@@ -353,17 +381,15 @@ def test_failing_html_renderer_keeps_everything_else(good, tmp_path, tarball):
     )
     with open_bundle(path) as opened:
         assert opened.problems == []
-        assert opened.manifest["render_failures"] == {
-            "report.html": "RuntimeError: template exploded"
-        }
-        names = {entry["path"] for entry in opened.manifest["files"]}
+        assert opened.manifest.render_failures == {"report.html": "RuntimeError: template exploded"}
+        names = {entry.path for entry in opened.manifest.files}
         assert {"report.json", "summary.txt"} <= names and "report.html" not in names
-        assert not os.path.exists(os.path.join(opened.path, "report.html"))
         assert any(name.startswith("root/sys/") for name in names)
         assert any(name.startswith("commands/") for name in names)
-        with open(os.path.join(opened.path, "report.json")) as handle:
-            assert json.load(handle)["verdict"] == report.verdict.value
         assert_same_snapshot(replay(opened), snapshot)
+    members = bundle_members(path)
+    assert "report.html" not in members
+    assert json.loads(members["report.json"])["verdict"] == report.verdict.value
 
 
 def interrupt(report: Report) -> str:
@@ -432,18 +458,35 @@ def test_altered_and_missing_files_are_reported_by_name(good, tmp_path):
     os.unlink(os.path.join(path, "report.html"))
     with open(os.path.join(path, "extra.txt"), "w") as handle:
         handle.write("hello")
-    with open_bundle(path) as opened:
+    with pytest.raises(BundleError) as refused, open_bundle(path):
+        pass  # refused by default: the file whose sha256 differs is named
+    assert str(refused.value) == (
+        f"refusing {path}: 1 file differs from the sha256 in manifest.json: {state} "
+        "(--accept-altered grades it anyway)"
+    )
+    with open_bundle(path, accept_altered=True) as opened:
         assert opened.altered == [state]
         assert sorted(opened.missing) == sorted([gone, "report.html"])
         assert opened.unlisted == ["extra.txt"]
         assert f"altered: {state}" in opened.problems
         assert f"missing: {gone}" in opened.problems
-        replayed = replay(opened)  # still usable: the caller shows the list
+        replayed = replay(opened)  # usable when asked for: the caller shows the list
     assert replayed.device("mlx5_0").ports[0].state_name == "DOWN"
     assert replayed.device("mlx5_1").problems["fw_ver"] == "missing from the bundle"
 
 
-def test_altered_file_in_a_tarball_is_reported(good, tmp_path):
+def test_missing_and_unlisted_files_alone_open_without_asking(good, tmp_path):
+    snapshot, report, recording = good
+    path = write_bundle(snapshot, report, recording, str(tmp_path / "out"))
+    os.unlink(os.path.join(path, "summary.txt"))
+    with open(os.path.join(path, "extra.txt"), "w") as handle:
+        handle.write("hello")
+    with open_bundle(path) as opened:
+        assert opened.problems == ["missing: summary.txt", "not in manifest: extra.txt"]
+        assert opened.warnings() == opened.problems
+
+
+def test_altered_file_in_a_tarball_is_refused_by_name(good, tmp_path):
     snapshot, report, recording = good
     path = write_bundle(snapshot, report, recording, str(tmp_path / "out"), tarball=True)
     rebuilt = str(tmp_path / "altered.tar.gz")
@@ -454,8 +497,33 @@ def test_altered_file_in_a_tarball_is_reported(good, tmp_path):
                 data = b"all good, trust me\n"
                 member.size = len(data)
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
-    with open_bundle(rebuilt) as opened:
+    with (
+        pytest.raises(BundleError, match=r"1 file differs .*: summary\.txt \("),
+        open_bundle(rebuilt),
+    ):
+        pass
+    with open_bundle(rebuilt, accept_altered=True) as opened:
         assert opened.altered == ["summary.txt"] and opened.missing == []
+
+
+def test_many_altered_files_are_named_then_counted(good, tmp_path):
+    snapshot, report, recording = good
+    path = write_bundle(snapshot, report, recording, str(tmp_path / "out"))
+    names = sorted(n for n in bundle_members(path) if n.startswith("root/sys/"))[:25]
+    for name in names:
+        with open(os.path.join(path, name), "ab") as handle:
+            handle.write(b"x")
+    with pytest.raises(BundleError) as refused, open_bundle(path):
+        pass
+    message = str(refused.value)
+    assert "25 files differ from the sha256 in manifest.json: " in message
+    assert ", ".join(names[:10]) + " and 15 more (--accept-altered" in message
+    assert names[10] not in message
+    with open_bundle(path, accept_altered=True) as opened:
+        warnings = opened.warnings()
+    assert warnings == [f"altered: {name}" for name in names[:10]] + [
+        "and 15 more missing, altered or unlisted files"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -475,7 +543,7 @@ def test_unusable_manifest_is_a_bundle_error(good, tmp_path, damage):
     elif damage == "future-schema":
         text = json.dumps(dict(manifest, schema_version=99))
     elif damage == "unsafe-path":
-        manifest["files"].append({"path": "../../etc/passwd", "size": 1, "sha256": "0"})
+        manifest["files"].append({"path": "../../etc/passwd", "size": 1, "sha256": "0" * 64})
         text = json.dumps(manifest)
     os.unlink(manifest_path)
     if text is not None:
@@ -485,7 +553,7 @@ def test_unusable_manifest_is_a_bundle_error(good, tmp_path, damage):
         pass
 
 
-def test_malformed_manifest_replay_is_a_bundle_error(good, tmp_path):
+def test_manifest_without_a_required_field_is_refused_at_open(good, tmp_path):
     snapshot, report, recording = good
     path = write_bundle(snapshot, report, recording, str(tmp_path / "out"))
     manifest_path = os.path.join(path, "manifest.json")
@@ -494,8 +562,11 @@ def test_malformed_manifest_replay_is_a_bundle_error(good, tmp_path):
     del manifest["snapshot"]["collected_at"]
     with open(manifest_path, "w") as handle:
         json.dump(manifest, handle)
-    with open_bundle(path) as opened, pytest.raises(BundleError, match="malformed"):
-        replay(opened)
+    with pytest.raises(BundleError) as refused, open_bundle(path):
+        pass
+    assert str(refused.value) == (
+        f"refusing {path}: manifest.json: snapshot.collected_at: Field required"
+    )
 
 
 # -- opening: hostile archives -----------------------------------------------------------------
@@ -533,7 +604,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_members_are_refused_by_name(good, tmp_path, case):
+def test_hostile_members_are_refused_by_name(good, tmp_path, case, system_tmp):
     snapshot, report, recording = good
     good_tarball = write_bundle(snapshot, report, recording, str(tmp_path / "out"), tarball=True)
     top = os.path.basename(good_tarball)[: -len(".tar.gz")]
@@ -542,15 +613,14 @@ def test_hostile_members_are_refused_by_name(good, tmp_path, case):
     path = hostile_tarball(
         good_tarball, str(tmp_path / "hostile.tar.gz"), _member(name, kind, linkname), b"pwned\n"
     )
-    work = tmp_path / "work"
-    work.mkdir()
     before = all_paths(str(tmp_path))
-    with pytest.raises(BundleError) as error, open_bundle(path, workdir=str(work)):
+    with pytest.raises(BundleError) as error, open_bundle(path):
         pass
     message = str(error.value)
     assert repr(name) in message and why in message
-    assert all_paths(str(tmp_path)) == before  # nothing written anywhere, temp dir removed
-    assert os.listdir(str(work)) == []
+    assert message.count(path) == 1
+    assert all_paths(str(tmp_path)) == before  # nothing written anywhere
+    assert os.listdir(system_tmp) == []
 
 
 def test_symlink_inside_a_directory_bundle_is_refused(good, tmp_path):
@@ -562,19 +632,16 @@ def test_symlink_inside_a_directory_bundle_is_refused(good, tmp_path):
 
 
 @pytest.mark.parametrize("cut", [0.5, 0.9, 0.99])
-def test_truncated_tarball_is_a_bundle_error(good, tmp_path, cut):
+def test_truncated_tarball_is_a_bundle_error(good, tmp_path, cut, system_tmp):
     snapshot, report, recording = good
     path = write_bundle(snapshot, report, recording, str(tmp_path / "out"), tarball=True)
     with open(path, "rb") as handle:
         data = handle.read()
     truncated = tmp_path / "truncated.tar.gz"
     truncated.write_bytes(data[: int(len(data) * cut)])
-    work = tmp_path / "work"
-    work.mkdir()
-    opening = open_bundle(str(truncated), workdir=str(work))
-    with pytest.raises(BundleError, match="truncated or corrupt"), opening:
+    with pytest.raises(BundleError, match="truncated or corrupt"), open_bundle(str(truncated)):
         pass
-    assert os.listdir(str(work)) == []
+    assert os.listdir(system_tmp) == []
 
 
 def test_not_a_bundle_is_a_bundle_error(tmp_path):

@@ -242,3 +242,27 @@ def test_hostile_text_stays_inert_and_commands_and_counters_show(run_cli, chromi
     for where in (f"node{HOSTILE}", f"mlx5_{HOSTILE}", f"evil{HOSTILE}", "firmware said"):
         escaped = where.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         assert escaped.split('"')[0] in dom, f"{where!r} is not shown as text"
+
+
+def test_an_altered_bundle_says_so_in_the_banner(run_cli, chromium, tmp_path):
+    """A bundle graded with --accept-altered: the banner says "altered bundle" and names the
+    files (inert text, the first ten and a count); a report without altered files says nothing."""
+    report = _hostile_report(tmp_path, run_cli)
+    plain = html.render(report)
+    assert "altered bundle" not in plain.lower() and 'id="altered"' not in plain
+    names = [f"root/sys/class/infiniband/mlx5_0/ports/1/counters/c{i:02d}" for i in range(11)]
+    names[0] = f"summary{HOSTILE}.txt"
+    altered = report.model_copy(update={"altered_files": names})
+    text = html.render(altered)
+    page = tmp_path / "altered.html"
+    page.write_text(text, encoding="utf-8")
+    assert_self_contained(text)
+
+    dom = assert_renders_in_chromium(chromium, page, tmp_path, "(altered bundle)")
+    banner = dom.split('id="verdict"', 1)[1].split("</header>", 1)[0]
+    assert f"IBDIAG {report.verdict.value}" in banner and "(altered bundle)</h1>" in banner
+    assert "11 files differ from the sha256 in its manifest.json" in banner
+    assert "summary&lt;script&gt;alert(1)&lt;/script&gt;" in banner
+    assert "<script" not in dom.lower()
+    assert f"<code>{names[9]}</code> and 1 more." in banner
+    assert names[10] not in banner

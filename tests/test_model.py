@@ -380,6 +380,7 @@ def test_report_json_schema():
         "thresholds",
         "check_output",
         "snapshot",
+        "altered_files",
     }
     assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION
     assert set(schema["required"]) >= {"tool_version", "verdict", "results", "snapshot"}

@@ -20,6 +20,7 @@ from ibdiag.model import CommandRun, Report, Result, Status
 # For colouring a cell: a skip (not applicable) never hides that the rest passed.
 _SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.WARN)
+ALTERED_SHOWN = 10  # altered bundle files named in the banner; the rest as a count
 
 # Seed 000's "Warning Signs" table (symptom -> likely cause -> action), quoted as guidance.
 WARNING_SIGNS: Tuple[Tuple[str, str, str], ...] = (
@@ -167,4 +168,6 @@ def render(report: Report) -> str:
         problems=_problems(report),
         thresholds=json.dumps(report.thresholds.model_dump(mode="json"), indent=2),
         warning_signs=WARNING_SIGNS,
+        altered_shown=report.altered_files[:ALTERED_SHOWN],
+        altered_more=max(0, len(report.altered_files) - ALTERED_SHOWN),
     )

@@ -44,7 +44,8 @@ def verdict_line(report: Report, color: bool = False) -> str:
     verdict = _paint(f"IBDIAG {report.verdict.value}", report.verdict, color)
     scope = f"{len(snap.devices)} HCAs, {ports} ports"
     where = f"({scope}, level {inert(report.level)}) on {inert(snap.host)}"
-    return f"{verdict} - {inert(report.verdict_reason)} {where}"
+    altered = " (altered bundle)" if report.altered_files else ""
+    return f"{verdict} - {inert(report.verdict_reason)} {where}{altered}"
 
 
 REASON_PREFIX = "ibdiag:"
