@@ -460,23 +460,25 @@ def test_keyboard_interrupt_propagates_and_kills_the_group(tmp_path, stubs, stub
 def test_keyboard_interrupt_while_the_command_starts_still_kills_it(
     monkeypatch, tmp_path, stubs, stub_path
 ):
-    """Ctrl-C between sh's fork and the runner knowing the group: held back, then handled."""
+    """Ctrl-C between the fork and the runner knowing the command: held back, then handled."""
+    import subprocess
+
     mark = marker()
     flag = tmp_path / "started"
-    stubs("hang", f"touch '{flag}'\nsleep {mark}\n")
-    import sh
+    stub = stubs("hang", f"touch '{flag}'\nsleep {mark}\n")
+    real_popen = subprocess.Popen
 
-    running_command = sh.Command.RunningCommandCls
-    real_init = running_command.__init__
+    class SlowPopen(real_popen):  # it has forked; the runner cannot know the command yet
+        def __init__(self, args, *rest, **kwargs):
+            super().__init__(args, *rest, **kwargs)
+            if kwargs.get("executable") != stub:
+                return
+            end = time.monotonic() + 10
+            while not flag.exists() and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(0.3)  # the SIGINT arrives in here
 
-    def slow_init(self, *args, **kwargs):  # sh has forked; the runner cannot know the pid yet
-        real_init(self, *args, **kwargs)
-        end = time.monotonic() + 10
-        while not flag.exists() and time.monotonic() < end:
-            time.sleep(0.01)
-        time.sleep(0.3)  # the SIGINT arrives in here
-
-    monkeypatch.setattr(running_command, "__init__", slow_init)
+    monkeypatch.setattr(subprocess, "Popen", SlowPopen)
     previous = signal.getsignal(signal.SIGINT)
     interrupter = interrupt_main_thread_once(flag)
     with pytest.raises(KeyboardInterrupt):
@@ -506,10 +508,10 @@ def test_keyboard_interrupt_in_run_all_kills_running_and_starts_nothing_more(
 def test_runner_failure_is_recorded_not_raised(monkeypatch, stubs, stub_path):
     stubs("ok", "echo ok\n")
 
-    def broken(self, proc, until):
+    def broken(self, command, out, err, until):
         raise RuntimeError("something inside the runner broke")
 
-    monkeypatch.setattr(Runner, "_wait", broken)
+    monkeypatch.setattr(Runner, "_pump", broken)
     run = Runner(path=stub_path).run(["ok"])
     assert run.error and "something inside the runner broke" in run.error
     assert_round_trips(run)
