@@ -549,3 +549,36 @@ def test_tail_of_one_long_line_does_not_start_inside_a_utf8_character():
     tail = commands._Tail(3)
     tail.write("x\u00e9\u00e9".encode())  # x, then two 2-byte characters: 5 bytes
     assert tail.text() == "\u00e9"
+
+
+def test_the_run_keeps_at_most_its_total_cap_beyond_each_streams_floor(stubs, stub_path):
+    """Issue 12 item 10: what is kept is bounded by the caps (per stream and in all), not by
+    what the tools print; every stream still keeps the tail of its own output."""
+    stubs("floods", 'yes 123456789 | head -c 200000\necho "END-$1"\n')
+    runner = Runner(
+        output_cap=100_000, total_output_cap=300_000, output_floor=10_000, max_workers=8,
+        path=stub_path,
+    )  # fmt: skip
+    runs = runner.run_all([["floods", str(n)] for n in range(20)])
+    kept = [len(run.stdout.encode()) for run in runs.values()]
+    assert sum(kept) <= 300_000 + 20 * (10_000 + 1), kept
+    assert max(kept) > 10_000, kept  # the shared budget was used, not only the floors
+    for n in range(20):
+        run = runs[f"floods {n}"]
+        assert run.rc == 0 and run.stdout_truncated, run.stdout[-100:]
+        assert run.stdout.endswith(f"END-{n}\n"), run.stdout[-100:]
+        assert len(run.stdout.encode()) <= 100_000
+
+
+def test_one_budget_can_be_shared_by_several_runners(stubs, stub_path):
+    from ibdiag.sources.commands import OutputBudget
+
+    stubs("floods", "head -c 50000 /dev/zero | tr '\\000' y\n")
+    budget = OutputBudget(60_000)
+    first = Runner(output_cap=40_000, output_floor=1_000, budget=budget, path=stub_path)
+    second = Runner(output_cap=40_000, output_floor=1_000, budget=budget, path=stub_path)
+    runs = [first.run(["floods"]), second.run(["floods"]), second.run(["floods", "again"])]
+    kept = [len(run.stdout) for run in runs]
+    assert kept == [40_000, 1_000 + 21_000, 1_000], kept  # the floor, plus what is left
+    assert all(run.stdout_truncated for run in runs)
+    assert budget.left == 0

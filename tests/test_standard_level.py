@@ -650,3 +650,33 @@ def test_snapshot_standard_is_bounded_by_its_deadline(node, tmp_path):
         assert eth["timed_out"] and eth["rc"] is None, eth
         assert eth["stdout"] == "starting...\n" and eth["duration_s"] < 2 + 1.5, eth
     assert snap["commands"]["ibstat"]["rc"] == 0
+
+
+# -- issue 12 item 10: output is bounded by the caps, not by the tools -------------------------
+
+
+def test_a_flood_of_binary_output_is_capped_per_command_and_in_all(tmp_path, run_cli, monkeypatch):
+    """27 commands each printing 1.5 MB of random bytes: each keeps at most 1 MiB, all of them
+    together at most 16 MiB beyond a 64 KiB floor each; every cut is recorded."""
+    import os
+
+    per_stream, in_all, floor = 1 << 20, 16 << 20, 64 << 10  # the defaults README states
+
+    bdfs = [f"0000:{bus:02x}:00.0" for bus in (0x1A, 0x3C, 0x4D, 0x5E, 0x9A, 0xBC)]
+    node = Node(tmp_path, run_cli, bdfs=bdfs, netdevs=[f"ib{n}" for n in range(6)])
+    monkeypatch.setenv("PATH", node.stubs.path)
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(os.urandom(1_500_000))
+    for tool in TOOLS:
+        node.stubs.add(tool, S.prints(junk))
+    run = node.check("--deadline", "60", "--command-timeout", "60")
+    show = run.context
+    assert len(run.commands) == 27, sorted(run.commands)
+    kept = 0
+    for key, command in run.commands.items():
+        assert command["rc"] == 0 and command["stdout_truncated"], (key, show)
+        # one character per byte kept at most (bad bytes decode to one U+FFFD each)
+        assert len(command["stdout"]) <= per_stream, key
+        kept += len(command["stdout"]) + len(command["stderr"])
+    floors = 2 * len(run.commands) * (floor + 1)
+    assert kept <= in_all + floors, f"{kept} characters kept"

@@ -570,6 +570,8 @@ class Runner:
     def _pump(self, command: _Command, out: _Tail, err: _Tail, until: float) -> bool:
         """Read both pipes into their tails until both close; True when ``until`` came first."""
         streams = [(command.popen.stdout, out), (command.popen.stderr, err)]
+        buffer = bytearray(_READ_CHUNK)  # read into one buffer: no 64 KiB object per read
+        view = memoryview(buffer)
         with selectors.DefaultSelector() as selector:
             for stream, sink in streams:
                 if stream is not None and not stream.closed:
@@ -581,11 +583,11 @@ class Runner:
                 for key, _ in selector.select(left):
                     stream, sink = key.data
                     try:
-                        chunk = os.read(key.fd, _READ_CHUNK)
+                        size = stream.readinto(view) or 0
                     except OSError:
-                        chunk = b""
-                    if chunk:
-                        sink.write(chunk)
+                        size = 0
+                    if size:
+                        sink.write(view[:size])
                     else:
                         selector.unregister(key.fd)
                         stream.close()
