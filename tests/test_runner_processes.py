@@ -211,6 +211,22 @@ def test_commands_still_running_when_the_interpreter_exits_are_killed(tmp_path, 
     assert_no_strays(mark)
 
 
+def test_one_commands_cookie_never_matches_anothers():
+    """Command 1's cookie is a prefix of command 12's: killing 1's tree must not touch 12."""
+    from ibdiag.sources import proctree
+
+    env = {**os.environ, proctree.COOKIE_VARIABLE: "123.456.12"}
+    proc = subprocess.Popen(["sleep", "30"], env=env)
+    try:
+        assert wait_until(lambda: proctree.has_cookie(proc.pid, b"IBDIAG_RUNNER=123.456.12"))
+        assert not proctree.has_cookie(proc.pid, b"IBDIAG_RUNNER=123.456.1")
+        assert proctree.has_cookie(proc.pid, b"IBDIAG_RUNNER=123.456.", prefix=True)
+        assert not proctree.has_cookie(proc.pid, b"IBDIAG_RUNNER=123.45", prefix=False)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # -- item 13: nothing leaks, however often it fails --------------------------------------------
 
 

@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 COOKIE_VARIABLE = "IBDIAG_RUNNER"
 PR_SET_PDEATHSIG = 1
@@ -114,14 +114,16 @@ def _children_by_scan(pid: int) -> List[int]:
     return found
 
 
-def has_cookie(pid: int, cookie: bytes) -> bool:
-    """Whether the process's environment (as it was exec'd) holds ``cookie`` (VAR=value)."""
+def has_cookie(pid: int, cookie: bytes, prefix: bool = False) -> bool:
+    """Whether the process's environment (as it was exec'd) holds ``cookie`` (VAR=value) -
+    exactly (command 1's cookie is not command 12's), or as the start of a value when
+    ``prefix``."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
-            environ = handle.read()
+            environ = b"\0" + handle.read()
     except OSError:
         return False
-    return environ.startswith(cookie) or (b"\0" + cookie) in environ
+    return (b"\0" + cookie + (b"" if prefix else b"\0")) in environ
 
 
 def kill(info: Proc) -> None:
@@ -299,17 +301,3 @@ def own_start_time() -> str:
     """This process's start time in clock ticks (its identity beside the pid)."""
     info = stat(os.getpid())
     return str(info.start) if info is not None else str(time.time_ns())
-
-
-def processes_with_cookie(prefix: bytes, exclude: Iterable[int] = ()) -> List[int]:
-    """Every live process whose environment has a variable starting with ``prefix``."""
-    skip = set(exclude)
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if name.isdigit() and int(name) not in skip and has_cookie(int(name), prefix):
-            found.append(int(name))
-    return found
