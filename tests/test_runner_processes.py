@@ -353,3 +353,34 @@ def test_sigterm_or_ctrl_c_of_ibdiag_kills_setsid_grandchildren(tmp_path, signum
             proc.wait()
     assert proc.returncode == 3 and b"interrupted" in err, err
     assert S.wait_no_strays(mark) == []
+
+
+def test_level_standard_at_a_tenth_of_a_second_kills_setsid_grandchildren_at_once(
+    tmp_path, run_cli, monkeypatch
+):
+    """The issue's scenario: every tool leaves a setsid'd child and hangs; at --deadline 1
+    --command-timeout 0.1 each command cost ~2.3 s and the children stayed behind."""
+    import json
+
+    import stubs as S
+    from sysfs_builder import mlx5_node, write_node
+
+    mark = S.marker()
+    sys_root = tmp_path / "sys"
+    write_node(str(sys_root), mlx5_node(2))
+    procfs = S.write_procfs(tmp_path / "proc", boot_time=time.time() - 3600)
+    bin_dir = S.StubBin(tmp_path / "stubs")
+    for tool in ("perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo"):
+        bin_dir.add(tool, escape(mark, Path(f"{tmp_path}/ready-{tool}-$$")) + f"sleep {mark}\n")
+    monkeypatch.setenv("PATH", bin_dir.path)
+    started = time.monotonic()
+    result = run_cli(
+        "check", "--level", "standard", "--json", "--sysfs", str(sys_root), "--procfs", procfs,
+        "--deadline", "1", "--command-timeout", "0.1",
+    )  # fmt: skip
+    wall = time.monotonic() - started
+    commands = json.loads(result.stdout)["snapshot"]["commands"]
+    for key, command in commands.items():
+        assert command["skipped"] or command["duration_s"] < 0.1 + 1.0, (key, command)
+    assert wall < 1 + 4.0, f"{wall:.1f} s"
+    assert_no_strays(mark)

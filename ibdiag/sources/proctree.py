@@ -258,11 +258,13 @@ def reap_if_ours(info: Proc, me: int) -> bool:
 def _load_prctl() -> Optional[Callable[..., int]]:
     if not _LINUX:
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        prctl = libc.prctl
+    try:  # the interpreter is linked against libc: no library search (it may run ldconfig)
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return None
+        try:
+            prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
     prctl.restype = ctypes.c_int
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     return prctl
