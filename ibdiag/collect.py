@@ -137,7 +137,7 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
     from concurrent.futures import ThreadPoolExecutor
 
     from ibdiag.sources import plan
-    from ibdiag.sources.commands import Runner  # sh and threads only at level standard
+    from ibdiag.sources.commands import Runner  # subprocess and threads from level standard on
 
     runner = Runner(**runner_options, budget=budget)
     planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))

@@ -3,7 +3,7 @@
 They are the only way to catch a port that is ACTIVE, at full rate and error-free but delivers
 half its bandwidth. They run only at ``--level full``, after the read-only commands (so the
 GPU topology is known for GPUDirect RDMA pairing), and every process they start runs under a
-timeout that kills its whole process group.
+timeout that kills it with everything it started (``ibdiag.sources.commands``).
 
 ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
 
