@@ -4,8 +4,10 @@ A command that gave nothing usable is one of two things:
 
 - **not applicable here** - a ``skip`` with the reason: not collected (level quick, an older
   bundle), never started (the run's deadline had passed), not installed, permission denied, or
-  a failure the tool itself explains as a matter of access (``Operation not permitted``, a MAD
-  device it may not open as this user);
+  a failure the tool itself explains as not being able to reach the device from here: no access
+  (``Operation not permitted``, a MAD device it may not open as this user) or no such device
+  for it (a module not loaded, a container whose network namespace or /dev lacks what the
+  host's sysfs shows: ``No such device``, ``No IB devices found``, ``can't be found``);
 - **a symptom** - a ``warn`` naming the command and its target: it timed out (and was killed),
   was killed by a signal (SIGSEGV...), could not be executed, or exited non-zero *on a target
   the node shows* (an ACTIVE port, HCAs that sysfs lists) - a perfquery that hangs on an ACTIVE
@@ -23,10 +25,15 @@ from typing import List, Optional, Tuple
 
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 
-# What a tool prints when the failure is about this user's access, not about the node.
-_ACCESS = re.compile(
+# What a tool prints when it cannot reach the device from here (this user's access, a module
+# not loaded, another namespace): no finding about the node. A tool that reaches the device and
+# whose query then fails, or that hangs or crashes, is one.
+_NOT_HERE = re.compile(
     r"Permission denied|Operation not permitted|not permitted|insufficient permissions"
-    r"|can't open UMAD port|Failed to open '[^']*' port",
+    r"|can't open UMAD port|Failed to open '[^']*' port|is ib_umad module loaded"
+    r"|No such device|No such file or directory|can't be found|stat of IB device"
+    r"|No IB devices found"
+    r"|Failed to get IB devices list|Function not implemented",
     re.IGNORECASE,
 )
 
@@ -56,8 +63,8 @@ def signal_name(number: int) -> str:
 def symptom(run: Optional[CommandRun], failing_counts: bool = False) -> Optional[str]:
     """What the run's failure says about the node, in a phrase ("timed out after 1.0 s and was
     killed", "was killed by signal 11 (SIGSEGV)"); None when it is no symptom: it succeeded,
-    was not collected or never started, is not installed, or failed for want of access - or
-    exited non-zero and ``failing_counts`` is false."""
+    was not collected or never started, is not installed, or could not reach the device from
+    here - or exited non-zero and ``failing_counts`` is false."""
     if run is None or run.succeeded or run.skipped or run.not_found or run.permission_denied:
         return None
     if run.timed_out:
@@ -69,7 +76,7 @@ def symptom(run: Optional[CommandRun], failing_counts: bool = False) -> Optional
     if not failing_counts or run.rc is None:
         return None
     text = f"{run.stderr}\n{run.stdout}"
-    if _ACCESS.search(text):
+    if _NOT_HERE.search(text):
         return None
     return run.failure()  # "perfquery exited 5: ibwarn: ..."
 

@@ -58,6 +58,19 @@ def run(**fields) -> CommandRun:
             True,
             None,
         ),
+        # ... or that it cannot see the device from here (a module, another namespace)
+        (run(rc=96, stderr="Cannot get stats strings information: No such device\n"), True, None),
+        (
+            run(rc=255, stderr="Failed to get IB devices list: Function not implemented\n"),
+            True,
+            None,
+        ),
+        # ... but a tool that sees the device and whose query fails is a finding
+        (
+            run(rc=1, stderr="Cannot get stats information: Input/output error\n"),
+            True,
+            "perfquery exited 1: Cannot get stats information: Input/output error",
+        ),
     ],
 )
 def test_which_failures_are_symptoms(recorded, failing_counts, expected):

@@ -575,11 +575,9 @@ def test_each_tool_broken_its_own_way_in_one_subprocess_run(node):
         assert result["status"] == "skip", show
         assert result["message"] == "ethtool is not installed (not found on PATH)", show
     inventory = {_tool_of(r): r for r in run.of("hca.driver_inventory")}
-    # ibstat failing while sysfs lists two HCAs: the management stack does not see them
-    assert inventory["ibstat"]["status"] == "warn", show
-    assert inventory["ibstat"]["message"].startswith(
-        "`ibstat` on the 2 HCAs sysfs lists exited 255: ibpanic:"
-    ), show
+    # ibstat cannot see the HCA from here (a module not loaded, another namespace): a skip
+    assert inventory["ibstat"]["status"] == "skip", show
+    assert inventory["ibstat"]["message"].startswith("ibstat exited 255: ibpanic:"), show
     assert inventory["ibv_devinfo"]["status"] == "skip", show
     assert inventory["ibv_devinfo"]["message"] == "ibv_devinfo: permission denied", show
     assert [r["status"] for r in run.of("kernel.log")] == ["pass"], show  # junk: no signature
@@ -762,7 +760,7 @@ def test_perfquery_failing_on_an_active_port_warns_but_not_where_the_port_has_no
     assert run.code == 2, show  # the fw-syndrome kernel log of the healthy stubs fails mlx5_0
 
 
-def test_tools_without_access_are_skips_not_findings(node):
+def test_tools_that_cannot_reach_the_device_from_here_are_skips_not_findings(node):
     """Not root: perfquery may not open the MAD device, dmesg is restricted, ethtool refused."""
     node.stubs.add(
         "perfquery",
@@ -776,10 +774,13 @@ def test_tools_without_access_are_skips_not_findings(node):
     node.stubs.add("dmesg", S.fails(DMESG_RESTRICTED, 1))
     node.stubs.add("journalctl", S.fails(JOURNAL_RESTRICTED, 1))
     node.stubs.add("ibstat", S.fails("ibpanic: [3] main: Permission denied", 255))
+    # ... and in a container with the host's /sys: no such device for the tools in here
+    node.stubs.add("ibv_devinfo", S.fails("Failed to get IB devices list: Function not "
+                                          "implemented", 255))  # fmt: skip
     run = node.check()
     show = run.show()
-    statuses = {r["check_id"]: r["status"] for r in run.command_results() if r["status"] != "pass"}
-    assert set(statuses.values()) == {"skip"}, show  # ibv_devinfo, the only one left, passes
+    statuses = {r["check_id"]: r["status"] for r in run.command_results()}
+    assert set(statuses.values()) == {"skip"}, show
     assert set(statuses) == COMMAND_CHECKS - {"ethtool.pause"}, show
     assert run.code == 0 and run.report["verdict"] == "OK", show
 
@@ -803,7 +804,8 @@ def test_ethtool_without_statistics_or_on_a_port_that_is_not_active_is_a_skip(no
 
 
 def test_ethtool_failing_on_an_active_ports_netdev_warns(node):
-    node.stubs.add("ethtool", S.fails("Cannot get stats: No such device", 1))
+    # mlx5_core answers EIO when a firmware command fails: ethtool sees the netdev, and fails
+    node.stubs.add("ethtool", S.fails("Cannot get stats information: Input/output error", 1))
     run = node.check()
     show = run.show()
     for device, netdev in (("mlx5_0", "ib0"), ("mlx5_1", "ib1")):
