@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, List, Set
 
-from ibdiag.command_results import usable_run
+from ibdiag.command_results import symptom, symptom_result, usable_run
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.sources.parsers import IBSTAT_ARGV, IBV_DEVINFO_ARGV
@@ -39,13 +39,29 @@ def driver_inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     Why it matters: an HCA that sysfs shows but verbs cannot open is invisible to NCCL and MPI;
     one that ibstat misses has no management (MAD) access - perfquery and the SM cannot reach it.
 
+    An ibstat or ibv_devinfo that hangs, crashes, cannot execute, or fails while sysfs lists
+    HCAs warns, naming the command; not installed or no permission is a skip.
+
     What to do: check that ib_umad, ib_uverbs and mlx5_ib are loaded (lsmod), that
     /dev/infiniband/* exist and are accessible, and rdma-core's version matches the kernel.
     """
     in_sysfs: Set[str] = {dev.name for dev in snap.devices}
+    graded = sorted(name for name in in_sysfs if not th.ignores(name))
     for tool, argv in (("ibstat", IBSTAT_ARGV), ("ibv_devinfo", IBV_DEVINFO_ARGV)):
         run, why = usable_run(snap, list(argv))
         if run is None:
+            failed = snap.command(list(argv))
+            # Failing while sysfs lists HCAs is the stack not seeing what the kernel has.
+            what = symptom(failed, failing_counts=bool(graded))
+            if failed is not None and what:
+                listed = f"the {len(graded)} HCAs sysfs lists" if graded else "this node"
+                stack = "management (umad/MAD)" if tool == "ibstat" else "verbs"
+                yield symptom_result(
+                    "node", failed, what, listed, f"a hung or broken {stack} stack?",
+                    "check that ib_umad/ib_uverbs/mlx5_ib are loaded and /dev/infiniband/* is "
+                    "accessible; the kernel log for mlx5 errors",
+                )  # fmt: skip
+                continue
             yield Result(target="node", status=Status.SKIP, message=str(why), evidence=[tool])
             continue
         names, trouble = _listed(tool, run.stdout)

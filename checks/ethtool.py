@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Iterator, Optional
 
 from ibdiag.catalogue import lookup
-from ibdiag.command_results import skipped, usable_run
+from ibdiag.command_results import skipped, symptom, symptom_result, usable_run
 from ibdiag.counter_grading import grade_errors, since_phrase
 from ibdiag.deltas import compare
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.targets import graded_ports
+from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
 
 
@@ -22,6 +22,16 @@ def _parser():
     from ibdiag.sources.parsers import ethtool
 
     return ethtool
+
+
+_NOT_SUPPORTED = ("Operation not supported", "no stats available", "not supported")
+
+
+def _failing_counts(run, port) -> bool:
+    """A non-zero exit is a finding on an ACTIVE port's netdev, unless the driver has no
+    statistics to give (ethtool's "Operation not supported": not an mlx5 netdev)."""
+    text = f"{run.stderr}\n{run.stdout}"
+    return port.state == ACTIVE and not any(phrase in text for phrase in _NOT_SUPPORTED)
 
 
 def _stats(snap: Snapshot, netdev: str):
@@ -46,6 +56,10 @@ def ethtool_errors(
     the cable, discards and pause storms are a lossy or congested fabric - RoCE needs a
     lossless class, and a few drops cost whole retransmission windows.
 
+    An ethtool -S that hangs, crashes, cannot execute, or fails on an ACTIVE port's netdev
+    warns, naming the command and the port; not installed, no statistics from the driver
+    ("Operation not supported"), or no permission is a skip.
+
     What to do: errors - the cable/transceiver; discards and pause storms - PFC/ECN on host
     (mlnx_qos) and switch; out_of_buffer - the application's receive posting.
     """
@@ -56,6 +70,16 @@ def ethtool_errors(
         argv = _parser().ethtool_argv(port.netdev.name)
         counters, why = _stats(snap, port.netdev.name)
         if not counters:
+            run = snap.command(argv)
+            what = symptom(run, failing_counts=run is not None and _failing_counts(run, port))
+            if run is not None and what:
+                state = "ACTIVE port" if port.state == ACTIVE else "port"
+                yield symptom_result(
+                    dev.target(port), run, what, f"{port.netdev.name} of {state} "
+                    f"{dev.target(port)}", "a hung or failing driver (mlx5_core) or firmware?",
+                    "run it by hand; check the kernel log for mlx5_core errors; send the bundle",
+                )  # fmt: skip
+                continue
             yield skipped(dev.target(port), why or "ethtool -S printed no counters", argv)
             continue
         previous = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ibdiag.command_results import usable_run
+from ibdiag.command_results import symptom, symptom_result, usable_run
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
@@ -78,12 +78,26 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
 
     What to do: each finding names its signature, device and hint; firmware faults usually
     need a firmware reset or update and the vendor's attention (send the bundle). When both
-    dmesg and journalctl are restricted, run ibdiag as root or relax kernel.dmesg_restrict.
+    dmesg and journalctl are restricted (a skip), run ibdiag as root or relax
+    kernel.dmesg_restrict; one that hangs, crashes or cannot execute warns, naming it.
     """
+    # dmesg (or journalctl) hanging, crashing or unable to execute is a symptom of its own,
+    # even when the other stood in; failing (restricted: dmesg_restrict) is not.
+    hung = 0
+    for argv in (_parser().kernel_log_argv(), _parser().journalctl_argv()):
+        failed = snap.command(argv)
+        what = symptom(failed)
+        if failed is not None and what:
+            hung += 1
+            yield symptom_result("node", failed, what, "this node",
+                                 "reading the kernel log hung or died: the kernel, journald?",
+                                 "run it by hand; check journald and the kernel")  # fmt: skip
     run, why = _kernel_log(snap)
     if run is None:
-        yield Result(target="node", status=Status.SKIP, message=f"kernel log unavailable: {why}",
-                     evidence=[" ".join(_parser().kernel_log_argv())])  # fmt: skip
+        if not hung:  # restricted, absent: nothing to judge, say why
+            yield Result(target="node", status=Status.SKIP,
+                         message=f"kernel log unavailable: {why}",
+                         evidence=[" ".join(_parser().kernel_log_argv())])  # fmt: skip
         return
     signatures = _signatures()
     cutoff, since = _cutoff(snap, baseline)

@@ -159,6 +159,10 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      message="nccl-tests not run (set nccl_tests in ibdiag.toml)")  # fmt: skip
         return
     evidence = [" ".join(run.argv)]
+    if run.skipped:  # the deadline left no time for it
+        yield Result(target="node", status=Status.SKIP, message=f"nccl-tests {run.failure()}",
+                     evidence=evidence)  # fmt: skip
+        return
     if run.not_found or run.permission_denied:
         yield Result(target="node", status=Status.WARN, message=f"nccl-tests: {run.failure()}",
                      observed="not-runnable", evidence=evidence,
@@ -175,7 +179,17 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                          hint="the HCA's link dropped or corrupted traffic: check its "
                          "counters, cable and the switch port")  # fmt: skip
     problems = list(parsed.errors)
-    if run.timed_out:
+    cut_short = run.timed_out and run.duration_s < th.nccl_timeout_s - 0.5
+    if cut_short:  # killed by --deadline or --command-timeout: a limit the caller chose
+        found = True
+        yield Result(target="node", status=Status.WARN, observed="cut-short",
+                     message=f"nccl-tests not judged: killed after {run.duration_s:.1f} s by "
+                     "the run's deadline or --command-timeout, before its own nccl_timeout_s "
+                     f"of {th.nccl_timeout_s} s",
+                     hint="give level full more time (--deadline, --command-timeout) or leave "
+                     "them unset: the traffic tests then have their own bound",
+                     evidence=evidence)  # fmt: skip
+    elif run.timed_out:
         problems.insert(0, f"timed out after {run.duration_s:.0f} s and was killed")
     elif not parsed.finished() and not problems:
         problems.append(run.failure() or "ended without its '# Avg bus bandwidth' line")
@@ -193,7 +207,7 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      f"{sizes or '?'}; out of bounds {parsed.out_of_bounds or 0}",
                      hint="a GPU or NVLink fault: dcgmi diag -r 3", evidence=evidence)  # fmt: skip
     busbw = parsed.busbw_at_largest()
-    if busbw is None:
+    if busbw is None or cut_short:  # a run cut short never reached its largest size
         return
     hosts = len({rank.host for rank in parsed.ranks if rank.host})
     floor, source = _cross_node_floor(snap, th, hosts)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterator, List, Optional
 
-from ibdiag.command_results import skipped, usable_run
+from ibdiag.command_results import skipped, symptom, symptom_result, usable_run
 from ibdiag.counter_grading import grade_errors
 from ibdiag.deltas import compare
-from ibdiag.model import Result, Snapshot, Status
+from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports, is_infiniband
 from ibdiag.thresholds import Thresholds
@@ -22,6 +22,19 @@ def _parser():
     from ibdiag.sources.parsers import perfquery
 
     return perfquery
+
+
+_MEANING = "a hung or failing MAD agent, HCA firmware or path to the subnet manager?"
+_HINT = (
+    "run it by hand; check the subnet manager (sminfo), that ib_umad is loaded, the kernel log "
+    "for firmware errors; send the bundle"
+)
+
+
+def _has_pma(port: Port) -> bool:
+    """False when sysfs says the port has no PMA ('N/A (no PMA)': a VM's virtual function):
+    perfquery failing there is no finding."""
+    return not any("no PMA" in str(why) for why in port.problems.values())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,8 +79,10 @@ def perfquery_errors(
 
     Why it matters: perfquery reads the port's PMA through a MAD - what the subnet manager and
     the fabric tools see - including the -E details (local physical vs malformed vs overrun)
-    that say where receive errors come from. A VM without PMA access, or a MAD that fails,
-    is reported as a skip with perfquery's own reason (seed 002, Known Limitations).
+    that say where receive errors come from. A perfquery that hangs, crashes or fails on an
+    ACTIVE port warns, naming the command and the port: a hung firmware or a wedged MAD agent
+    shows this way. Not installed, no access (not root: the MAD device), or a VM whose port has
+    no PMA ('N/A (no PMA)' in sysfs) is a skip with perfquery's own reason.
 
     What to do: for increases, as for the sysfs counters (cable/transceiver, peer port, fabric
     path); for a MAD failure on bare metal, check the SM and that ib_umad is loaded.
@@ -77,10 +92,29 @@ def perfquery_errors(
         if not is_infiniband(port) or port.state != ACTIVE:
             continue  # perfquery needs an ACTIVE InfiniBand port (a LID); link.state judges it
         target = dev.target(port)
+        where = f"ACTIVE port {target}"
+        runs = {
+            kind: snap.command(_parser().perfquery_argv(dev.name, port.number, kind))
+            for kind in ("x", "basic", "E")
+        }
         now = _read(snap, dev.name, port.number)
         if not now.counters:
-            yield skipped(target, str(now.why), now.argv)
+            # Neither -x nor plain perfquery answered: hung, crashed, or failing where the
+            # port is ACTIVE and has a PMA - a symptom; else not applicable here.
+            for run in (runs["x"], runs["basic"]):
+                what = symptom(run, failing_counts=_has_pma(port))
+                if run is not None and what:
+                    yield symptom_result(target, run, what, where, _MEANING, _HINT)
+                    break
+            else:
+                yield skipped(target, str(now.why), now.argv)
             continue
+        # Counters were read (plain perfquery stands in when -x fails: old firmware), yet a
+        # query that hung or crashed on this port is still a symptom.
+        for run in (runs["x"], runs["E"]):
+            what = symptom(run)
+            if run is not None and what:
+                yield symptom_result(target, run, what, where, _MEANING, _HINT)
         previous = None
         if comparison is not None and comparison.previous_port(dev, port) is not None:
             previous = _read(comparison.baseline, dev.name, port.number).counters or None
@@ -110,7 +144,13 @@ def sl_traffic(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         argv = _parser().perfquery_argv(dev.name, port.number, "X")
         run, why = usable_run(snap, argv)
         if run is None:
-            yield skipped(dev.target(port), str(why), argv)
+            failed = snap.command(argv)
+            what = symptom(failed)  # -X is optional (old firmware lacks it): only a hang counts
+            if failed is not None and what:
+                where = f"ACTIVE port {dev.target(port)}"
+                yield symptom_result(dev.target(port), failed, what, where, _MEANING, _HINT)
+            else:
+                yield skipped(dev.target(port), str(why), argv)
             continue
         parsed = _parser().parse_perfquery(run.stdout + "\n" + run.stderr)
         if not parsed.counters:

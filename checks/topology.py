@@ -136,10 +136,13 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     a GPU whose nearest HCA is NODE or SYS away sends every byte through the CPU, and an HCA on
     the other socket crosses the CPU interconnect - NCCL's inter-node bandwidth drops.
 
+    An nvidia-smi that hangs or crashes warns (a stuck driver, a GPU fallen off the bus);
+    not installed or failing is a skip.
+
     What to do: check the BIOS PCIe/ACS settings and that every HCA is present (hca.inventory);
     an HCA reported on the wrong NUMA node is a firmware (ACPI SRAT) problem.
     """
-    from ibdiag.command_results import usable_run
+    from ibdiag.command_results import symptom, symptom_result, usable_run
     from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
 
     if snap.gpus is not None and not snap.gpus:
@@ -148,6 +151,13 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     argv = nvidia_smi_topo_argv()
     run, why = usable_run(snap, argv)
     if run is None:
+        failed = snap.command(argv)
+        what = symptom(failed)  # hung or crashed: a GPU fallen off the bus, a stuck driver
+        if failed is not None and what:
+            yield symptom_result("node", failed, what, "this node", "a hung NVIDIA driver or "
+                                 "a GPU fallen off the bus?", "nvidia-smi -q; the kernel log "
+                                 "for Xid errors")  # fmt: skip
+            return
         yield Result(target="node", status=Status.SKIP, message=f"no GPU topology: {why}",
                      evidence=[" ".join(argv)])  # fmt: skip
         return

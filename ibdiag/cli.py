@@ -377,6 +377,9 @@ def collect_command(
         # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
         peers = named_in_launcher_args(thresholds.nccl_launcher_args)
         redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or "", *peers])
+    from ibdiag.files import remove_stale_temps
+
+    remove_stale_temps(output_dir)  # what a SIGKILLed collect left here, once old enough
     try:
         path = write_bundle(snapshot, report, recording, output_dir, tarball, redactor=redactor)
     except OSError as exc:

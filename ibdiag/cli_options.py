@@ -69,18 +69,32 @@ def source_options(command):
     )(command)
 
 
+def _unless_given(ctx, param, value):
+    """The option's value; its default marked as such (``DefaultSeconds``), so that level full
+    keeps its own bound unless the option was given."""
+    from click.core import ParameterSource
+
+    if value is not None and ctx.get_parameter_source(param.name) is ParameterSource.DEFAULT:
+        from ibdiag.collect import DefaultSeconds
+
+        return DefaultSeconds(value)
+    return value
+
+
 command_timeout_option = click.option(
     "--command-timeout",
     type=click.FloatRange(min=0.1),
     default=10.0,
     show_default=True,
     metavar="SECONDS",
-    help="Level standard: kill a command (its whole process group) that runs longer than this.",
+    callback=_unless_given,
+    help="Kill a command, and everything it started, that runs longer than this. Level full's "
+    "traffic tests have their own timeouts; given, this caps them too.",
 )
 
 
 def command_limits(command):
-    """--deadline and --command-timeout: how long level standard may spend on commands."""
+    """--deadline and --command-timeout: how long levels standard and full may spend."""
     command = command_timeout_option(command)
     return click.option(
         "--deadline",
@@ -88,8 +102,10 @@ def command_limits(command):
         default=25.0,
         show_default=True,
         metavar="SECONDS",
-        help="Level standard: start no command after this long (well inside Slurm's 60 s "
-        "HealthCheckTimeout).",
+        callback=_unless_given,
+        help="Start no command after this long (well inside Slurm's 60 s HealthCheckTimeout). "
+        "Level full's traffic tests have their own bound, 2 x (perftest_duration_s + 31 s) + "
+        "nccl_timeout_s; given, this bounds the whole run, them included.",
     )(command)
 
 

@@ -8,6 +8,7 @@ What it could not read is recorded in the Snapshot's ``problems``, never raised.
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timezone
 from typing import AbstractSet, Any, Callable, Dict, Optional
 
@@ -15,6 +16,16 @@ from ibdiag import __version__
 from ibdiag.model import CommandRun, Problems, Snapshot, command_key
 from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, procfs, sysfs, topology
 from ibdiag.thresholds import Thresholds
+
+
+class DefaultSeconds(float):
+    """A ``--deadline`` or ``--command-timeout`` the user did not give: the option's default,
+    marked so that level full's traffic tests keep their own bound (README, "Level full");
+    one given on the command line (or by a caller, as a plain float) bounds them too."""
+
+
+def _given(value: Optional[float]) -> Optional[float]:
+    return None if value is None or isinstance(value, DefaultSeconds) else float(value)
 
 
 def collect(
@@ -30,7 +41,14 @@ def collect(
 
     Commands run only when a command source is needed (level standard and up), through one
     Runner whose deadline bounds the whole collection; ``runner_options`` are its keyword
-    arguments (timeout_s, deadline_s, ...).
+    arguments (timeout_s, deadline_s, ...). One output budget (``OutputBudget``: 16 MiB beyond
+    each stream's floor) is shared by every command of the collection.
+
+    Level full's traffic tests run after the read-only commands, bounded: by ``deadline_s``
+    counted from the start of the collection when it was given (a plain float), else by level
+    full's own bound (``active.full_level_bound``) counted from the start of the traffic phase;
+    a ``timeout_s`` given caps every traffic process's own timeout too (``DefaultSeconds``
+    marks values that were not given).
 
     ``recording``: pass an empty ``sysfs.Recording`` to have every file read (its exact bytes,
     or why it could not be read), every directory listing, ``exists`` answer and resolved
@@ -47,12 +65,22 @@ def collect(
     else:
         sys_reader = sysfs.RecordingReader(sysfs_root, recording, "sys")
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
+    started = time.monotonic()
+    options = dict(runner_options or {})
     fields = read_node(sys_reader, proc_reader, needs)
     commands = {}
+    budget = None
+    if needs & (COMMAND_SOURCES | ACTIVE_SOURCES):
+        from ibdiag.sources.commands import OutputBudget
+
+        budget = OutputBudget()
     if needs & COMMAND_SOURCES:
-        commands = _run_commands(fields, needs, runner_options or {})
+        commands = _run_commands(fields, needs, {**options, "started_at": started}, budget)
     if needs & ACTIVE_SOURCES and thresholds is not None:
-        commands.update(_run_active(sys_reader, fields, commands, needs, thresholds, progress))
+        limits = _traffic_limits(options, thresholds, needs, started)
+        commands.update(
+            _run_active(sys_reader, fields, commands, needs, thresholds, progress, limits, budget)
+        )
     if "nccl_inspector" in needs and thresholds is not None:
         fields.update(_read_inspector(thresholds, fields["problems"]))
     return Snapshot.model_construct(
@@ -99,7 +127,7 @@ def read_node(
     }
 
 
-def _run_commands(fields, needs, runner_options) -> Dict[str, CommandRun]:
+def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun]:
     """Every planned command under one Runner (one deadline).
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
@@ -109,9 +137,9 @@ def _run_commands(fields, needs, runner_options) -> Dict[str, CommandRun]:
     from concurrent.futures import ThreadPoolExecutor
 
     from ibdiag.sources import plan
-    from ibdiag.sources.commands import Runner  # sh and threads only at level standard
+    from ibdiag.sources.commands import Runner  # subprocess and threads from level standard on
 
-    runner = Runner(**runner_options)
+    runner = Runner(**runner_options, budget=budget)
     planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))
     chained = [argv for argv in planned if plan.fallback_for(argv)]
     with ThreadPoolExecutor(max_workers=max(1, len(chained))) as pool:
@@ -132,7 +160,24 @@ def _with_fallback(runner, argv, fallback) -> Dict[str, CommandRun]:
     return runs
 
 
-def _run_active(sys_reader, fields, commands, needs, thresholds, progress) -> Dict[str, CommandRun]:
+def _traffic_limits(options, thresholds, needs, started):
+    """Level full's bound (module docstring of ``collect``)."""
+    from ibdiag.sources import active
+
+    cap = _given(options.get("timeout_s"))
+    deadline = _given(options.get("deadline_s"))
+    if deadline is not None:
+        return active.Limits(started_at=started, deadline_s=deadline, cap_s=cap)
+    bound = active.full_level_bound(thresholds, "perftest" in needs, "nccl_tests" in needs)
+    return active.Limits(
+        started_at=time.monotonic(), deadline_s=bound, deadline_name="level full's bound",
+        cap_s=cap,
+    )  # fmt: skip
+
+
+def _run_active(
+    sys_reader, fields, commands, needs, thresholds, progress, limits, budget
+) -> Dict[str, CommandRun]:
     """Level full: ib_write_bw loopback on every ACTIVE IB port, then nccl-tests."""
     from ibdiag.sources import active
     from ibdiag.targets import is_graded
@@ -152,10 +197,10 @@ def _run_active(sys_reader, fields, commands, needs, thresholds, progress) -> Di
             gpu_near=_gpu_near(commands),
             pin_for=active.numa_pinning(os.environ.get("PATH", os.defpath), cpulists),
         )
-        runs.update(active.run_loopback(tests, thresholds, progress))
+        runs.update(active.run_loopback(tests, thresholds, progress, limits, budget))
     if "nccl_tests" in needs:
         gpus = len(fields["gpus"] or []) if fields.get("gpus") is not None else 0
-        runs.update(active.run_nccl_tests(thresholds, gpus, progress))
+        runs.update(active.run_nccl_tests(thresholds, gpus, progress, limits, budget))
     return runs
 
 

@@ -1,10 +1,41 @@
-"""Shared by the command-based checks: find a recorded run and say why it gave nothing usable."""
+"""Shared by the command-based checks: find a recorded run and say what its failure means.
+
+A command that gave nothing usable is one of two things:
+
+- **not applicable here** - a ``skip`` with the reason: not collected (level quick, an older
+  bundle), never started (the run's deadline had passed), not installed, permission denied, or
+  a failure the tool itself explains as not being able to reach the device from here: no access
+  (``Operation not permitted``, a MAD device it may not open as this user) or no such device
+  for it (a module not loaded, a container whose network namespace or /dev lacks what the
+  host's sysfs shows: ``No such device``, ``No IB devices found``, ``can't be found``);
+- **a symptom** - a ``warn`` naming the command and its target: it timed out (and was killed),
+  was killed by a signal (SIGSEGV...), could not be executed, or exited non-zero *on a target
+  the node shows* (an ACTIVE port, HCAs that sysfs lists) - a perfquery that hangs on an ACTIVE
+  port is a hung firmware or a wedged MAD agent, not a tool to shrug off.
+
+A check says whether a non-zero exit counts (``failing_counts``): an optional query (perfquery
+-X, nvidia-smi) failing is no finding; the main query of a port failing is.
+"""
 
 from __future__ import annotations
 
+import re
+import signal
 from typing import List, Optional, Tuple
 
 from ibdiag.model import CommandRun, Result, Snapshot, Status
+
+# What a tool prints when it cannot reach the device from here (this user's access, a module
+# not loaded, another namespace): no finding about the node. A tool that reaches the device and
+# whose query then fails, or that hangs or crashes, is one.
+_NOT_HERE = re.compile(
+    r"Permission denied|Operation not permitted|not permitted|insufficient permissions"
+    r"|can't open UMAD port|Failed to open '[^']*' port|is ib_umad module loaded"
+    r"|No such device|No such file or directory|can't be found|stat of IB device"
+    r"|No IB devices found"
+    r"|Failed to get IB devices list|Function not implemented",
+    re.IGNORECASE,
+)
 
 
 def usable_run(snap: Snapshot, argv: List[str]) -> Tuple[Optional[CommandRun], Optional[str]]:
@@ -20,3 +51,60 @@ def usable_run(snap: Snapshot, argv: List[str]) -> Tuple[Optional[CommandRun], O
 
 def skipped(target: str, reason: str, argv: List[str]) -> Result:
     return Result(target=target, status=Status.SKIP, message=reason, evidence=[" ".join(argv)])
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def symptom(run: Optional[CommandRun], failing_counts: bool = False) -> Optional[str]:
+    """What the run's failure says about the node, in a phrase ("timed out after 1.0 s and was
+    killed", "was killed by signal 11 (SIGSEGV)"); None when it is no symptom: it succeeded,
+    was not collected or never started, is not installed, or could not reach the device from
+    here - or exited non-zero and ``failing_counts`` is false."""
+    if run is None or run.succeeded or run.skipped or run.not_found or run.permission_denied:
+        return None
+    if run.timed_out:
+        return f"timed out after {run.duration_s:.1f} s and was killed"
+    if run.error:
+        return f"could not be run: {run.error}"
+    if run.rc is not None and run.rc < 0:
+        return f"was killed by signal {-run.rc} ({signal_name(-run.rc)})"
+    if not failing_counts or run.rc is None:
+        return None
+    text = f"{run.stderr}\n{run.stdout}"
+    if _NOT_HERE.search(text):
+        return None
+    return run.failure()  # "perfquery exited 5: ibwarn: ..."
+
+
+def symptom_result(
+    target: str, run: CommandRun, what: str, where: str, meaning: str, hint: Optional[str] = None
+) -> Result:
+    """The warn for a command whose failure is a symptom: ``what`` (from ``symptom``) happened
+    to the command on ``where`` (e.g. "ACTIVE port mlx5_0:1"), which may mean ``meaning``."""
+    command = " ".join(run.argv)
+    tool = run.argv[0] if run.argv else "command"
+    if what.startswith(f"{tool} "):  # a failure() line already names the tool
+        what = what[len(tool) + 1 :]
+    return Result(
+        target=target,
+        status=Status.WARN,
+        message=f"`{command}` on {where} {what} ({meaning})",
+        observed=_kind(run),  # stable: a drain reason names this, not the message
+        hint=hint,
+        evidence=[command],
+    )
+
+
+def _kind(run: CommandRun) -> str:
+    if run.timed_out:
+        return "timed-out"
+    if run.error:
+        return "cannot-execute"
+    if run.rc is not None and run.rc < 0:
+        return f"killed-by-{signal_name(-run.rc)}"
+    return f"exit-{run.rc}"

@@ -90,3 +90,42 @@ def _write_into(path: str, data: bytes, append: bool) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+
+
+STALE_TEMP_AGE_S = 3600.0  # no run takes this long: an older temp file is a killed run's
+
+
+def remove_stale_temps(directory: str, max_age_s: float = STALE_TEMP_AGE_S) -> list:
+    """Remove the hidden ``.ibdiag-*.tmp`` files and directories a killed run left in
+    ``directory`` (a SIGKILLed ``collect`` runs no clean-up): those older than ``max_age_s``
+    (by mtime) and owned by this user - a run still writing its own is never touched, nor is
+    anything of another user's in a shared directory. A symlink is removed, never followed.
+    Returns the paths removed; a directory that cannot be read is no error."""
+    import shutil
+    import time
+
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            found = os.lstat(path)
+        except OSError:
+            continue
+        if found.st_uid != os.geteuid() or now - found.st_mtime < max_age_s:
+            continue
+        try:
+            if stat.S_ISDIR(found.st_mode):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed

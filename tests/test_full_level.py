@@ -312,3 +312,82 @@ def test_in_pairs_the_slower_port_sets_the_floor(run_cli, node):
     _, results, _ = full_check(run_cli, node)
     into_slow = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_0:1")
     assert "(90% of the 100 Gb/s link rate) to mlx5_1:1" in into_slow["message"], into_slow
+
+
+# -- issue 12 item 10: level full is bounded ----------------------------------------------------
+
+
+def _traffic_runs(report) -> list:
+    return [c for c in report["snapshot"]["commands"].values() if c["argv"][0] == "ib_write_bw"]
+
+
+def test_deadline_and_command_timeout_bound_a_hung_ib_write_bw(run_cli, node):
+    """A hung ib_write_bw ran 35 s per attempt plus a retry (76 s) at --deadline 5
+    --command-timeout 2: both options bind at level full, and a run they cut short is not
+    judged (warn), never failed: the caller chose the limit, the port did nothing wrong."""
+    import time
+
+    mark = S.marker()
+    node["bin"].add("ib_write_bw", S.hangs(mark))
+    started = time.monotonic()
+    code, results, report = full_check(run_cli, node, "--deadline", "5", "--command-timeout", "2")
+    wall = time.monotonic() - started
+    assert wall < 5 + 4.0, f"level full took {wall:.1f} s past a 5 s deadline"
+    assert S.wait_no_strays(mark) == []
+    runs = _traffic_runs(report)
+    assert runs, report["snapshot"]["commands"]
+    for run in runs:
+        assert run["skipped"] or (run["timed_out"] and run["duration_s"] < 2 + 1.5), run
+    for result in results["perftest.bandwidth"]:
+        assert result["status"] in ("warn", "skip"), result
+        assert "not judged" in result["message"] or "not run" in result["message"], result
+    assert code == 1
+
+
+def test_an_explicit_deadline_leaves_later_attempts_recorded_as_never_started(run_cli, node):
+    import time
+
+    mark = S.marker()
+    node["bin"].add("ib_write_bw", S.hangs(mark))
+    started = time.monotonic()
+    _, _, report = full_check(run_cli, node, "--deadline", "2")
+    assert time.monotonic() - started < 2 + 4.0
+    assert S.wait_no_strays(mark) == []
+    skipped = [run for run in _traffic_runs(report) if run["skipped"]]
+    assert skipped, _traffic_runs(report)  # the retries: no time was left for them
+    for run in skipped:
+        assert run["skipped"] == "the run's deadline of 2 s had passed", run
+        assert run["rc"] is None and run["duration_s"] < 0.5, run
+
+
+def test_without_deadline_level_full_keeps_its_own_documented_bound():
+    """README "Level full": 2 x (perftest_duration_s + 31 s), + nccl_timeout_s with nccl-tests."""
+    from ibdiag.thresholds import Thresholds
+
+    th = Thresholds(perftest_duration_s=5, nccl_tests="/opt/nccl-tests/all_reduce_perf")
+    assert active.full_level_bound(th, perftest=True, nccl_tests=False) == 72
+    assert active.full_level_bound(th, perftest=True, nccl_tests=True) == 72 + 600
+    assert active.full_level_bound(Thresholds(), perftest=False, nccl_tests=True) == 1.0
+
+
+def test_the_default_deadline_does_not_cut_level_full_short(run_cli, node, monkeypatch):
+    """--deadline's default (25 s) bounds the read-only commands; the traffic tests run to
+    their own timeouts (here shortened) and a hung one fails as before."""
+    monkeypatch.setattr(active, "STARTUP_ALLOWANCE_S", 1.0)
+    mark = S.marker()
+    node["bin"].add("ib_write_bw", S.hangs(mark))
+    _, results, report = full_check(run_cli, node)
+    for run in _traffic_runs(report):
+        assert run["timed_out"] and run["duration_s"] > 1.5, run  # 1 s + 1 s allowance
+    assert {r["status"] for r in results["perftest.bandwidth"]} == {"fail"}
+    assert S.wait_no_strays(mark) == []
+
+
+def test_a_slow_first_run_whose_retry_had_no_time_left_warns_rather_than_fails(run_cli, node):
+    """The retry guards against one noisy run draining a node: without it, no fail."""
+    Path(node["state"], "mlx5_0.1.out").write_text(Path(HALF_RATE).read_text())
+    code, results, _ = full_check(run_cli, node, "--deadline", "2")
+    slow = next(r for r in results["perftest.bandwidth"] if r["target"] == "mlx5_0:1")
+    assert slow["status"] == "warn", slow
+    assert "retry was not run" in slow["message"] or "not judged" in slow["message"], slow
+    assert code == 1

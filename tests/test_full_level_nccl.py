@@ -552,3 +552,28 @@ def test_the_status_line_fits_one_terminal_row(monkeypatch):
         status.say("ib_write_bw attempt 1: " + ", ".join(f"mlx5_{n}:1" for n in range(8)))
     drawn = [part for part in terminal.getvalue().split("\r\033[K") if part]
     assert drawn and all(len(part) <= 39 for part in drawn), drawn
+
+
+# -- issue 12 item 10: nccl-tests within the run's bound --------------------------------------
+
+
+@pytest.mark.parametrize(
+    "limits", [("--deadline", "3"), ("--command-timeout", "1")], ids=["deadline", "timeout"]
+)
+def test_nccl_tests_are_cut_at_an_explicit_limit_and_not_failed_for_it(run_cli, node, limits):
+    mark = S.marker()
+    node["bin"].add("all_reduce_perf", S.hangs(mark))
+    path = node["tmp"] / "ibdiag.toml"
+    path.write_text(f'perftest_duration_s = 1\nnccl_tests = "{node["bin"].path}/all_reduce_perf"\n')
+    started = time.monotonic()
+    result = run_cli(
+        "check", "--level", "full", "--sysfs", node["sys"], "--config", str(path), "--json",
+        *limits,
+    )  # fmt: skip
+    assert time.monotonic() - started < 3 + 4.0
+    assert S.wait_no_strays(mark) == []
+    report = json.loads(result.stdout)
+    (only,) = [r for r in report["results"] if r["check_id"] == "nccl.tests"]
+    assert only["status"] == "warn" and only["observed"] == "cut-short", only
+    assert "not judged" in only["message"], only
+    assert result.exit_code == 1

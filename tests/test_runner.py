@@ -460,23 +460,25 @@ def test_keyboard_interrupt_propagates_and_kills_the_group(tmp_path, stubs, stub
 def test_keyboard_interrupt_while_the_command_starts_still_kills_it(
     monkeypatch, tmp_path, stubs, stub_path
 ):
-    """Ctrl-C between sh's fork and the runner knowing the group: held back, then handled."""
+    """Ctrl-C between the fork and the runner knowing the command: held back, then handled."""
+    import subprocess
+
     mark = marker()
     flag = tmp_path / "started"
-    stubs("hang", f"touch '{flag}'\nsleep {mark}\n")
-    import sh
+    stub = stubs("hang", f"touch '{flag}'\nsleep {mark}\n")
+    real_popen = subprocess.Popen
 
-    running_command = sh.Command.RunningCommandCls
-    real_init = running_command.__init__
+    class SlowPopen(real_popen):  # it has forked; the runner cannot know the command yet
+        def __init__(self, args, *rest, **kwargs):
+            super().__init__(args, *rest, **kwargs)
+            if kwargs.get("executable") != stub:
+                return
+            end = time.monotonic() + 10
+            while not flag.exists() and time.monotonic() < end:
+                time.sleep(0.01)
+            time.sleep(0.3)  # the SIGINT arrives in here
 
-    def slow_init(self, *args, **kwargs):  # sh has forked; the runner cannot know the pid yet
-        real_init(self, *args, **kwargs)
-        end = time.monotonic() + 10
-        while not flag.exists() and time.monotonic() < end:
-            time.sleep(0.01)
-        time.sleep(0.3)  # the SIGINT arrives in here
-
-    monkeypatch.setattr(running_command, "__init__", slow_init)
+    monkeypatch.setattr(subprocess, "Popen", SlowPopen)
     previous = signal.getsignal(signal.SIGINT)
     interrupter = interrupt_main_thread_once(flag)
     with pytest.raises(KeyboardInterrupt):
@@ -506,10 +508,10 @@ def test_keyboard_interrupt_in_run_all_kills_running_and_starts_nothing_more(
 def test_runner_failure_is_recorded_not_raised(monkeypatch, stubs, stub_path):
     stubs("ok", "echo ok\n")
 
-    def broken(self, proc, until):
+    def broken(self, command, out, err, until):
         raise RuntimeError("something inside the runner broke")
 
-    monkeypatch.setattr(Runner, "_wait", broken)
+    monkeypatch.setattr(Runner, "_pump", broken)
     run = Runner(path=stub_path).run(["ok"])
     assert run.error and "something inside the runner broke" in run.error
     assert_round_trips(run)
@@ -547,3 +549,36 @@ def test_tail_of_one_long_line_does_not_start_inside_a_utf8_character():
     tail = commands._Tail(3)
     tail.write("x\u00e9\u00e9".encode())  # x, then two 2-byte characters: 5 bytes
     assert tail.text() == "\u00e9"
+
+
+def test_the_run_keeps_at_most_its_total_cap_beyond_each_streams_floor(stubs, stub_path):
+    """Issue 12 item 10: what is kept is bounded by the caps (per stream and in all), not by
+    what the tools print; every stream still keeps the tail of its own output."""
+    stubs("floods", 'yes 123456789 | head -c 200000\necho "END-$1"\n')
+    runner = Runner(
+        output_cap=100_000, total_output_cap=300_000, output_floor=10_000, max_workers=8,
+        path=stub_path,
+    )  # fmt: skip
+    runs = runner.run_all([["floods", str(n)] for n in range(20)])
+    kept = [len(run.stdout.encode()) for run in runs.values()]
+    assert sum(kept) <= 300_000 + 20 * (10_000 + 1), kept
+    assert max(kept) > 10_000, kept  # the shared budget was used, not only the floors
+    for n in range(20):
+        run = runs[f"floods {n}"]
+        assert run.rc == 0 and run.stdout_truncated, run.stdout[-100:]
+        assert run.stdout.endswith(f"END-{n}\n"), run.stdout[-100:]
+        assert len(run.stdout.encode()) <= 100_000
+
+
+def test_one_budget_can_be_shared_by_several_runners(stubs, stub_path):
+    from ibdiag.sources.commands import OutputBudget
+
+    stubs("floods", "head -c 50000 /dev/zero | tr '\\000' y\n")
+    budget = OutputBudget(60_000)
+    first = Runner(output_cap=40_000, output_floor=1_000, budget=budget, path=stub_path)
+    second = Runner(output_cap=40_000, output_floor=1_000, budget=budget, path=stub_path)
+    runs = [first.run(["floods"]), second.run(["floods"]), second.run(["floods", "again"])]
+    kept = [len(run.stdout) for run in runs]
+    assert kept == [40_000, 1_000 + 21_000, 1_000], kept  # the floor, plus what is left
+    assert all(run.stdout_truncated for run in runs)
+    assert budget.left == 0

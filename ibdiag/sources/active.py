@@ -3,7 +3,7 @@
 They are the only way to catch a port that is ACTIVE, at full rate and error-free but delivers
 half its bandwidth. They run only at ``--level full``, after the read-only commands (so the
 GPU topology is known for GPUDirect RDMA pairing), and every process they start runs under a
-timeout that kills its whole process group.
+timeout that kills it with everything it started (``ibdiag.sources.commands``).
 
 ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
 
@@ -19,6 +19,12 @@ ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
   ``nvidia-smi topo -m``);
 - one retry, on another TCP port (+``RETRY_PORT_OFFSET``), of every run below its floor
   (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
+
+The traffic phase is bounded (``Limits``, made by ``ibdiag.collect``): nothing starts after its
+deadline, and every process's timeout - ``perftest_duration_s`` + ``STARTUP_ALLOWANCE_S`` for an
+ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at most ``--command-timeout`` when one
+was given - is capped by the time left. A run the deadline left no time for is recorded as never
+started, with the reason; a retry is only started while time is left.
 
 Every process is recorded as a CommandRun with the role it was planned for (``loopback client
 mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
@@ -46,6 +52,48 @@ SERVER_GRACE_S = 5.0  # after the client ends, the server has this long to end t
 STARTUP_ALLOWANCE_S = 30.0  # beyond -D: connection setup, warm-up, memory registration
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long the traffic phase may take: a deadline on the ``time.monotonic()`` clock that
+    started at ``started_at``, and a cap on every process's timeout (None: its own)."""
+
+    started_at: float
+    deadline_s: float
+    deadline_name: str = "the run's deadline"
+    cap_s: Optional[float] = None
+
+    @property
+    def deadline_at(self) -> float:
+        return self.started_at + self.deadline_s
+
+    def timeout(self, own_s: float) -> float:
+        return own_s if self.cap_s is None else min(own_s, self.cap_s)
+
+    def runner(self, own_timeout_s: float, budget=None):
+        from ibdiag.sources.commands import Runner
+
+        return Runner(
+            timeout_s=self.timeout(own_timeout_s), deadline_s=self.deadline_s,
+            started_at=self.started_at, deadline_name=self.deadline_name, budget=budget,
+        )  # fmt: skip
+
+
+def full_level_bound(thresholds: Thresholds, perftest: bool, nccl_tests: bool) -> float:
+    """Level full's own bound when no --deadline is given: two waves of ib_write_bw (the
+    attempt and its retry), each its server's head start + duration + start-up allowance,
+    then nccl-tests' timeout when they are configured."""
+    bound = 0.0
+    if perftest:
+        bound += 2 * (SERVER_START_S + thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S)
+    if nccl_tests and thresholds.nccl_tests:
+        bound += thresholds.nccl_timeout_s
+    return max(bound, 1.0)
+
+
+def _unlimited() -> Limits:
+    return Limits(started_at=time.monotonic(), deadline_s=float("inf"))
 
 
 @dataclass(frozen=True)
@@ -165,23 +213,39 @@ def run_loopback(
     tests: List[LoopbackTest],
     thresholds: Thresholds,
     progress: Optional[Progress] = None,
+    limits: Optional[Limits] = None,
+    budget=None,
 ) -> Dict[str, CommandRun]:
-    """Run every test at once; then, at once again, one retry of each run below its floor."""
+    """Run every test at once; then, at once again, one retry of each run below its floor
+    while the deadline leaves time for it."""
+    limits = limits or _unlimited()
     runs: Dict[str, CommandRun] = {}
     wave = tests
     while wave:
         targets = ", ".join(test.target for test in wave)
-        _say(progress, f"ib_write_bw attempt {wave[0].attempt}: {targets}")
-        outcomes = _run_wave(wave, thresholds)
+        if time.monotonic() >= limits.deadline_at:  # record them, never started, with why
+            outcomes = [_not_started(test, thresholds, limits) for test in wave]
+        else:
+            _say(progress, f"ib_write_bw attempt {wave[0].attempt}: {targets}")
+            outcomes = _run_wave(wave, thresholds, limits, budget)
         retry = []
         for test, (server, client) in zip(wave, outcomes):
             runs[server.key] = server
             runs[client.key] = client
             floor, _ = perftest_floor(test.link_rate_gbps, thresholds, test.gpu is not None)
-            if test.attempt == 1 and below_floor(client_gbps(client), floor):
+            if test.attempt == 1 and not client.skipped and below_floor(client_gbps(client), floor):
                 retry.append(replace(test, attempt=2, tcp_port=test.tcp_port + RETRY_PORT_OFFSET))
-        wave = retry
+        wave = retry  # past the deadline, each is recorded as never started
     return runs
+
+
+def _not_started(test: LoopbackTest, thresholds: Thresholds, limits: Limits):
+    """(server run, client run) of a test the deadline left no time for."""
+    runner = limits.runner(thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S)
+    return tuple(
+        _with_role(runner.run(test.argv(thresholds, side)), test.role(side))
+        for side in ("server", "client")
+    )
 
 
 def client_gbps(run: CommandRun) -> Optional[float]:
@@ -193,13 +257,13 @@ def client_gbps(run: CommandRun) -> Optional[float]:
     return parse_perftest(f"{run.stdout}\n{run.stderr}").average_gbps
 
 
-def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds):
+def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits, budget=None):
     """Every test of the wave at once; [(server run, client run)] in the tests' order."""
     from ibdiag.sources.commands import Runner
 
-    limit = thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
+    own = thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
     # Made before anything starts, so an interrupt at any moment reaches every one of them.
-    runners = [Runner(timeout_s=limit, deadline_s=limit + SERVER_START_S) for _ in tests]
+    runners = [limits.runner(own, budget) for _ in tests]
 
     def one(test: LoopbackTest, runner: Runner):
         result: Dict[str, CommandRun] = {}
@@ -237,13 +301,15 @@ def run_nccl_tests(
     thresholds: Thresholds,
     gpu_count: int,
     progress: Optional[Progress] = None,
+    limits: Optional[Limits] = None,
+    budget=None,
 ) -> Dict[str, CommandRun]:
     """nccl-tests once, as configured (``nccl_tests``, ``nccl_launcher``, sizes, GPUs)."""
-    from ibdiag.sources.commands import Runner
     from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE, nccl_tests_argv
 
     if not thresholds.nccl_tests:
         return {}
+    limits = limits or _unlimited()
     gpus = thresholds.nccl_gpus or gpu_count or 1
     try:
         argv = nccl_tests_argv(
@@ -259,9 +325,10 @@ def run_nccl_tests(
             argv=[thresholds.nccl_tests], role=NCCL_TESTS_ROLE, error=f"not run: {exc}"
         )
         return {run.key: run}
-    _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
-    limit = float(thresholds.nccl_timeout_s)
-    run = _with_role(Runner(timeout_s=limit, deadline_s=limit).run(argv), NCCL_TESTS_ROLE)
+    runner = limits.runner(float(thresholds.nccl_timeout_s), budget)
+    if time.monotonic() < limits.deadline_at:
+        _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
+    run = _with_role(runner.run(argv), NCCL_TESTS_ROLE)
     return {run.key: run}
 
 
