@@ -17,7 +17,7 @@ from snapshots import device, port, snapshot
 from ibdiag.counter_grading import format_interval, judge
 from ibdiag.deltas import MIN_RATE_WINDOW_HOURS, Change, change, compare
 from ibdiag.model import Status
-from ibdiag.thresholds import CounterRule
+from ibdiag.thresholds import MAX_RATE_PER_HOUR, CounterRule
 
 U64 = 2**64 - 1
 RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
@@ -250,7 +250,8 @@ intervals = st.one_of(
     st.floats(min_value=-1e6, max_value=1e6, allow_nan=False),
 )
 severities = st.sampled_from([None, "fail", "warn", "info"])
-rates = st.one_of(st.none(), st.floats(min_value=0, allow_nan=False, allow_infinity=True))
+# every rate a config may hold (CounterRule refuses inf, nan and more than MAX_RATE_PER_HOUR)
+rates = st.one_of(st.none(), st.floats(min_value=0, max_value=MAX_RATE_PER_HOUR))
 rules = st.builds(
     CounterRule,
     on_increase=severities,
