@@ -51,6 +51,7 @@ def collect(
     commands = {}
     if needs & COMMAND_SOURCES:
         commands = _run_commands(fields, needs, runner_options or {})
+        commands.update(_refused_commands(fields, needs))
     if needs & ACTIVE_SOURCES and thresholds is not None:
         commands.update(_run_active(sys_reader, fields, commands, needs, thresholds, progress))
     if "nccl_inspector" in needs and thresholds is not None:
@@ -121,6 +122,14 @@ def _run_commands(fields, needs, runner_options) -> Dict[str, CommandRun]:
         for chain in chains:
             runs.update(chain.result())
     return runs
+
+
+def _refused_commands(fields, needs) -> Dict[str, CommandRun]:
+    """The commands not run for a name sysfs gave that may not go on a command line, each
+    recorded as never started with the reason (``plan.refused_runs``)."""
+    from ibdiag.sources import plan
+
+    return plan.refused_runs(fields["devices"], needs)
 
 
 def _with_fallback(runner, argv, fallback) -> Dict[str, CommandRun]:
