@@ -14,6 +14,7 @@ from typing import AbstractSet, Any, Callable, Dict, Optional
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Problems, Snapshot, command_key
 from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, procfs, sysfs, topology
+from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.thresholds import Thresholds
 
 
@@ -25,6 +26,7 @@ def collect(
     recording: Optional[sysfs.Recording] = None,
     thresholds: Optional[Thresholds] = None,
     progress: Optional[Callable[[str], None]] = None,
+    read_timeout: Optional[float] = DEFAULT_READ_TIMEOUT_S,
 ) -> Snapshot:
     """Read what ``needs`` names into a Snapshot. Identity is always read.
 
@@ -40,6 +42,10 @@ def collect(
     Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
     ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
     active test starts (for a terminal status line).
+
+    ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.sources.watchdog``): a
+    read that has not answered after this many seconds (a hung HCA) is named on its device and
+    the node is graded on the rest; all reading ends by twice this. None: unbounded.
     """
     if recording is None:
         sys_reader = sysfs.SysfsReader(sysfs_root)
@@ -47,7 +53,9 @@ def collect(
     else:
         sys_reader = sysfs.RecordingReader(sysfs_root, recording, "sys")
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
-    fields = read_node(sys_reader, proc_reader, needs)
+    fields = bounded_read(
+        lambda: read_node(sys_reader, proc_reader, needs), (sys_reader, proc_reader), read_timeout
+    )
     commands = {}
     if needs & COMMAND_SOURCES:
         commands = _run_commands(fields, needs, runner_options or {})
