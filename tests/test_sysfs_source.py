@@ -1524,3 +1524,24 @@ def test_a_hostname_linked_out_of_procfs_is_refused(tmp_path, monkeypatch):
         "procfs:sys/kernel/hostname": f"refused: resolves outside {proc} (to {shadow})"
     }
     assert SECRET not in snap.model_dump_json()
+
+
+def test_the_readers_link_resolution_is_realpaths(tmp_path):
+    """The reader resolves directories itself (remembering them, for speed): it must land
+    where os.path.realpath does, through relative, absolute, chained and '..' links."""
+    root = tmp_path / "sys"
+    write_node(str(root), lean_node(2))
+    (root / "a" / "b").mkdir(parents=True)
+    os.symlink("../class/infiniband", root / "a" / "up")  # relative, with ..
+    os.symlink(str(root / "devices"), root / "a" / "abs")  # absolute
+    os.symlink("up", root / "a" / "chain")  # a link to a link
+    os.symlink("b/../../class", root / "a" / "dots")  # .. after a real directory
+    os.symlink("nowhere/x", root / "a" / "dangling")
+    reader = sysfs.SysfsReader(str(root))
+    for rel in (
+        "class/infiniband/mlx5_0", "class/infiniband/mlx5_0/device",
+        "class/infiniband/mlx5_1/device/net/ib1", "a/up/mlx5_0/ports/1", "a/abs/pci0000:00",
+        "a/chain/mlx5_1", "a/dots/net/ib0", "a/dangling", "a/b/../up", "class/net/ib0/device",
+    ):  # fmt: skip
+        path = os.path.join(str(root), rel)
+        assert reader._real(path) == os.path.realpath(path), rel

@@ -18,10 +18,11 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ibdiag.model import Device, NetDev, Pci, Port, Problems
-from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, read_fd
+from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
 from ibdiag.sources.names import shown
 from ibdiag.sources.parsers import sysfs_values as parse
@@ -36,6 +37,7 @@ _MAX_ATTRIBUTE_BYTES = 64 * 1024  # sysfs attributes are at most a page; guard a
 _COUNTER_DIRS = ("counters", "counters_ext")
 _DIGITS = re.compile(r"([0-9]+)")
 _OPEN_NOFOLLOW = OPEN_FLAGS | os.O_NOFOLLOW
+_FILE_TYPE, _REGULAR = stat.S_IFMT(0o177777), stat.S_IFREG
 
 
 def natural_key(name: str) -> Tuple[object, ...]:
@@ -70,6 +72,7 @@ class SysfsReader:
         self.root = root
         self._real_root: Optional[str] = None
         self._dirs: Dict[str, Tuple[Optional[str], Optional[str]]] = {}
+        self._abs: Dict[str, str] = {}
 
     def abspath(self, rel: str) -> str:
         return os.path.join(self.root, rel)
@@ -137,16 +140,65 @@ class SysfsReader:
         return (real, None) if self.inside(real) else (None, self._refused(real))
 
     def _directory(self, rel: str) -> Tuple[Optional[str], Optional[str]]:
-        """``_resolve`` of a directory, cached: the hundreds of attributes of a node sit in a
-        few dozen directories."""
+        """``_resolve`` of a directory, cached and built on its parent's: the hundreds of
+        attributes of a node sit in a few hundred directories, and only the few that are
+        symlinks (``class/infiniband/<dev>``, ``device``, ``class/net/<if>``) need resolving
+        beyond one ``lstat``."""
         found = self._dirs.get(rel)
-        if found is None:
-            found = self._dirs[rel] = self._resolve(rel)
+        if found is not None:
+            return found
+        head, _, name = rel.rpartition("/")
+        if not rel:
+            found = (self.real_root, None)
+        elif name in ("", ".", ".."):
+            found = self._resolve(rel)
+        else:
+            parent, problem = self._directory(head)
+            if problem is not None:
+                found = (None, problem)
+            else:
+                path = os.path.join(parent, name)  # type: ignore[arg-type]
+                try:
+                    is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+                except OSError:
+                    is_link = False  # missing: what is done there says so
+                if is_link:
+                    real = self._real(path)
+                    found = (real, None) if self.inside(real) else (None, self._refused(real))
+                else:
+                    found = (path, None)
+        self._dirs[rel] = found
         return found
+
+    def _real(self, path: str, depth: int = 0) -> str:
+        """``os.path.realpath`` of an absolute path, remembering each directory it resolves
+        (the links of a node point into a few shared trees: devices/pci..., devices/virtual).
+        A chain of more than 40 links (a loop) is left unresolved, as realpath leaves it."""
+        found = self._abs.get(path)
+        if found is not None:
+            return found
+        parent, name = os.path.split(path)
+        if not name or depth > 40:
+            return path
+        real_parent = self._real(parent, depth)
+        if name == ".":
+            real = real_parent
+        elif name == "..":
+            real = os.path.dirname(real_parent)
+        else:
+            real = os.path.join(real_parent, name)
+            try:
+                target = os.readlink(real)
+            except OSError:
+                target = None  # not a link (or not there): itself
+            if target is not None:
+                real = self._real(os.path.join(real_parent, target), depth + 1)
+        self._abs[path] = real
+        return real
 
     def _read_bytes(self, rel: str) -> Tuple[Optional[bytes], Optional[str]]:
         head, _, base = rel.strip("/").rpartition("/")
-        directory, problem = self._directory(head)
+        directory, problem = self._dirs.get(head) or self._directory(head)
         if problem is not None:
             return None, problem
         if base in ("", ".", ".."):
@@ -170,7 +222,14 @@ class SysfsReader:
             except OSError as again:
                 return None, describe_os_error(again)
         try:
-            return read_fd(fd, _MAX_ATTRIBUTE_BYTES, whole=False)
+            mode = os.fstat(fd).st_mode
+            if mode & _FILE_TYPE != _REGULAR:
+                return None, not_regular(mode)
+            return os.read(fd, _MAX_ATTRIBUTE_BYTES), None
+        except IsADirectoryError:
+            return None, "is a directory"
+        except OSError as exc:
+            return None, describe_os_error(exc)
         finally:
             os.close(fd)
 

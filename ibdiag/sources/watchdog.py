@@ -38,6 +38,9 @@ class _Abandoned(BaseException):
     """Raised in a worker the watchdog gave up on (BaseException: no reader code catches it)."""
 
 
+_NONE = object()  # no answer yet
+
+
 def _refusal(op: str, reason: str) -> Any:
     """What a reader call answers for something it did not read (or may not read)."""
     if op == "read":
@@ -58,45 +61,56 @@ class _Watch:
         self.lock = threading.Lock()
         self.worker: Optional[int] = None  # the thread whose calls are watched now
         self.abandoned: Set[int] = set()  # threads given up on: their calls raise _Abandoned
-        self.closed = False  # the bounded read is over: other threads' calls go straight through
         self.offline: Optional[str] = None  # set: nothing more is read live, this is why
         self.answers: Dict[Tuple[str, str, str], Any] = {}
-        self.in_flight: Optional[Tuple[str, str, str, float]] = None  # root, op, rel, since
+        # thread -> its call in flight (root, op, rel, since) or None: one slot per thread, so
+        # a worker given up on never clears the current worker's
+        self.flights: Dict[int, Optional[Tuple[str, str, str, float]]] = {}
         self.hung: Dict[Tuple[str, str, str], str] = {}  # the calls that hung -> refusal
         self.scopes: List[Tuple[str, str, bool, str]] = []  # root, prefix, is_device, reason
 
     def call(self, reader: SysfsReader, op: str, rel: str, live: Callable[[str], Any]) -> Any:
+        """``live(rel)``, watched; or what was answered before; or a refusal.
+
+        No lock on this path, which every file read takes: each step is one atomic operation
+        under the GIL, and ``give_up`` marks a worker abandoned before it stops being the
+        current one, so a worker given up on can never store an answer nor read again.
+        """
         ident = threading.get_ident()
+        if ident != self.worker:
+            if ident in self.abandoned:
+                raise _Abandoned
+            return live(rel)  # not the bounded read's (after it: level full's cpulist, say)
         root = reader.root
         rel = rel.strip("/")
         key = (root, op, rel)
-        with self.lock:
-            if ident in self.abandoned:
-                raise _Abandoned
-            if self.closed or ident != self.worker:
-                watched = False  # after the bounded read (level full's cpulist, say)
-            else:
-                watched = True
-                if key in self.hung:
-                    return _refusal(op, self.hung[key])
-                forced = self._forced(root, op, rel)
-                if forced is not None:
-                    return _refusal(op, forced)
-                if key in self.answers:
-                    return self.answers[key]
-                why = self.offline or (self._scope(root, rel) if op == "read" else None)
-                if why is not None:
-                    return _refusal(op, why)
-                self.in_flight = (root, op, rel, time.monotonic())
-        answer = live(rel)
-        if not watched:
+        if self.scopes or self.offline is not None:  # only once something was given up on
+            refused = self._given_up(key)
+            if refused is not None:
+                return refused
+        answer = self.answers.get(key, _NONE)
+        if answer is not _NONE:
             return answer
-        with self.lock:
-            if ident in self.abandoned:
-                raise _Abandoned
-            self.in_flight = None
-            self.answers[key] = answer
+        self.flights[ident] = (root, op, rel, time.monotonic())
+        answer = live(rel)
+        self.flights[ident] = None
+        if ident in self.abandoned:
+            raise _Abandoned
+        self.answers[key] = answer
         return answer
+
+    def _given_up(self, key: Tuple[str, str, str]) -> Any:
+        """The refusal for a call given up on (module doc), or None to answer it."""
+        root, op, rel = key
+        if key in self.hung:
+            return _refusal(op, self.hung[key])
+        forced = self._forced(root, op, rel)
+        if forced is not None:
+            return _refusal(op, forced)
+        if key in self.answers:
+            return None
+        why = self.offline or (self._scope(root, rel) if op == "read" else None)
+        return _refusal(op, why) if why is not None else None
 
     def _scope(self, root: str, rel: str) -> Optional[str]:
         """Why a file read is refused: it is in a device given up on (the device's whole
@@ -126,11 +140,12 @@ class _Watch:
         seconds - or at all, when reading is ``ending`` - that call is hung, and its device or
         directory is given up on."""
         with self.lock:
-            if self.worker is not None:
-                self.abandoned.add(self.worker)
+            worker = self.worker
+            if worker is None:
+                return
+            self.abandoned.add(worker)
             self.worker = None
-            flight = self.in_flight
-            self.in_flight = None
+            flight = self.flights.get(worker)
             if flight is None:
                 return
             root, op, rel, since = flight
@@ -150,9 +165,8 @@ class _Watch:
             self.scopes.append((root, prefix, is_device, f"not read: {rel} hung ({within})"))
 
     def hung_too_long(self) -> bool:
-        with self.lock:
-            flight = self.in_flight
-            return flight is not None and time.monotonic() - flight[3] >= self.timeout
+        flight = self.flights.get(self.worker)  # type: ignore[arg-type]
+        return flight is not None and time.monotonic() - flight[3] >= self.timeout
 
 
 def bounded_read(
@@ -179,8 +193,7 @@ def bounded_read(
         return read()
     finally:
         with watch.lock:
-            watch.closed = True
-            watch.worker = None
+            watch.worker = None  # the bounded read is over: other threads' calls go through
 
 
 def _round(read: Callable[[], Any], watch: _Watch, hard_stop: float) -> Tuple[bool, Any]:
