@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 import time
 
@@ -34,6 +35,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
 import fuzz_trees as F  # noqa: E402
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def main() -> int:
@@ -51,6 +56,10 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     args = parser.parse_args()
 
+    # Stopped (Ctrl-C, kill, a closed terminal, or SIGINT ignored by a background job's shell):
+    # unwind, so that run() kills its workers and removes its directory.
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, _interrupt)
     cases = args.case or range(args.first, args.first + args.cases)
     last = [time.monotonic()]
 
@@ -60,14 +69,18 @@ def main() -> int:
             last[0] = now
             print(f"... {summary.cases}/{len(cases)}: {summary.line()}", file=sys.stderr)
 
-    summary = F.run(
-        args.seed,
-        cases,
-        workers=args.workers,
-        case_timeout=args.case_timeout,
-        round_trip_every=args.round_trip_every,
-        progress=progress,
-    )
+    try:
+        summary = F.run(
+            args.seed,
+            cases,
+            workers=args.workers,
+            case_timeout=args.case_timeout,
+            round_trip_every=args.round_trip_every,
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        print("fuzz_trees: interrupted (workers stopped)", file=sys.stderr)
+        return 130
     if summary.failed:
         print(summary.details(limit=50))
     if args.json:
