@@ -1268,7 +1268,8 @@ def test_port_numbers_1_to_254_are_read(fs, number):
         (b"mlx5\r0", "mlx5\\x0d0"),
         (b"mlx5\n0", "mlx5\\x0a0"),
         (b"mlx5\x7f0", "mlx5\\x7f0"),
-        (b"mlx5\\x41", "mlx5\\\\x41"),  # a real backslash never looks like an escape
+        (b"mlx5\\x41", "mlx5\\x41"),  # printable: kept as it is, backslash and all
+        (b"mlx5\\\r", "mlx5\\\\\\x0d"),  # not: escaped, its backslash too
         (b"mlx5 0", "mlx5 0"),
         (b"mlx5;0", "mlx5;0"),
         (b"-mlx5_0", "-mlx5_0"),

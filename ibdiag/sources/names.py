@@ -5,10 +5,11 @@ as a lone surrogate (PEP 383), which JSON cannot carry, and a name may hold a sp
 ``;`` or DEL as well as any other byte but ``/`` and NUL. So:
 
 - **shown**: every name that goes into the Snapshot (a device's name and path, a port's path,
-  counter names, the keys of ``problems``) is ``shown(name)``: printable text stays as it is,
+  counter names, the keys of ``problems``) is ``shown(name)``: a printable name stays as it
+  is (an hfi1 counter's spaces, commas, quotes and backslashes included); in one that is not,
   a byte that is not UTF-8 becomes ``\\xNN``, a control character ``\\xNN``/``\\uNNNN`` and a
-  backslash ``\\\\``. Every Snapshot serialises, a name never breaks a line of the text report,
-  and two different names never show alike. The reading itself uses the name as it was listed.
+  backslash ``\\\\``. Every Snapshot serialises and a name never breaks a line of the text
+  report. The reading itself uses the name as it was listed.
 - **ports**: a port directory is a port only when its name is a port number written the
   kernel's way: ASCII digits, no leading zero, 1..254 (an HCA numbers its ports from 1;
   the 8-bit port number field keeps 255 for "all ports"). ``²``, ``①``, ``٣``, ``01``, ``0``,
@@ -30,7 +31,6 @@ PORT_MAX = 254
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9_.:][A-Za-z0-9_.:-]{0,63}")
 # The same for a netdev, without ":" and at most 15 bytes (the kernel's IFNAMSIZ - 1).
 _NETDEV_NAME = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,14}")
-_ODD = re.compile(r"[^\x20-\x5b\x5d-\x7e]")  # anything but printable ASCII other than "\"
 
 _NOT_RUN = "no command is run for it"
 NOT_A_PORT = f"not a port number ({PORT_MIN}..{PORT_MAX})"
@@ -40,8 +40,8 @@ NETDEV_NAME_RULE = "letters, digits and _.- only, at most 15, not starting with 
 
 def shown(name: str) -> str:
     """``name`` as the Snapshot shows it: printable, serialisable, one line (module doc)."""
-    if not _ODD.search(name):
-        return name  # the common case: plain ASCII
+    if name.isprintable():  # False for a lone surrogate (a byte that was not UTF-8)
+        return name
     out = []
     for char in name:
         code = ord(char)
@@ -49,7 +49,7 @@ def shown(name: str) -> str:
             out.append("\\\\")
         elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
             out.append(f"\\x{code - 0xDC00:02x}")
-        elif char.isprintable() and not 0xD800 <= code <= 0xDFFF:
+        elif char.isprintable():
             out.append(char)
         elif code <= 0xFF:
             out.append(f"\\x{code:02x}")
