@@ -27,8 +27,6 @@ from ibdiag.sources import names
 from ibdiag.sources.names import shown
 from ibdiag.sources.parsers import sysfs_values as parse
 
-__all__ = ["Recording", "RecordingReader", "SysfsReader", "describe_os_error", "read_devices"]
-
 T = TypeVar("T")
 
 INFINIBAND_CLASS = "class/infiniband"
@@ -51,8 +49,8 @@ class SysfsReader:
     """Reads a tree rooted at ``root`` (sysfs, or procfs); every path it is given is relative
     to that root, and none is followed out of it.
 
-    Containment: each directory a path goes through is resolved once (``os.path.realpath``,
-    cached) and must lie under the root's own resolved path; an attribute is opened
+    Containment: each directory a path goes through is resolved once (cached, on its parent's
+    resolution) and must lie under the root's own resolved path; an attribute is opened
     ``O_NOFOLLOW``, and one that is a symlink is resolved and held to the same rule. What
     resolves outside is refused and recorded ("refused: resolves outside ROOT (to TARGET)"), so
     a root-only file linked into a ``--sysfs`` capture as ``fw_ver`` is never read into a report

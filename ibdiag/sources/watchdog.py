@@ -59,13 +59,14 @@ class _Watch:
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
         self.lock = threading.Lock()
-        self.worker: Optional[int] = None  # the thread whose calls are watched now
-        self.abandoned: Set[int] = set()  # threads given up on: their calls raise _Abandoned
+        # Threads, not their idents: a thread given up on may end and its ident be reused.
+        self.worker: Optional[threading.Thread] = None  # the thread whose calls are watched
+        self.abandoned: Set[threading.Thread] = set()  # given up on: their calls raise
         self.offline: Optional[str] = None  # set: nothing more is read live, this is why
         self.answers: Dict[Tuple[str, str, str], Any] = {}
         # thread -> its call in flight (root, op, rel, since) or None: one slot per thread, so
         # a worker given up on never clears the current worker's
-        self.flights: Dict[int, Optional[Tuple[str, str, str, float]]] = {}
+        self.flights: Dict[threading.Thread, Optional[Tuple[str, str, str, float]]] = {}
         self.hung: Dict[Tuple[str, str, str], str] = {}  # the calls that hung -> refusal
         self.scopes: List[Tuple[str, str, bool, str]] = []  # root, prefix, is_device, reason
 
@@ -76,9 +77,9 @@ class _Watch:
         under the GIL, and ``give_up`` marks a worker abandoned before it stops being the
         current one, so a worker given up on can never store an answer nor read again.
         """
-        ident = threading.get_ident()
-        if ident != self.worker:
-            if ident in self.abandoned:
+        me = threading.current_thread()
+        if me is not self.worker:
+            if me in self.abandoned:
                 raise _Abandoned
             return live(rel)  # not the bounded read's (after it: level full's cpulist, say)
         root = reader.root
@@ -91,10 +92,10 @@ class _Watch:
         answer = self.answers.get(key, _NONE)
         if answer is not _NONE:
             return answer
-        self.flights[ident] = (root, op, rel, time.monotonic())
+        self.flights[me] = (root, op, rel, time.monotonic())
         answer = live(rel)
-        self.flights[ident] = None
-        if ident in self.abandoned:
+        self.flights[me] = None
+        if me in self.abandoned:
             raise _Abandoned
         self.answers[key] = answer
         return answer
@@ -131,9 +132,9 @@ class _Watch:
                 return reason
         return None
 
-    def start(self, ident: int) -> None:
+    def start(self, thread: threading.Thread) -> None:
         with self.lock:
-            self.worker = ident
+            self.worker = thread
 
     def give_up(self, ending: bool = False) -> None:
         """Abandon the current worker. When a call of it has been in flight for ``timeout``
@@ -189,7 +190,7 @@ def bounded_read(
             done, result = _round(read, watch, hard_stop)
             if done:
                 return result
-        watch.start(threading.get_ident())  # the last pass, offline: it cannot block
+        watch.start(threading.current_thread())  # the last pass, offline: it cannot block
         return read()
     finally:
         with watch.lock:
@@ -202,7 +203,7 @@ def _round(read: Callable[[], Any], watch: _Watch, hard_stop: float) -> Tuple[bo
     started = threading.Event()
 
     def work() -> None:
-        watch.start(threading.get_ident())
+        watch.start(threading.current_thread())
         started.set()
         try:
             outcome["result"] = read()
