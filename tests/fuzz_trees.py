@@ -14,8 +14,8 @@ Every case runs, in-process (click's CliRunner, as ``tests/conftest.py``'s ``run
 1. ``ibdiag check --level quick --json``;
 2. ``ibdiag check --level standard --json`` with stub tools on PATH (``tests/stubs``): perfquery,
    ethtool, dmesg, ibstat, ibv_devinfo print real captures;
-3. ``ibdiag collect --tarball`` (every third case with ``--redact all``), then ``ibdiag report
-   BUNDLE --json``.
+3. (every case, or every N-th: ``run(round_trip_every=N)``) ``ibdiag collect --tarball``, every
+   other one with ``--redact all``, then ``ibdiag report BUNDLE --json``.
 
 and is judged on what must never happen: a traceback (or "internal error", or a check that
 crashed), a hang (the case not done in its time), an exit code outside 0-3, output that is not
