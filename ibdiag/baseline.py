@@ -1,7 +1,9 @@
 """Baseline files: a saved Snapshot (``ibdiag snapshot``, a state file, or a saved report).
 
 Loading never raises: a missing, unreadable, truncated or foreign file comes back as a reason,
-which the check run records and reports as one warning while grading without a baseline.
+which the check run records and reports as one warning while grading without a baseline. Only
+a regular file is read (``ibdiag.regular_files``): a FIFO, device or socket given as
+``--baseline``/``--state`` is a reason too, never waited on.
 """
 
 from __future__ import annotations
@@ -13,24 +15,26 @@ from pydantic import ValidationError
 
 from ibdiag.files import write_output
 from ibdiag.model import SCHEMA_VERSION, Snapshot
+from ibdiag.regular_files import read_regular_file
 
 # The Snapshot.problems keys a run records its baseline trouble under; counters.baseline reads
 # them: a baseline that could not be used, and a --state file that could not be written.
 BASELINE_PROBLEM = "baseline"
 STATE_PROBLEM = "state"
+# A standard-level snapshot of a 64-HCA node with every command's output (each capped at 1 MiB)
+# is a few MiB; refuse what could only be something else rather than read it all into memory.
+MAX_BASELINE_BYTES = 256 << 20
 
 
 def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
     """(snapshot, None) or (None, why it cannot be used). A saved Report's snapshot is used."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        return None, f"{path}: no such file"
-    except IsADirectoryError:
-        return None, f"{path}: is a directory"
-    except OSError as exc:
-        return None, f"{path}: cannot read: {exc.strerror}"
+    raw, problem = read_regular_file(path, MAX_BASELINE_BYTES)
+    if raw is None:
+        if problem == "missing":
+            return None, f"{path}: no such file"
+        if problem == "is a directory" or str(problem).startswith(("not a regular", "larger")):
+            return None, f"{path}: {problem}"
+        return None, f"{path}: cannot read: {problem}"
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -134,6 +134,15 @@ def cli(ctx: click.Context) -> Optional[int]:
     "it with this run's (NHC, HealthCheckProgram).",
 )
 @click.option(
+    "--read-timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A sysfs/procfs read that has not answered after this long (a hung HCA) is named on "
+    "its HCA, which fails, and the rest is graded; reading ends by twice this.",
+)
+@click.option(
     "--reason",
     "reason_only",
     is_flag=True,
@@ -159,6 +168,7 @@ def check_command(
     from_bundle,
     accept_altered,
     state_path,
+    read_timeout,
     quiet,
     verbose,
     reason_only,
@@ -185,7 +195,7 @@ def check_command(
     with _status_line() as status:
         snapshot = collect(
             sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
-            thresholds=thresholds, progress=status.say,
+            thresholds=thresholds, progress=status.say, read_timeout=read_timeout,
         )  # fmt: skip
     previous = read_baseline(snapshot, baseline_path, state_path)
     if state_path:  # before grading: a state that cannot be saved is a result, not a stderr line

@@ -15,6 +15,7 @@ from typing import AbstractSet, Any, Callable, Dict, Optional
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Problems, Snapshot, command_key
 from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, procfs, sysfs, topology
+from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.thresholds import Thresholds
 
 
@@ -36,6 +37,7 @@ def collect(
     recording: Optional[sysfs.Recording] = None,
     thresholds: Optional[Thresholds] = None,
     progress: Optional[Callable[[str], None]] = None,
+    read_timeout: Optional[float] = DEFAULT_READ_TIMEOUT_S,
 ) -> Snapshot:
     """Read what ``needs`` names into a Snapshot. Identity is always read.
 
@@ -58,6 +60,10 @@ def collect(
     Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
     ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
     active test starts (for a terminal status line).
+
+    ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.sources.watchdog``): a
+    read that has not answered after this many seconds (a hung HCA) is named on its device and
+    the node is graded on the rest; all reading ends by twice this. None: unbounded.
     """
     if recording is None:
         sys_reader = sysfs.SysfsReader(sysfs_root)
@@ -67,7 +73,9 @@ def collect(
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
     started = time.monotonic()
     options = dict(runner_options or {})
-    fields = read_node(sys_reader, proc_reader, needs)
+    fields = bounded_read(
+        lambda: read_node(sys_reader, proc_reader, needs), (sys_reader, proc_reader), read_timeout
+    )
     commands = {}
     budget = None
     if needs & (COMMAND_SOURCES | ACTIVE_SOURCES):
@@ -76,6 +84,7 @@ def collect(
         budget = OutputBudget()
     if needs & COMMAND_SOURCES:
         commands = _run_commands(fields, needs, {**options, "started_at": started}, budget)
+        commands.update(_refused_commands(fields, needs))
     if needs & ACTIVE_SOURCES and thresholds is not None:
         limits = _traffic_limits(options, thresholds, needs, started)
         commands.update(
@@ -149,6 +158,14 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
         for chain in chains:
             runs.update(chain.result())
     return runs
+
+
+def _refused_commands(fields, needs) -> Dict[str, CommandRun]:
+    """The commands not run for a name sysfs gave that may not go on a command line, each
+    recorded as never started with the reason (``plan.refused_runs``)."""
+    from ibdiag.sources import plan
+
+    return plan.refused_runs(fields["devices"], needs)
 
 
 def _with_fallback(runner, argv, fallback) -> Dict[str, CommandRun]:

@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence
 
 from ibdiag import resources
+from ibdiag.regular_files import regular_file_problem
 from ibdiag.sources import SOURCE_LEVELS
 
 LEVELS = ("quick", "standard", "full")
@@ -282,7 +283,12 @@ def load_module_file(path: str, namespace: str) -> ModuleType:
     """Import one checks file under a private module name; any failure names the file.
 
     Its directory is on sys.path while it loads, so it can import ``_helpers.py`` beside it.
+    Only a regular file (or a symlink to one) is imported: a FIFO, a device, a socket or a
+    directory named ``*.py`` is refused first, naming it, without reading it.
     """
+    problem = regular_file_problem(path)  # a FIFO would block the import for ever
+    if problem is not None:
+        raise RegistryError(f"{path}: cannot load: {problem}")
     digest = f"{zlib.crc32(os.path.abspath(path).encode()):08x}"  # unique per file, cheap
     stem = os.path.splitext(os.path.basename(path))[0]
     module_name = f"ibdiag._loaded.{namespace}.{stem}_{digest}"

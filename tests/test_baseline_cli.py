@@ -465,3 +465,56 @@ def test_state_older_than_an_hour_gives_rates(node, state_dir):
     [fail] = not_passing(report)["counters.port_errors"]
     assert fail["message"].startswith("symbol_error +300 since the baseline 2.0 h ago (150.0/hour)")
     assert "above 120/hour" in fail["message"]
+
+
+def _within(seconds: float, run):
+    """``run()`` in a thread: its result, or a failure when it has not returned in time (a
+    read that blocks must fail the test, not hang the suite)."""
+    import threading
+
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(result=run()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"ibdiag did not return within {seconds} s"
+    return outcome["result"]
+
+
+def test_a_fifo_given_as_baseline_is_one_warn_not_a_hang(node, tmp_path):
+    fifo = str(tmp_path / "before.json")
+    os.mkfifo(fifo)
+    result, report = _within(30, lambda: node.check_json("--baseline", fifo))
+    assert result.exit_code == 1
+    [warn] = by_check(report, "counters.baseline")
+    assert warn["status"] == "warn"
+    assert f"{fifo}: not a regular file (a FIFO): not read" in warn["message"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # --baseline is read, never written
+
+
+def test_a_fifo_at_the_state_path_is_one_warn_and_replaced(node, state_dir):
+    state = str(state_dir / "ibdiag.json")
+    os.mkfifo(state)
+    result, report = _within(30, lambda: node.check_json("--state", state))
+    assert result.exit_code == 1
+    [warn] = by_check(report, "counters.baseline")
+    assert f"{state}: not a regular file (a FIFO): not read" in warn["message"]
+    assert load_snapshot(state).host == HOST  # the next run has a baseline
+
+
+def test_counters_with_a_fifo_as_baseline_is_a_usage_error(node, tmp_path, run_cli):
+    fifo = str(tmp_path / "before.json")
+    os.mkfifo(fifo)
+    result = _within(
+        30,
+        lambda: run_cli("counters", "--sysfs", node.sys, "--procfs", node.proc, "--baseline", fifo),
+    )
+    assert result.exit_code == 3
+    assert "not a regular file (a FIFO)" in result.stderr
+
+
+def test_a_device_node_given_as_baseline_is_not_read(node):
+    """/dev/zero never ends: refused before a byte is read."""
+    result, report = _within(30, lambda: node.check_json("--baseline", "/dev/zero"))
+    assert result.exit_code == 1
+    [warn] = by_check(report, "counters.baseline")
+    assert "/dev/zero: not a regular file (a character device): not read" in warn["message"]

@@ -263,7 +263,14 @@ def test_argv():
     assert ethtool_settings_argv("eth1") == ["ethtool", "eth1"]
 
 
-@pytest.mark.parametrize("name", ["", "-S", "a b", "x/y", "a" * 16])
-def test_argv_rejects_non_interface_names(name):
+@pytest.mark.parametrize("name", ["", None, 3])
+def test_argv_rejects_what_is_not_a_name(name):
     with pytest.raises(ValueError):
         ethtool_argv(name)
+
+
+@pytest.mark.parametrize("name", ["-S", "a b", "x/y", "a" * 16, "ib0;reboot", "ib\\xff"])
+def test_argv_puts_any_name_in_one_element(name):
+    """Checks build the argv to find a netdev's run whatever sysfs called it; which names may
+    run is ibdiag.sources.plan's call (tests/test_hostile_names.py)."""
+    assert ethtool_argv(name) == ["ethtool", "-S", name]

@@ -351,12 +351,20 @@ def test_argv_never_resets():
         ("mlx5_0", 1, "R"),
         ("mlx5_0", 1, "xr"),
         ("", 1, "x"),
-        ("-R", 1, "x"),
-        ("mlx5 0", 1, "x"),
-        ("mlx5_0", 0, "x"),
+        (None, 1, "x"),
         ("mlx5_0", "1", "x"),
+        ("mlx5_0", True, "x"),
     ],
 )
 def test_argv_rejects_bad_arguments(device, port, mode):
     with pytest.raises(ValueError):
         perfquery_argv(device, port, mode)
+
+
+@pytest.mark.parametrize("device, port", [("-R", 1), ("mlx5 0", 1), ("mlx5_0", 0), ("x", 65536)])
+def test_argv_puts_any_device_and_port_in_one_element_each(device, port):
+    """Checks build the argv to find a port's run whatever sysfs called it; which names and
+    ports may run is ibdiag.sources.plan's call (tests/test_hostile_names.py)."""
+    assert perfquery_argv(device, port, "x") == [
+        "perfquery", "-x", "-C", device, "-P", str(port)
+    ]  # fmt: skip

@@ -753,3 +753,58 @@ def test_for_level_keeps_registration_order() -> None:
     ]
     assert [spec.id for spec in registry] == ids("full")
     assert len(registry) == 4
+
+
+# --- drop-in files that are not regular files ---------------------------------------------------
+
+
+def _within(seconds: float, run):
+    """``run()`` in a thread: its result or exception, or a failure when it has not returned in
+    time (an import that blocks must fail the test, not hang the suite)."""
+    import threading
+
+    outcome: Dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            outcome["result"] = run()
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"loading did not return within {seconds} s"
+    return outcome
+
+
+def test_a_fifo_named_like_a_checks_file_is_refused_naming_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "site.py"
+    os.mkfifo(fifo)
+    outcome = _within(30, lambda: load_dropins(tmp_path))
+    error = outcome.get("error")
+    assert isinstance(error, RegistryError), outcome
+    assert str(error) == f"{fifo}: cannot load: not a regular file (a FIFO): not read"
+
+
+def test_a_directory_named_like_a_checks_file_is_refused_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "site.py").mkdir()
+    with pytest.raises(RegistryError) as caught:
+        load_dropins(tmp_path)
+    assert str(caught.value) == f"{tmp_path / 'site.py'}: cannot load: is a directory"
+
+
+def test_a_symlinked_checks_file_still_loads(tmp_path: Path) -> None:
+    """Sites link their checks into checks.d from where they keep them."""
+    kept = write_dropin(tmp_path / "kept", "site_checks.py", _check_source("site.linked"))
+    (tmp_path / "checks.d").mkdir()
+    (tmp_path / "checks.d" / "site.py").symlink_to(kept)
+    assert load_dropins(tmp_path / "checks.d").get("site.linked") is not None
+
+
+def test_ibdiag_checks_with_a_fifo_in_the_checks_dir_exits_3_naming_it(tmp_path, run_cli):
+    os.mkfifo(tmp_path / "site.py")
+    outcome = _within(30, lambda: run_cli("checks", "--checks-dir", str(tmp_path)))
+    result = outcome["result"]
+    assert result.exit_code == 3  # type: ignore[attr-defined]
+    assert "site.py: cannot load: not a regular file (a FIFO)" in result.stderr  # type: ignore[attr-defined]

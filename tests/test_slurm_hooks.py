@@ -254,11 +254,29 @@ def test_prolog_finishes_within_its_deadline_when_scontrol_hangs(node):
 
 
 def test_prolog_drains_when_a_sysfs_read_hangs(node):
-    """A hung HCA blocks a counter read in the kernel: the check is abandoned, the node drained."""
-    counter = Path(node["sysfs"], "class", "infiniband", "mlx5_0", "ports", "1", "state")
-    counter.unlink()
-    os.mkfifo(counter)  # opening it for reading blocks until a writer comes: forever
-    done = run_hook(node, "prolog", deadline=6, extra="IBDIAG_ARGS+=(--scontrol-timeout 1)")
+    """A hung HCA blocks a counter read in the kernel: the check is abandoned, the node drained.
+
+    A FIFO no longer stands in for the hang (ibdiag refuses one at once): an ``ibdiag`` that
+    blocks in its one file-reading function, for ever, on that attribute does."""
+    hung = "class/infiniband/mlx5_0/ports/1/state"
+    wrapper = node["tmp"] / "ibdiag-hung-hca"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import threading\n"
+        "from ibdiag.sources import sysfs\n"
+        "real = sysfs.SysfsReader._read_bytes\n"
+        "def blocking(self, rel):\n"
+        f"    if rel.strip('/') == {hung!r}:\n"
+        "        threading.Event().wait()\n"
+        "    return real(self, rel)\n"
+        "sysfs.SysfsReader._read_bytes = blocking\n"
+        "from ibdiag.cli import main\n"
+        "main()\n"
+    )
+    wrapper.chmod(0o755)
+    done = run_hook(
+        node, "prolog", deadline=6, ibdiag=str(wrapper), extra="IBDIAG_ARGS+=(--scontrol-timeout 1)"
+    )
     assert done.returncode == 1
     assert done.elapsed < 6 + 3, done.elapsed
     reason = node["scontrol"].node()["reason"]

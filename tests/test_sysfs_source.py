@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import sys
 from typing import Dict, List, Optional
@@ -682,7 +683,7 @@ def test_ports_entry_that_is_not_a_number(fs):
     os.makedirs(ib("mlx5_0", "ports", "lost+found"))
     (dev,), _ = read_all()
     assert [port.number for port in dev.ports] == [1]
-    assert dev.problems == {"ports/lost+found": "not a port number"}
+    assert dev.problems == {"ports/lost+found": "not a port number (1..254)"}
     assert dev.ports[0].state == 4
     assert dev.ports[0].problems == {}
 
@@ -1192,3 +1193,356 @@ def test_azhpc_hyperv_phys_state_unknown_and_no_link_layer():
     assert port.problems == {"link_layer": "missing"}
     assert port.counters == {}
     assert dev.problems["device"].startswith("missing")
+
+
+# --- odd names, files that are not regular, links out of the tree (issue 12) --------------------
+
+
+def finishes(read, within: float = 10.0):
+    """``read()`` in a thread: its result, or a failure when it has not returned ``within``
+    seconds (a read that blocks must fail the test, not hang the run)."""
+    import threading
+
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(result=read()), daemon=True)
+    worker.start()
+    worker.join(within)
+    assert not worker.is_alive(), f"the read did not return within {within} s"
+    return outcome["result"]
+
+
+def real_ib(root: str, *parts: str) -> str:
+    return os.path.join(root, "class", "infiniband", *parts)
+
+
+def rename_port_dir(root: str, device: str, old: str, new) -> None:
+    ports = os.path.realpath(real_ib(root, device, "ports"))
+    os.rename(os.path.join(ports, old), os.path.join(os.fsencode(ports), os.fsencode(new)))
+
+
+@pytest.mark.parametrize(
+    "entry, shown",
+    [
+        ("0", "0"),
+        ("255", "255"),
+        ("65536", "65536"),
+        ("1" + "0" * 23, "1" + "0" * 23),
+        ("9" * 250, "9" * 250),
+        ("²", "²"),  # isdigit() but int() fails
+        ("①", "①"),
+        ("٣", "٣"),  # int() takes it as 3: still not how the kernel names port 3
+        ("01", "01"),
+        ("-1", "-1"),
+        ("1 ", "1 "),
+        (b"\xff", "\\xff"),
+    ],
+)
+def test_a_port_directory_that_is_not_a_port_number_is_one_problem(tmp_path, entry, shown):
+    """Only ASCII digits without a leading zero, 1..254, name a port; anything else in ports/
+    is one problem on the device and the other ports are read."""
+    root = str(tmp_path / "sys")
+    write_node(root, [HcaSpec("mlx5_0", "0000:0c:00.0", ports=[lean_port(), lean_port()])])
+    rename_port_dir(root, "mlx5_0", "2", entry)
+    (dev,), _ = read_all(root)
+    assert [port.number for port in dev.ports] == [1]
+    assert dev.problems == {f"ports/{shown}": "not a port number (1..254)"}
+    assert dev.ports[0].state == 4 and dev.ports[0].counters == COUNTERS
+    Device.model_validate_json(dev.model_dump_json())
+
+
+@pytest.mark.parametrize("number", ["1", "9", "12", "254"])
+def test_port_numbers_1_to_254_are_read(fs, number):
+    write_node(SYS, lean_node(1))
+    if number != "1":
+        rename_port_dir(SYS, "mlx5_0", "1", number)
+    (dev,), _ = read_all()
+    assert [port.number for port in dev.ports] == [int(number)]
+    assert dev.ports[0].path == f"class/infiniband/mlx5_0/ports/{number}"
+    assert dev.problems == {}
+
+
+@pytest.mark.parametrize(
+    "listed, shown",
+    [
+        (b"mlx5_\xff", "mlx5_\\xff"),
+        (b"mlx5\r0", "mlx5\\x0d0"),
+        (b"mlx5\n0", "mlx5\\x0a0"),
+        (b"mlx5\x7f0", "mlx5\\x7f0"),
+        (b"mlx5\\x41", "mlx5\\x41"),  # printable: kept as it is, backslash and all
+        (b"mlx5\\\r", "mlx5\\\\\\x0d"),  # not: escaped, its backslash too
+        (b"mlx5 0", "mlx5 0"),
+        (b"mlx5;0", "mlx5;0"),
+        (b"-mlx5_0", "-mlx5_0"),
+        ("mlx5_é".encode(), "mlx5_é"),
+    ],
+)
+def test_an_odd_device_name_is_shown_escaped_read_and_one_problem(tmp_path, listed, shown):
+    """Read and graded like any device; its name in the Snapshot always serialises; that it
+    may not go on a command line is one problem on it."""
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(2))
+    base = os.fsencode(real_ib(root))
+    os.rename(os.path.join(base, b"mlx5_0"), os.path.join(base, listed))
+    devices, node_problems = read_all(root)
+    odd = by_name(devices)[shown]
+    assert odd.path == f"class/infiniband/{shown}"
+    assert odd.ports[0].state == 4 and odd.ports[0].counters == COUNTERS
+    assert odd.ports[0].path == f"class/infiniband/{shown}/ports/1"
+    assert odd.fw_ver == "20.31.2354" and odd.pci.numa_node == 0
+    assert odd.problems == {
+        "name": f"name '{shown}' is not safe on a command line (letters, digits and _.:- only, "
+        "at most 64, not starting with -): no command is run for it"
+    }
+    assert by_name(devices)["mlx5_1"].problems == {} and node_problems == {}
+    Device.model_validate_json(odd.model_dump_json())  # serialises, and back
+
+
+def test_a_counter_name_that_is_not_utf8_is_shown_escaped(tmp_path):
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    counters = os.fsencode(os.path.realpath(real_ib(root, "mlx5_0", "ports", "1", "counters")))
+    with open(os.path.join(counters, b"odd_\xfe\x01"), "w") as handle:
+        handle.write("7\n")
+    with open(os.path.join(counters, b"bad_\xff"), "w") as handle:
+        handle.write("x\n")
+    (dev,), _ = read_all(root)
+    port = dev.ports[0]
+    assert port.counters["odd_\\xfe\\x01"] == 7
+    assert port.problems == {"counters/bad_\\xff": "not a number: 'x'"}
+    Device.model_validate_json(dev.model_dump_json())
+
+
+@pytest.mark.parametrize(
+    "listed, shown",
+    [
+        (b"ib 0", "ib 0"),
+        (b"ib0;x", "ib0;x"),
+        (b"ib\r0", "ib\\x0d0"),
+        (b"ib\x7f0", "ib\\x7f0"),
+        (b"ib\xff", "ib\\xff"),
+        (b"-ib0", "-ib0"),
+    ],
+)
+def test_an_odd_netdev_name_is_shown_read_and_one_problem(tmp_path, listed, shown):
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    net = os.fsencode(os.path.realpath(real_ib(root, "mlx5_0", "device", "net")))
+    os.rename(os.path.join(net, b"ib0"), os.path.join(net, listed))
+    os.remove(os.path.join(root, "class", "net", "ib0"))
+    (dev,), _ = read_all(root)
+    netdev = dev.ports[0].netdev
+    assert netdev.name == shown
+    assert netdev.operstate == "up" and netdev.mtu == 2044
+    assert list(netdev.problems) == ["name"]
+    assert netdev.problems["name"].startswith(f"name '{netdev.name}' is not safe on a command line")
+    Device.model_validate_json(dev.model_dump_json())
+
+
+@pytest.mark.parametrize("content", ["../..", "../../../../etc", ".", "a/b", "ib0 x", "x" * 16])
+def test_gid_attrs_ndev_that_is_not_an_interface_name_names_no_netdev(fs, content):
+    """``gid_attrs/ndevs/0`` is file content: ``../..`` must never become a path to read."""
+    write_node(SYS, lean_node(1))
+    put(ib("mlx5_0", "ports", "1", "gid_attrs", "ndevs", "0"), content + "\n")
+    (dev,), _ = read_all()
+    port = dev.ports[0]
+    assert port.netdev.name == "ib0"  # matched by dev_port instead
+    assert port.problems == {"gid_attrs/ndevs/0": f"not a network interface name: '{content}'"}
+
+
+def _fifo_in_place_of(path: str) -> None:
+    os.remove(path)
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "parts, owner, key",
+    [
+        (("ports", "1", "state"), "port", "state"),
+        (("ports", "1", "counters", "symbol_error"), "port", "counters/symbol_error"),
+        (("fw_ver",), "device", "fw_ver"),
+        (("device", "numa_node"), "pci", "numa_node"),
+    ],
+)
+def test_a_fifo_in_place_of_an_attribute_is_recorded_not_waited_on(tmp_path, parts, owner, key):
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(2))
+    _fifo_in_place_of(real_ib(root, "mlx5_0", *parts))
+    devices, _ = finishes(lambda: read_all(root))
+    dev = devices[0]
+    where = {"port": dev.ports[0], "device": dev, "pci": dev.pci}[owner]
+    assert where.problems == {key: "not a regular file (a FIFO): not read"}
+    assert devices[1].ports[0].state == 4 and devices[1].problems == {}
+
+
+def test_a_socket_in_place_of_an_attribute_is_recorded(tmp_path):
+    import socket
+
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    path = real_ib(root, "mlx5_0", "ports", "1", "rate")
+    os.remove(path)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    try:
+        (dev,), _ = finishes(lambda: read_all(root))
+    finally:
+        listener.close()
+    assert dev.ports[0].rate is None
+    assert dev.ports[0].problems["rate"].startswith("not a regular file")
+
+
+def test_a_fifo_in_place_of_the_hostname_falls_back_to_the_kernels(tmp_path, monkeypatch):
+    root = str(tmp_path / "sys")
+    proc = str(tmp_path / "proc")
+    write_node(root, lean_node(1))
+    write_procfs(proc)
+    _fifo_in_place_of(os.path.join(proc, "sys", "kernel", "hostname"))
+    monkeypatch.setattr("socket.gethostname", lambda: "kernel-name")
+    snap = finishes(lambda: collect(root, proc, {"sysfs"}))
+    assert snap.host == "kernel-name"
+    assert snap.problems == {"procfs:sys/kernel/hostname": "not a regular file (a FIFO): not read"}
+    assert snap.boot_id == BOOT_ID
+
+
+SECRET = "root:$6$not-for-the-vendor:19000:0:99999:7:::"  # noqa: S105 - a stand-in
+
+
+def _outside(tmp_path) -> str:
+    """A root-only file outside the tree, like /etc/shadow."""
+    outside = tmp_path / "etc"
+    outside.mkdir(exist_ok=True)
+    shadow = outside / "shadow"
+    shadow.write_text(SECRET + "\n")
+    shadow.chmod(0o600)
+    return str(shadow)
+
+
+def _link_in_place_of(path: str, target: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+    os.symlink(target, path)
+
+
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
+@pytest.mark.parametrize(
+    "parts, owner, key",
+    [
+        (("fw_ver",), "device", "fw_ver"),
+        (("ports", "1", "state"), "port", "state"),
+        (("ports", "1", "rate"), "port", "rate"),
+        (("ports", "1", "counters", "symbol_error"), "port", "counters/symbol_error"),
+        (("device", "numa_node"), "pci", "numa_node"),
+        (("device", "net", "ib0", "mtu"), "netdev", "mtu"),
+    ],
+)
+def test_a_link_out_of_the_tree_is_refused_and_recorded(tmp_path, parts, owner, key, relative):
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    shadow = _outside(tmp_path)
+    path = os.path.realpath(real_ib(root, "mlx5_0", *parts))
+    _link_in_place_of(path, os.path.relpath(shadow, os.path.dirname(path)) if relative else shadow)
+    (dev,), _ = read_all(root)
+    port = dev.ports[0]
+    where = {"port": port, "device": dev, "pci": dev.pci, "netdev": port.netdev}[owner]
+    assert where.problems == {key: f"refused: resolves outside {root} (to {shadow})"}
+    assert SECRET not in dev.model_dump_json()
+
+
+@pytest.mark.parametrize(
+    "parts, owner",
+    [
+        (("ports", "1", "counters"), "port"),
+        (("ports", "1"), "device"),
+        (("device",), "device"),
+        (("hw_counters",), "device"),
+    ],
+)
+def test_a_directory_link_out_of_the_tree_is_refused(tmp_path, parts, owner):
+    """Neither the files nor the names of what a link out of the tree points at are read (the
+    directory is named like a PCI function, so that ``device`` is followed as far as it may)."""
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    outside = tmp_path / "host" / "0000:99:00.0"
+    outside.mkdir(parents=True)
+    for name in ("numa_node", "fw_ver", "state", "symbol_error", "lifespan"):
+        (outside / name).write_text(SECRET + "\n")
+    (outside / SECRET.replace("/", "_")).write_text("0\n")  # its name must not leak either
+    _link_in_place_of(os.path.join(os.path.realpath(real_ib(root, "mlx5_0")), *parts), str(outside))
+    (dev,), _ = read_all(root)
+    text = dev.model_dump_json()
+    assert SECRET not in text and SECRET.replace("/", "_") not in text
+    refused = f"refused: resolves outside {root} (to {outside})"
+    assert refused in json.dumps(dev.model_dump(), ensure_ascii=False)
+
+
+def test_class_entries_linking_into_the_tree_and_absolute_links_inside_it_are_followed(tmp_path):
+    """sysfs is made of links (class/infiniband/<dev> -> ../../devices/...); one written as an
+    absolute path that stays inside the root is followed too."""
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    link = real_ib(root, "mlx5_0")
+    target = os.path.realpath(link)
+    os.remove(link)
+    os.symlink(target, link)  # absolute, inside the root
+    (dev,), problems = read_all(root)
+    assert dev.ports[0].state == 4 and dev.pci.address == "0000:10:00.0"
+    assert dev.problems == {} and problems == {}
+
+
+def test_a_tree_reached_through_a_symlinked_root_is_read(tmp_path):
+    real = str(tmp_path / "capture" / "sys")
+    write_node(real, lean_node(1))
+    os.symlink(real, str(tmp_path / "sys"))
+    (dev,), problems = read_all(str(tmp_path / "sys"))
+    assert dev.ports[0].state == 4 and dev.problems == {} and problems == {}
+
+
+def test_a_symlink_loop_is_recorded(tmp_path):
+    root = str(tmp_path / "sys")
+    write_node(root, lean_node(1))
+    path = os.path.realpath(real_ib(root, "mlx5_0", "fw_ver"))
+    os.remove(path)
+    os.symlink("fw_ver", path)
+    (dev,), _ = read_all(root)
+    assert dev.problems["fw_ver"].startswith("ELOOP")
+
+
+def test_a_hostname_linked_out_of_procfs_is_refused(tmp_path, monkeypatch):
+    root = str(tmp_path / "sys")
+    proc = str(tmp_path / "proc")
+    write_node(root, lean_node(1))
+    write_procfs(proc)
+    shadow = _outside(tmp_path)
+    _link_in_place_of(os.path.join(proc, "sys", "kernel", "hostname"), shadow)
+    monkeypatch.setattr("socket.gethostname", lambda: "kernel-name")
+    snap = collect(root, proc, {"sysfs"})
+    assert snap.host == "kernel-name"
+    assert snap.problems == {
+        "procfs:sys/kernel/hostname": f"refused: resolves outside {proc} (to {shadow})"
+    }
+    assert SECRET not in snap.model_dump_json()
+
+
+def test_the_readers_link_resolution_is_realpaths(tmp_path):
+    """The reader resolves directories itself (remembering them, for speed): it must land
+    where os.path.realpath does, through relative, absolute, chained and '..' links."""
+    root = tmp_path / "sys"
+    write_node(str(root), lean_node(2))
+    (root / "a" / "b").mkdir(parents=True)
+    os.symlink("../class/infiniband", root / "a" / "up")  # relative, with ..
+    os.symlink(str(root / "devices"), root / "a" / "abs")  # absolute
+    os.symlink("up", root / "a" / "chain")  # a link to a link
+    os.symlink("b/../../class", root / "a" / "dots")  # .. after a real directory
+    os.symlink("nowhere/x", root / "a" / "dangling")
+    reader = sysfs.SysfsReader(str(root))
+    for rel in (
+        "class/infiniband/mlx5_0", "class/infiniband/mlx5_0/device",
+        "class/infiniband/mlx5_1/device/net/ib1", "a/up/mlx5_0/ports/1", "a/abs/pci0000:00",
+        "a/chain/mlx5_1", "a/dots/net/ib0", "a/dangling", "a/b/../up", "class/net/ib0/device",
+    ):  # fmt: skip
+        path = os.path.join(str(root), rel)
+        assert reader._real(path) == os.path.realpath(path), rel

@@ -149,13 +149,16 @@ def plan_loopback(
     gpu_near: Callable[[str], Optional[int]],
     pin_for: Callable[[Optional[int]], List[str]],
 ) -> List[LoopbackTest]:
-    """The first attempt of every test, in a stable order (device, port)."""
+    """The first attempt of every test, in a stable order (device, port). A device whose name
+    may not go on a command line (its "name" problem, ``ibdiag.sources.names``) runs none."""
+    from ibdiag.sources.names import device_name_problem
+
     ports = [
         (dev, port)
         for dev in devices
-        if graded(dev)
+        if graded(dev) and device_name_problem(dev.name) is None
         for port in dev.ports
-        if port.state == 4 and port.link_layer in ("InfiniBand", None)
+        if port.state == 4 and port.link_layer in ("InfiniBand", None) and 1 <= port.number <= 254
     ]
     partner = {index: index for index in range(len(ports))}
     if thresholds.perftest_pairing == "pairs":

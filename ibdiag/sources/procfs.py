@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import List, Optional, Tuple
 
 from ibdiag.model import Problems
+from ibdiag.sources.names import shown
 from ibdiag.sources.sysfs import SysfsReader
 
 
@@ -30,7 +31,8 @@ def read_identity(
     boot_id, problem = reader.read_text("sys/kernel/random/boot_id")
     if problem is not None:
         problems["procfs:sys/kernel/random/boot_id"] = problem
-    return (host.strip() if host else None), (boot_id.strip() if boot_id else None)
+    # A hostname is any bytes sethostname(2) took: control characters are shown escaped.
+    return (shown(host.strip()) if host else None), (boot_id.strip() if boot_id else None)
 
 
 def read_boot_time(

@@ -18,9 +18,13 @@ from __future__ import annotations
 import errno
 import os
 import re
-from typing import Callable, Dict, List, Optional, Tuple, TypeVar
+import stat
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ibdiag.model import Device, NetDev, Pci, Port, Problems
+from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, not_regular
+from ibdiag.sources import names
+from ibdiag.sources.names import shown
 from ibdiag.sources.parsers import sysfs_values as parse
 
 T = TypeVar("T")
@@ -29,31 +33,49 @@ INFINIBAND_CLASS = "class/infiniband"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", re.IGNORECASE)
 _MAX_ATTRIBUTE_BYTES = 64 * 1024  # sysfs attributes are at most a page; guard against odd files
 _COUNTER_DIRS = ("counters", "counters_ext")
+_DIGITS = re.compile(r"([0-9]+)")
+_OPEN_NOFOLLOW = OPEN_FLAGS | os.O_NOFOLLOW
+_FILE_TYPE, _REGULAR = stat.S_IFMT(0o177777), stat.S_IFREG
 
 
 def natural_key(name: str) -> Tuple[object, ...]:
-    """Sort mlx5_2 before mlx5_10 and port 2 before port 10."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
-def describe_os_error(exc: OSError) -> str:
-    """ "EINVAL (Invalid argument)": the errno name admins grep for, and its meaning."""
-    if isinstance(exc, FileNotFoundError):
-        return "missing"
-    if isinstance(exc, PermissionError):
-        return "permission denied"
-    name = errno.errorcode.get(exc.errno or 0, "error")
-    return f"{name} ({exc.strerror})" if exc.strerror else name
+    """Sort mlx5_2 before mlx5_10 and port 2 before port 10 (ASCII digits only: ``²`` and
+    ``①`` are text, never numbers)."""
+    parts = _DIGITS.split(name)
+    return tuple(int(part) if index % 2 else part for index, part in enumerate(parts))
 
 
 class SysfsReader:
-    """Reads a sysfs tree rooted at ``root``; every path it is given is relative to that root."""
+    """Reads a tree rooted at ``root`` (sysfs, or procfs); every path it is given is relative
+    to that root, and none is followed out of it.
+
+    Containment: each directory a path goes through is resolved once (cached, on its parent's
+    resolution) and must lie under the root's own resolved path; an attribute is opened
+    ``O_NOFOLLOW``, and one that is a symlink is resolved and held to the same rule. What
+    resolves outside is refused and recorded ("refused: resolves outside ROOT (to TARGET)"), so
+    a root-only file linked into a ``--sysfs`` capture as ``fw_ver`` is never read into a report
+    or a bundle. The links sysfs is made of (``class/infiniband/<dev>`` ->
+    ``../../devices/...``, ``device`` -> the PCI function) stay inside the root and are followed.
+
+    Only regular files are read (``ibdiag.regular_files``): a FIFO, device or socket in place of
+    an attribute is recorded as such, never waited on.
+
+    ``watch``: set by ``ibdiag.sources.watchdog`` while a bounded read is in progress; every
+    file read, listing, ``exists`` and link resolution then goes through it.
+    """
+
+    watch: Optional[Any] = None
 
     def __init__(self, root: str) -> None:
         self.root = root
+        self._real_root: Optional[str] = None
+        self._dirs: Dict[str, Tuple[Optional[str], Optional[str]]] = {}
+        self._abs: Dict[str, str] = {}
 
     def abspath(self, rel: str) -> str:
         return os.path.join(self.root, rel)
+
+    # -- what the sources call ------------------------------------------------------------
 
     def read_text(self, rel: str) -> Tuple[Optional[str], Optional[str]]:
         """(text without the trailing newline, None) or (None, why it could not be read).
@@ -67,28 +89,140 @@ class SysfsReader:
             return None, problem
         return decode_attribute(data)  # type: ignore[arg-type]
 
+    def read_bytes(self, rel: str) -> Tuple[Optional[bytes], Optional[str]]:
+        """The raw bytes one ``read`` returns (what ``read_text`` decodes), or (None, why)."""
+        if self.watch is not None:
+            return self.watch.call(self, "read", rel, self._read_bytes)
+        return self._read_bytes(rel)
+
     def listdir(self, rel: str) -> Tuple[List[str], Optional[str]]:
         """Sorted entry names, or ([], why) when the directory is missing or unreadable."""
-        try:
-            names = os.listdir(self.abspath(rel))
-        except OSError as exc:
-            return [], describe_os_error(exc)
-        return sorted(names, key=natural_key), None
+        if self.watch is not None:
+            return self.watch.call(self, "listdir", rel, self._listdir)
+        return self._listdir(rel)
 
     def exists(self, rel: str) -> bool:
-        return os.path.exists(self.abspath(rel))
+        if self.watch is not None:
+            return self.watch.call(self, "exists", rel, self._exists)
+        return self._exists(rel)
 
     def realname(self, rel: str) -> str:
         """The last component of the path a symlink resolves to (a PCI address for ``device``)."""
-        return os.path.basename(os.path.realpath(self.abspath(rel)))
+        return os.path.basename(self.target(rel))
 
-    def read_bytes(self, rel: str) -> Tuple[Optional[bytes], Optional[str]]:
-        """The raw bytes one ``read`` returns (what ``read_text`` decodes), or (None, why)."""
+    def target(self, rel: str) -> str:
+        """The absolute path ``rel`` resolves to (wherever that is: nothing is read there)."""
+        if self.watch is not None:
+            return self.watch.call(self, "target", rel, self._target)
+        return self._target(rel)
+
+    # -- the file system, held to the root ------------------------------------------------
+
+    @property
+    def real_root(self) -> str:
+        if self._real_root is None:
+            self._real_root = os.path.realpath(self.root)
+        return self._real_root
+
+    def inside(self, real: str) -> bool:
+        """Whether the resolved path ``real`` is the root or under it."""
+        root = self.real_root
+        return real == root or real.startswith(root if root.endswith(os.sep) else root + os.sep)
+
+    def _refused(self, real: str) -> str:
+        return f"refused: resolves outside {self.root} (to {real})"
+
+    def _resolve(self, rel: str) -> Tuple[Optional[str], Optional[str]]:
+        """(the resolved path of ``rel``, None) inside the root, or (None, why not)."""
+        real = os.path.realpath(self.abspath(rel))
+        return (real, None) if self.inside(real) else (None, self._refused(real))
+
+    def _directory(self, rel: str) -> Tuple[Optional[str], Optional[str]]:
+        """``_resolve`` of a directory, cached and built on its parent's: the hundreds of
+        attributes of a node sit in a few hundred directories, and only the few that are
+        symlinks (``class/infiniband/<dev>``, ``device``, ``class/net/<if>``) need resolving
+        beyond one ``lstat``."""
+        found = self._dirs.get(rel)
+        if found is not None:
+            return found
+        head, _, name = rel.rpartition("/")
+        if not rel:
+            found = (self.real_root, None)
+        elif name in ("", ".", ".."):
+            found = self._resolve(rel)
+        else:
+            parent, problem = self._directory(head)
+            if problem is not None:
+                found = (None, problem)
+            else:
+                path = os.path.join(parent, name)  # type: ignore[arg-type]
+                try:
+                    is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+                except OSError:
+                    is_link = False  # missing: what is done there says so
+                if is_link:
+                    real = self._real(path)
+                    found = (real, None) if self.inside(real) else (None, self._refused(real))
+                else:
+                    found = (path, None)
+        self._dirs[rel] = found
+        return found
+
+    def _real(self, path: str, depth: int = 0) -> str:
+        """``os.path.realpath`` of an absolute path, remembering each directory it resolves
+        (the links of a node point into a few shared trees: devices/pci..., devices/virtual).
+        A chain of more than 40 links (a loop) is left unresolved, as realpath leaves it."""
+        found = self._abs.get(path)
+        if found is not None:
+            return found
+        parent, name = os.path.split(path)
+        if not name or depth > 40:
+            return path
+        real_parent = self._real(parent, depth)
+        if name == ".":
+            real = real_parent
+        elif name == "..":
+            real = os.path.dirname(real_parent)
+        else:
+            real = os.path.join(real_parent, name)
+            try:
+                target = os.readlink(real)
+            except OSError:
+                target = None  # not a link (or not there): itself
+            if target is not None:
+                real = self._real(os.path.join(real_parent, target), depth + 1)
+        self._abs[path] = real
+        return real
+
+    def _read_bytes(self, rel: str) -> Tuple[Optional[bytes], Optional[str]]:
+        head, _, base = rel.strip("/").rpartition("/")
+        directory, problem = self._dirs.get(head) or self._directory(head)
+        if problem is not None:
+            return None, problem
+        if base in ("", ".", ".."):
+            path, problem = self._resolve(rel)
+            if problem is not None:
+                return None, problem
+        else:
+            path = os.path.join(directory, base)  # type: ignore[arg-type]
         try:
-            fd = os.open(self.abspath(rel), os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, _OPEN_NOFOLLOW)  # type: ignore[arg-type]
         except OSError as exc:
-            return None, describe_os_error(exc)
+            if exc.errno != errno.ELOOP:
+                return None, describe_os_error(exc)
+            # The attribute itself is a symlink (sysfs has none; a capture may): follow it
+            # only to a file inside the root.
+            path, problem = self._resolve(rel)
+            if problem is not None:
+                return None, problem
+            try:
+                fd = os.open(path, _OPEN_NOFOLLOW)  # type: ignore[arg-type]
+            except OSError as again:
+                return None, describe_os_error(again)
         try:
+            mode = os.fstat(fd).st_mode
+            if mode & _FILE_TYPE != _REGULAR:
+                return None, not_regular(mode)
             return os.read(fd, _MAX_ATTRIBUTE_BYTES), None
         except IsADirectoryError:
             return None, "is a directory"
@@ -96,6 +230,28 @@ class SysfsReader:
             return None, describe_os_error(exc)
         finally:
             os.close(fd)
+
+    def _listdir(self, rel: str) -> Tuple[List[str], Optional[str]]:
+        directory, problem = self._directory(rel.strip("/"))
+        if problem is not None:
+            return [], problem
+        try:
+            names = os.listdir(directory)  # type: ignore[arg-type]
+        except OSError as exc:
+            return [], describe_os_error(exc)
+        return sorted(names, key=natural_key), None
+
+    def _exists(self, rel: str) -> bool:
+        """Whether ``rel`` is there, reached through directories inside the root (a symlink
+        as its last component counts wherever it points: reading through it is refused)."""
+        head, _, base = rel.strip("/").rpartition("/")
+        directory, problem = self._directory(head)
+        if problem is not None:
+            return False
+        return os.path.exists(os.path.join(directory, base))  # type: ignore[arg-type]
+
+    def _target(self, rel: str) -> str:
+        return os.path.realpath(self.abspath(rel))
 
 
 def decode_attribute(data: bytes) -> Tuple[Optional[str], Optional[str]]:
@@ -109,8 +265,9 @@ def decode_attribute(data: bytes) -> Tuple[Optional[str], Optional[str]]:
 class Recording:
     """Everything a collection read, keyed by logical path (``sys/<rel>`` or ``proc/<rel>``).
 
-    ``files``: the exact bytes read; ``unreadable``: why a file could not be read; ``listings``
-    and ``listing_errors``: directory listings; ``links``: each symlink resolved by ``realname``
+    ``files``: the exact bytes read; ``unreadable``: why a file could not be read (refusals
+    included: nothing outside the tree is ever in ``files``); ``listings`` and
+    ``listing_errors``: directory listings; ``links``: each symlink resolved by ``realname``
     (``{"name": <basename>, "target": <target relative to its root, or absolute>}``);
     ``exists``: each ``exists`` answer. A support bundle stores this and replays it.
     """
@@ -150,6 +307,7 @@ class RecordingReader(SysfsReader):
         names, problem = super().listdir(rel)
         if problem is not None:
             self.recording.listing_errors[self.key(rel)] = problem
+            self.recording.listings.pop(self.key(rel), None)
         else:
             self.recording.listings[self.key(rel)] = list(names)
         return names, problem
@@ -160,9 +318,8 @@ class RecordingReader(SysfsReader):
         return answer
 
     def realname(self, rel: str) -> str:
-        target = os.path.realpath(self.abspath(rel))
-        root = os.path.realpath(self.root)
-        shown = os.path.relpath(target, root) if target.startswith(root + os.sep) else target
+        target = self.target(rel)
+        shown = os.path.relpath(target, self.real_root) if self.inside(target) else target
         name = os.path.basename(target)
         self.recording.links[self.key(rel)] = {"name": name, "target": shown}
         return name
@@ -183,13 +340,14 @@ class _AttributeReader:
         required: bool = True,
         label: Optional[str] = None,
     ) -> Optional[T]:
-        """The converted value of ``directory/name``, or None with the reason in ``problems``.
+        """The converted value of ``directory/name``, or None with the reason in ``problems``
+        (under ``label or name`` as shown: ``ibdiag.sources.names.shown``).
 
         ``required=False`` attributes that do not exist at all (``mode`` on a RoCE netdev, say)
         are simply absent, not a problem.
         """
         text, problem = self.reader.read_text(f"{self.directory}/{name}")
-        key = label or name
+        key = shown(label or name)
         if problem is not None:
             if required or problem != "missing":
                 self.problems[key] = problem
@@ -204,26 +362,30 @@ class _AttributeReader:
         return self.get(name, str.strip, required)
 
     def counters(self, subdir: str, into: Dict[str, int]) -> None:
-        """Every file of ``subdir`` as a counter; names are kept as the driver spells them."""
-        names, problem = self.reader.listdir(f"{self.directory}/{subdir}")
+        """Every file of ``subdir`` as a counter; names are kept as the driver spells them
+        (shown: a name that is not UTF-8 or holds control characters is escaped)."""
+        entries, problem = self.reader.listdir(f"{self.directory}/{subdir}")
         if problem not in (None, "missing"):
             self.problems[subdir] = problem  # type: ignore[assignment]
-        for name in names:
+        for name in entries:
             value = self.get(f"{subdir}/{name}", parse.parse_counter)
             if value is not None:
-                into[name] = value
+                into[shown(name)] = value
 
 
 def read_devices(reader: SysfsReader) -> Tuple[List[Device], Problems]:
     """Every device under class/infiniband, and node-level problems (e.g. the class is missing)."""
-    names, problem = reader.listdir(INFINIBAND_CLASS)
+    entries, problem = reader.listdir(INFINIBAND_CLASS)
     node_problems: Problems = {}
     if problem is not None:
         node_problems[INFINIBAND_CLASS] = problem
-    return [read_device(reader, name) for name in names], node_problems
+    return [read_device(reader, name) for name in entries], node_problems
 
 
 def read_device(reader: SysfsReader, name: str) -> Device:
+    """The device listed as ``name`` (as ``os.listdir`` gave it). Its Snapshot name is
+    ``shown(name)``; a name that may not go on a command line is one problem ("name"), and the
+    device is read and graded all the same."""
     path = f"{INFINIBAND_CLASS}/{name}"
     problems: Problems = {}
     attrs = _AttributeReader(reader, path, problems)
@@ -233,14 +395,20 @@ def read_device(reader: SysfsReader, name: str) -> Device:
     port_names, port_problem = reader.listdir(f"{path}/ports")
     if port_problem is not None:
         problems["ports"] = port_problem
-    numbers = [int(name) for name in port_names if name.isdigit()]
-    problems.update(
-        {f"ports/{name}": "not a port number" for name in port_names if not name.isdigit()}
-    )
+    numbers = []
+    for entry in port_names:
+        number = names.port_number(entry)
+        if number is None:
+            problems[f"ports/{shown(entry)}"] = names.NOT_A_PORT
+        else:
+            numbers.append(number)
     ports = [read_port(reader, path, number, len(numbers)) for number in numbers]
+    name_problem = names.device_name_problem(shown(name))
+    if name_problem is not None:
+        problems["name"] = name_problem
     return Device.model_construct(
-        name=name,
-        path=path,
+        name=shown(name),
+        path=shown(path),
         node_type=node_type[0] if node_type else None,
         node_type_name=node_type[1] if node_type else None,
         hca_type=attrs.text("hca_type", required=False),
@@ -270,7 +438,7 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
     attrs.counters("hw_counters", hw_counters)
     return Port.model_construct(
         number=number,
-        path=path,
+        path=shown(path),
         state=state[0] if state else None,
         state_name=state[1] if state else None,
         phys_state=phys_state[0] if phys_state else None,
@@ -281,7 +449,7 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
         sm_lid=attrs.get("sm_lid", parse.parse_hex_or_int, required=False),
         counters=counters,
         hw_counters=hw_counters,
-        netdev=read_port_netdev(reader, device_path, number, port_count),
+        netdev=read_port_netdev(reader, device_path, number, port_count, problems),
         problems=problems,  # last: every attribute above has had its say
     )
 
@@ -294,7 +462,7 @@ def read_pci(reader: SysfsReader, device_path: str, problems: Problems) -> Optio
         return None
     address = reader.realname(link)
     if not _BDF.match(address):
-        problems["device"] = f"not a PCI function: {address!r}"
+        problems["device"] = f"not a PCI function: '{shown(address)}'"
         return None
     pci_problems: Problems = {}
     attrs = _AttributeReader(reader, link, pci_problems)
@@ -311,17 +479,30 @@ def read_pci(reader: SysfsReader, device_path: str, problems: Problems) -> Optio
     )
 
 
+_GID_NDEV = "gid_attrs/ndevs/0"
+
+
 def find_netdev_name(
-    reader: SysfsReader, device_path: str, number: int, port_count: int
+    reader: SysfsReader,
+    device_path: str,
+    number: int,
+    port_count: int,
+    problems: Optional[Problems] = None,
 ) -> Optional[str]:
-    """The netdev on top of a port: RoCE names it in gid_attrs; IPoIB is matched by dev_port.
+    """The netdev on top of a port (its name as listed): RoCE names it in gid_attrs; IPoIB is
+    matched by dev_port.
 
     ``dev_port`` is the port number minus one (``dev_id`` on kernels before 3.15); a
-    single-port device with a single netdev needs neither.
+    single-port device with a single netdev needs neither. A ``gid_attrs/ndevs/0`` that is not
+    an interface name (``../..``) names nothing, and is one problem in ``problems``.
     """
-    roce_name, _ = reader.read_text(f"{device_path}/ports/{number}/gid_attrs/ndevs/0")
-    if roce_name and reader.exists(f"class/net/{roce_name.strip()}"):
-        return roce_name.strip()
+    roce_name, _ = reader.read_text(f"{device_path}/ports/{number}/{_GID_NDEV}")
+    roce_name = roce_name.strip() if roce_name else None
+    if roce_name and not names.is_interface_name(roce_name):
+        if problems is not None:
+            problems[_GID_NDEV] = f"not a network interface name: '{shown(roce_name)}'"
+    elif roce_name and reader.exists(f"class/net/{roce_name}"):
+        return roce_name
     candidates, _ = reader.listdir(f"{device_path}/device/net")
     candidates = [name for name in candidates if "." not in name]  # skip pkey children ib0.8001
     for name in candidates:
@@ -341,9 +522,15 @@ def find_netdev_name(
 
 
 def read_port_netdev(
-    reader: SysfsReader, device_path: str, number: int, port_count: int
+    reader: SysfsReader,
+    device_path: str,
+    number: int,
+    port_count: int,
+    port_problems: Optional[Problems] = None,
 ) -> Optional[NetDev]:
-    name = find_netdev_name(reader, device_path, number, port_count)
+    """The port's netdev, named as shown; a name that may not go on a command line is one
+    problem on it ("name"), and its attributes are read all the same."""
+    name = find_netdev_name(reader, device_path, number, port_count, port_problems)
     if name is None:
         return None
     directory = f"class/net/{name}"
@@ -351,8 +538,11 @@ def read_port_netdev(
         directory = f"{device_path}/device/net/{name}"
     problems: Problems = {}
     attrs = _AttributeReader(reader, directory, problems)
+    name_problem = names.netdev_name_problem(shown(name))
+    if name_problem is not None:
+        problems["name"] = name_problem
     return NetDev.model_construct(
-        name=name,
+        name=shown(name),
         operstate=attrs.text("operstate"),
         carrier=attrs.get("carrier", parse.parse_int),
         carrier_changes=attrs.get("carrier_changes", parse.parse_int, required=False),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import List
 
 from ibdiag.model import Pci, Problems
+from ibdiag.sources.names import shown
 from ibdiag.sources.parsers import sysfs_values as parse
 from ibdiag.sources.sysfs import SysfsReader
 
@@ -38,7 +39,7 @@ def read_nvidia_gpus(reader: SysfsReader, problems: Problems) -> List[Pci]:
         device_id, _ = reader.read_text(f"{base}/device")
         gpus.append(
             Pci.model_construct(
-                address=address.lower(),
+                address=shown(address).lower(),
                 vendor_id=NVIDIA_VENDOR,
                 device_id=device_id.strip() if device_id else None,
                 numa_node=numa_node,
