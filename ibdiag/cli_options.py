@@ -38,7 +38,7 @@ def _parse_expect_hcas(value: Optional[str]) -> Tuple[Optional[int], List[str]]:
     if value is None:
         return None, []
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²" is a digit to isdigit(), not to int()
         return int(value), []
     names = [name.strip() for name in value.split(",") if name.strip()]
     if not names:

@@ -5,7 +5,8 @@ Every file ibdiag writes where a user points it (``-o``, ``snapshot -o``, ``expo
 
 - a regular file (or none yet) is written atomically: a temp file ``.ibdiag-*.tmp`` beside it,
   fsync'ed, then renamed over it, so a reader (node_exporter, the next NHC run) sees the old
-  or the new file, never half of one;
+  or the new file, never half of one; the temp files a killed run left there (over an hour
+  old, ours) are removed first;
 - a symlink is followed: its target is what gets written (atomically, when it is a regular
   file), the link itself stays - a state file linked into another directory stays linked, and
   ``-o /dev/stdout`` (a link to the open file ``/proc/self/fd/1``) writes to stdout;
@@ -59,6 +60,7 @@ def _replace_atomically(path: str, text: str, mode: int) -> None:
     fsync and ``os.replace`` (``path`` itself must not be a symlink or a device: see
     :func:`write_output`, which callers use)."""
     directory = os.path.dirname(os.path.abspath(path))
+    remove_stale_temps(directory)  # what a killed earlier run left here, once old enough
     handle, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:

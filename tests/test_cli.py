@@ -490,3 +490,9 @@ def test_reason_is_one_stable_line_without_counts(run_cli, tmp_path):
         reasons.append(result.stdout.strip())
     assert reasons[0] == reasons[1] == "ibdiag: mlx5_0:1 counters.port_errors link_downed"
     assert run_cli("check", "--sysfs", GOOD, "--reason").stdout == ""
+
+
+def test_expect_hcas_with_a_non_ascii_digit_is_a_name_not_an_internal_error(run_cli):
+    result = run_cli("check", "--sysfs", GOOD, "--expect-hcas", "²")  # isdigit(), but not int()
+    assert result.exit_code == 2 and "internal error" not in result.stderr
+    assert "expected HCA ² is missing" in result.stdout

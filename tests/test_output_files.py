@@ -52,6 +52,15 @@ def test_a_regular_file_is_replaced_atomically_with_its_mode(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["report.txt"]  # no temp file left
 
 
+def test_a_killed_run_s_old_temp_file_is_removed_by_the_next_write(tmp_path):
+    old, young = tmp_path / ".ibdiag-killed.tmp", tmp_path / ".ibdiag-running.tmp"
+    for leftover in (old, young):
+        leftover.write_text("half a file")
+    os.utime(old, (0, os.stat(old).st_mtime - 2 * 3600))  # a run killed two hours ago
+    write_output(str(tmp_path / "ibdiag.prom"), "ibdiag_verdict 0\n")
+    assert sorted(os.listdir(tmp_path)) == [".ibdiag-running.tmp", "ibdiag.prom"]
+
+
 def test_a_symlink_stays_and_its_target_is_written(tmp_path):
     real = tmp_path / "elsewhere" / "state.json"
     real.parent.mkdir()
