@@ -104,6 +104,27 @@ def children(pid: int) -> List[int]:
     return found
 
 
+# ibdiag's own children are read from every one of its threads' /proc children file - a
+# hundred files with 35 commands running (each has a reading and a waiting thread) - and every
+# command that times out at the run's deadline asks at the same moment. A reading that began
+# after a caller asked is as good as its own: concurrent callers share one.
+_own_children = (-1.0, 0, [])  # (when the reading began, pid, children)
+_own_children_lock = threading.Lock()
+
+
+def own_children(asked: float) -> List[int]:
+    """``children(os.getpid())`` as read at or after ``asked`` (time.monotonic())."""
+    global _own_children
+    me = os.getpid()
+    with _own_children_lock:
+        began, pid, found = _own_children
+        if pid != me or began < asked:
+            began = time.monotonic()
+            found = children(me)
+            _own_children = (began, me, found)
+        return list(found)
+
+
 def _children_by_scan(pid: int) -> List[int]:
     found = []
     for name in os.listdir("/proc"):
@@ -167,7 +188,7 @@ class Tree:
             killpg(self.pid)
             for _ in range(KILL_ROUNDS):
                 new = []
-                for info in self._find(leader):
+                for info in self._find(leader, asked=time.monotonic()):
                     self.sessions.update((info.sid, info.pgid))
                     seen = self.killed.get(info.pid)
                     if seen is None or seen.start != info.start:
@@ -180,7 +201,7 @@ class Tree:
                 if not new:
                     return
 
-    def _find(self, leader: bool) -> List[Proc]:
+    def _find(self, leader: bool, asked: float) -> List[Proc]:
         """The command's descendants and the orphans ibdiag adopted from it, with theirs."""
         if not _LINUX:
             return []
@@ -191,7 +212,7 @@ class Tree:
             if info is not None and info.ppid == me:
                 roots.append(info)
         known = self.known()
-        for pid in children(me):
+        for pid in own_children(asked):
             if pid == self.pid or pid in known:
                 continue
             info = stat(pid)
