@@ -145,7 +145,7 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ibdiag.sources import plan
+    from ibdiag.sources import interruptible, plan
     from ibdiag.sources.commands import Runner  # subprocess and threads from level standard on
 
     runner = Runner(**runner_options, budget=budget)
@@ -156,7 +156,7 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
                   for argv in chained]  # fmt: skip
         runs = runner.run_all([argv for argv in planned if argv not in chained])
         for chain in chains:
-            runs.update(chain.result())
+            runs.update(interruptible.result(chain))
     return runs
 
 

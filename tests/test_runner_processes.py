@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import List
@@ -353,6 +354,90 @@ def test_sigterm_or_ctrl_c_of_ibdiag_kills_setsid_grandchildren(tmp_path, signum
             proc.wait()
     assert proc.returncode == 3 and b"interrupted" in err, err
     assert S.wait_no_strays(mark) == []
+
+
+@pytest.fixture
+def stop_signal_raises():
+    """SIGUSR1 raises KeyboardInterrupt, as ibdiag's SIGTERM handler does, for this test only."""
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, stop)
+    yield signal.SIGUSR1
+    signal.signal(signal.SIGUSR1, previous)
+
+
+def _signal_a_thread_named(prefix: str, signum: int, when) -> threading.Thread:
+    """Once ``when()`` holds, send ``signum`` to a thread whose name starts with ``prefix``
+    (not to the process: the kernel would pick the main thread, which hides the defect)."""
+
+    def send() -> None:
+        assert wait_until(when, 10)
+        for thread in threading.enumerate():
+            if thread.name.startswith(prefix):
+                signal.pthread_kill(thread.ident, signum)
+                return
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    return sender
+
+
+def test_a_stop_signal_delivered_to_a_worker_thread_stops_run_all_at_once(
+    stubs, stub_path, stop_signal_raises
+):
+    """Slurm's SIGTERM goes to the process; the kernel may hand it to any thread. CPython then
+    runs the handler in the main thread only when that thread wakes: parked in an untimed
+    ``Future.result()`` it slept until the commands' 30 s timeout (the CI hang at 773f237)."""
+    mark = marker()
+    for name in ("hang1", "hang2", "hang3"):
+        stubs(name, f"sleep {mark}\n")
+    runner = Runner(timeout_s=30, deadline_s=60, path=stub_path)
+    _signal_a_thread_named("ibdiag-run", stop_signal_raises,
+                           lambda: len(processes_with(mark)) == 3)  # fmt: skip
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_all([["hang1"], ["hang2"], ["hang3"]])
+    assert time.monotonic() - started < 10, "the handler waited for the commands"
+    assert_no_strays(mark)
+
+
+@pytest.mark.parametrize("wait", ["result", "join"])
+def test_interruptible_waits_let_a_signal_sent_to_the_awaited_thread_through(
+    wait, stop_signal_raises
+):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ibdiag.sources import interruptible
+
+    release = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="awaited")
+    future = pool.submit(release.wait, 30)
+    worker = next(t for t in threading.enumerate() if t.name.startswith("awaited"))
+    started = time.monotonic()
+    # Sent once the main thread is parked in the wait below.
+    _signal_a_thread_named("awaited", stop_signal_raises, lambda: time.monotonic() > started + 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            interruptible.result(future) if wait == "result" else interruptible.join(worker)
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+
+
+def test_interruptible_join_returns_at_its_timeout():
+    from ibdiag.sources import interruptible
+
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait, args=(30,), daemon=True)
+    worker.start()
+    started = time.monotonic()
+    interruptible.join(worker, 0.3)
+    waited = time.monotonic() - started
+    release.set()
+    assert 0.3 <= waited < 3, waited
 
 
 def test_level_standard_at_a_tenth_of_a_second_kills_setsid_grandchildren_at_once(

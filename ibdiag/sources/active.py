@@ -44,6 +44,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ibdiag.bandwidth import below_floor, perftest_floor
 from ibdiag.model import CommandRun, Device
+from ibdiag.sources import interruptible
 from ibdiag.thresholds import Thresholds
 
 RETRY_PORT_OFFSET = 100
@@ -282,16 +283,16 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
         server.start()
         time.sleep(SERVER_START_S)
         client = side("client")
-        server.join(SERVER_GRACE_S)
+        interruptible.join(server, SERVER_GRACE_S)
         if server.is_alive():  # the client failed or hung up: the server waits forever
             runner.stop()
-            server.join()
+            interruptible.join(server)
         return result["server"], client
 
     pool = ThreadPoolExecutor(max_workers=max(1, len(tests)), thread_name_prefix="ibdiag-bw")
     try:
         futures = [pool.submit(one, test, runner) for test, runner in zip(tests, runners)]
-        return [future.result() for future in futures]
+        return [interruptible.result(future) for future in futures]
     except BaseException:  # Ctrl-C, SIGTERM: kill every server and client, then re-raise
         for runner in runners:
             runner.stop()

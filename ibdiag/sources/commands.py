@@ -68,7 +68,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Set
 
 from ibdiag.model import CommandRun, command_key
-from ibdiag.sources import proctree
+from ibdiag.sources import interruptible, proctree
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_DEADLINE_S = 25.0  # well inside Slurm's 60 s HealthCheckTimeout
@@ -458,7 +458,7 @@ class Runner:
         )
         try:
             futures = {key: pool.submit(self.run, args) for key, args in unique.items()}
-            return {key: future.result() for key, future in futures.items()}
+            return {key: interruptible.result(future) for key, future in futures.items()}
         except BaseException:  # KeyboardInterrupt: start nothing more, kill what runs, re-raise
             self._interrupt()
             raise
