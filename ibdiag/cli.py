@@ -721,13 +721,23 @@ def config_profiles() -> int:
 
 
 @cli.command("schema")
-def schema() -> int:
-    """Print the JSON Schema of the report that --json writes."""
-    import json
+@click.argument("name", type=click.Choice(["report", "manifest"]), default="report")
+@click.option("-o", "--output", "output", metavar="FILE", help="Write it to FILE (- for stdout).")
+def schema(name, output) -> int:
+    """Print the JSON Schema of the report that --json writes, or (NAME manifest) of a support
+    bundle's manifest.json. The same files are committed under schema/ in the source tree."""
+    from ibdiag.schemas import schema_text
 
-    from ibdiag.model import Report
+    text = schema_text(name)
+    if output and output != "-":
+        from ibdiag.files import write_output
 
-    click.echo(json.dumps(Report.model_json_schema(), indent=2))
+        try:
+            write_output(output, text)
+        except OSError as exc:
+            raise UsageFailure(f"cannot write {output}: {exc.strerror}") from exc
+    else:
+        click.echo(text, nl=False)
     return 0
 
 

@@ -1,0 +1,44 @@
+"""The JSON Schemas ibdiag publishes: the report (``--json``) and a bundle's manifest.json.
+
+Consumers - a fleet aggregator, a support engineer's script, a monitoring pipeline - validate
+what ibdiag writes against these instead of reverse-engineering it. They are generated from the
+pydantic models that write the files (``Report``, ``bundle_manifest.Manifest``), in
+serialization mode (what the JSON holds, not what validation would accept), and the same text is
+committed under ``schema/`` in the repository: a test fails when a model changes and the
+committed file was not regenerated (``ibdiag schema NAME -o schema/NAME.schema.json``), so a
+change to the published contract is always a visible change in review.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Dict
+
+SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _report() -> Dict[str, Any]:
+    from ibdiag.model import Report
+
+    return Report.model_json_schema(mode="serialization")
+
+
+def _manifest() -> Dict[str, Any]:
+    from ibdiag.bundle_manifest import Manifest
+
+    return Manifest.model_json_schema(mode="serialization")
+
+
+_BUILDERS: Dict[str, Callable[[], Dict[str, Any]]] = {"report": _report, "manifest": _manifest}
+NAMES = tuple(_BUILDERS)
+
+
+def json_schema(name: str) -> Dict[str, Any]:
+    """The schema called ``name`` (one of ``NAMES``), with its ``$schema`` draft and ``$id``."""
+    schema = _BUILDERS[name]()
+    return {"$schema": SCHEMA_DRAFT, "$id": f"ibdiag/{name}.schema.json", **schema}
+
+
+def schema_text(name: str) -> str:
+    """The schema as committed under schema/: two-space indented JSON, one final newline."""
+    return json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n"
