@@ -102,7 +102,7 @@ def runner_sweep(
     for count in workers:
         runner = Runner(timeout_s=deadline, deadline_s=deadline, max_workers=count, path=stubs.path)
         started = time.perf_counter()
-        runs = runner.run_all(commands)
+        runs = runner.run_all([planned.argv for planned in commands])
         wall = time.perf_counter() - started
         bad = [key for key, run in runs.items() if not run.succeeded]
         if bad:

@@ -63,7 +63,7 @@ from ibdiag.bundle_manifest import (
     load_manifest,
     safe_relpath,
 )
-from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot
+from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot, command_key
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import Recording, SysfsReader, decode_attribute, natural_key
 
@@ -687,15 +687,22 @@ def _replay_inspector(opened: OpenedBundle) -> Optional[List[InspectorFile]]:
     ]
 
 
-def _role_before_roles(entry: CommandEntry, thresholds: Mapping[str, Any]) -> Optional[str]:
-    """The role of a run in a bundle written before runs kept their role: the nccl-tests run
-    is the one whose argv holds the program the bundle's thresholds configured (``nccl_tests``;
-    ibdiag put it in the argv as is, after any launcher); any other run's role is unknown."""
-    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
+def _role_before_roles(
+    entry: CommandEntry, thresholds: Mapping[str, Any], planned: Mapping[str, str]
+) -> Optional[str]:
+    """The role of a run in a bundle written before runs kept their role, the one place a run
+    is known by its argv: a read-only command by the argv today's plan gives it on the
+    bundle's devices (``plan.roles_by_argv``); the nccl-tests run as the one whose argv holds
+    the program the bundle's thresholds configured (``nccl_tests``; ibdiag put it in the argv
+    as is, after any launcher); any other run's role is unknown."""
+    from ibdiag import roles
 
+    role = planned.get(command_key(list(entry.argv)))
+    if role is not None:
+        return role
     program = thresholds.get("nccl_tests")
     if isinstance(program, str) and program and program in entry.argv:
-        return NCCL_TESTS_ROLE
+        return roles.NCCL_TESTS
     return None
 
 
@@ -716,10 +723,15 @@ def replay(opened: OpenedBundle) -> Snapshot:
     proc_reader = BundleReader(opened, "proc", header.procfs_root)
     fields = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
     commands: Dict[str, CommandRun] = {}
+    planned: Optional[Mapping[str, str]] = None
     for entry in manifest.commands:
         data = {name: getattr(entry, name) for name in _RUN_FIELDS}
         if "role" not in entry.model_fields_set:  # written before roles were recorded
-            data["role"] = _role_before_roles(entry, manifest.thresholds or {})
+            if planned is None:
+                from ibdiag.sources.plan import roles_by_argv
+
+                planned = roles_by_argv(fields["devices"], set(sources), fields.get("gpus"))
+            data["role"] = _role_before_roles(entry, manifest.thresholds or {}, planned)
         data["stdout"] = _read_stream(opened, entry.stdout_file)
         data["stderr"] = _read_stream(opened, entry.stderr_file)
         run = CommandRun.model_construct(**data)  # every field typed by the manifest's model
@@ -731,6 +743,10 @@ def replay(opened: OpenedBundle) -> Snapshot:
         nccl_inspector_dir=header.nccl_inspector_dir,
         nccl_inspector=_replay_inspector(opened),
     )
+    if commands or fields.get("nccl_inspector") is not None:
+        from ibdiag.sources.interpret import interpret
+
+        fields = interpret(fields, commands)
     return Snapshot.model_construct(
         schema_version=header.schema_version,
         tool_version=header.tool_version,

@@ -92,6 +92,10 @@ def collect(
         )
     if "nccl_inspector" in needs and thresholds is not None:
         fields.update(_read_inspector(thresholds, fields["problems"]))
+    if commands or fields.get("nccl_inspector") is not None:
+        from ibdiag.sources.interpret import interpret
+
+        fields = interpret(fields, commands)
     return Snapshot.model_construct(
         tool_version=__version__,
         collected_at=datetime.now(timezone.utc),
@@ -137,7 +141,7 @@ def read_node(
 
 
 def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun]:
-    """Every planned command under one Runner (one deadline).
+    """Every planned command under one Runner (one deadline), each recorded with its role.
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
     fallback at once when it fails, rather than after the whole batch: a hung perfquery must
@@ -150,11 +154,13 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
 
     runner = Runner(**runner_options, budget=budget)
     planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))
-    chained = [argv for argv in planned if plan.fallback_for(argv)]
+    chained = [(first, plan.fallback_for(first)) for first in planned if plan.fallback_for(first)]
+    alone = [first for first in planned if plan.fallback_for(first) is None]
     with ThreadPoolExecutor(max_workers=max(1, len(chained))) as pool:
-        chains = [pool.submit(_with_fallback, runner, argv, plan.fallback_for(argv))
-                  for argv in chained]  # fmt: skip
-        runs = runner.run_all([argv for argv in planned if argv not in chained])
+        chains = [pool.submit(_with_fallback, runner, first, then) for first, then in chained]
+        by_key = runner.run_all([item.argv for item in alone])
+        runs = {key: _with_role(by_key[key], item.role) for item in alone
+                for key in [command_key(item.argv)]}  # fmt: skip
         for chain in chains:
             runs.update(interruptible.result(chain))
     return runs
@@ -168,13 +174,18 @@ def _refused_commands(fields, needs) -> Dict[str, CommandRun]:
     return plan.refused_runs(fields["devices"], needs)
 
 
-def _with_fallback(runner, argv, fallback) -> Dict[str, CommandRun]:
-    first = runner.run(argv)
-    runs = {first.key: first}
-    if not (first.succeeded and first.stdout.strip()):
-        second = runner.run(fallback)
+def _with_fallback(runner, first, then) -> Dict[str, CommandRun]:
+    run = _with_role(runner.run(first.argv), first.role)
+    runs = {run.key: run}
+    if not (run.succeeded and run.stdout.strip()):
+        second = _with_role(runner.run(then.argv), then.role)
         runs[second.key] = second
     return runs
+
+
+def _with_role(run: CommandRun, role: str) -> CommandRun:
+    """``run`` recorded with the role it was planned for."""
+    return run.model_copy(update={"role": role})
 
 
 def _traffic_limits(options, thresholds, needs, started):
@@ -223,9 +234,10 @@ def _run_active(
 
 def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]:
     """HCA name -> index of its GPU (PIX/PXB rail pairing), from nvidia-smi topo -m if it ran."""
-    from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
+    from ibdiag import roles
+    from ibdiag.sources.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 
-    run = commands.get(command_key(nvidia_smi_topo_argv()))
+    run = next((run for run in commands.values() if run.role == roles.GPU_TOPOLOGY), None)
     matrix = parse_nvidia_smi_topo(run.stdout) if run is not None and run.succeeded else None
     # The one-to-one rail pairing, not each HCA's nearest GPU: on a DGX A100 two HCAs share
     # a PCIe switch with two GPUs, and two loopbacks on one GPU would halve both.

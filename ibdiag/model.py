@@ -95,7 +95,12 @@ class Port(_Model):
 
     @property
     def is_infiniband(self) -> bool:
-        return self.link_layer == "InfiniBand"
+        """The one definition of an InfiniBand port: link layer InfiniBand, or no
+        ``link_layer`` file at all (kernels without it predate RoCE). A link layer that could
+        not be read is not assumed to be anything."""
+        return self.link_layer == "InfiniBand" or (
+            self.link_layer is None and self.problems.get("link_layer") == "missing"
+        )
 
     @property
     def is_ethernet(self) -> bool:
@@ -237,8 +242,13 @@ class Snapshot(_Model):
         return next((dev for dev in self.devices if dev.name == name), None)
 
     def command(self, argv: List[str]) -> Optional[CommandRun]:
-        """The recorded run of ``argv``; None when it was not collected (e.g. level quick)."""
+        """The recorded run of ``argv`` (being replaced by ``run``: find a run by its role)."""
         return self.commands.get(command_key(argv))
+
+    def run(self, role: str) -> Optional[CommandRun]:
+        """The run recorded for ``role`` (``ibdiag.roles``); None when it was not collected
+        (level quick, an older bundle) or not planned here."""
+        return next((run for run in self.commands.values() if run.role == role), None)
 
 
 class Status(str, enum.Enum):

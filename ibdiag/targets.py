@@ -31,10 +31,8 @@ def graded_ports(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Tuple[D
 
 
 def is_infiniband(port: Port) -> bool:
-    """InfiniBand link layer. Kernels without ``link_layer`` predate RoCE, so missing means IB."""
-    return port.link_layer == "InfiniBand" or (
-        port.link_layer is None and port.problems.get("link_layer") == "missing"
-    )
+    """InfiniBand link layer (``Port.is_infiniband``: missing means IB, unreadable does not)."""
+    return port.is_infiniband
 
 
 def evidence(owner_path: str, *attributes: str) -> list:

@@ -250,7 +250,15 @@ def test_the_plan_runs_only_safe_names_and_records_the_rest():
     ]
     needs = {"perfquery", "ethtool"}
     planned = plan.commands_for(devices, needs)
-    assert planned == [
+    assert [item.role for item in planned] == [
+        "perfquery-x mlx5_0:1",
+        "perfquery-E mlx5_0:1",
+        "perfquery-X mlx5_0:1",
+        "ethtool-S ib0",
+        "ethtool-S ib1",
+        "ethtool-S ib2",
+    ]
+    assert [item.argv for item in planned] == [
         ["perfquery", "-x", "-C", "mlx5_0", "-P", "1"],
         ["perfquery", "-E", "-C", "mlx5_0", "-P", "1"],
         ["perfquery", "-X", "-C", "mlx5_0", "-P", "1"],
@@ -266,6 +274,8 @@ def test_the_plan_runs_only_safe_names_and_records_the_rest():
         + ["ethtool -S ib 9"]
     )
     assert all(isinstance(run, CommandRun) and run.rc is None for run in refused.values())
+    assert refused["perfquery -x -C mlx5 1 -P 1"].role == "perfquery-x mlx5 1:1"
+    assert refused["ethtool -S ib 9"].role == "ethtool-S ib 9"
     assert refused["perfquery -x -C mlx5_0 -P 0"].skipped == (
         "port 0: not a port number (1..254): no command is run for it"
     )
@@ -273,7 +283,7 @@ def test_the_plan_runs_only_safe_names_and_records_the_rest():
         "perfquery not run: name 'mlx5 1' is not safe on a command line (letters, digits and "
         "_.:- only, at most 64, not starting with -): no command is run for it"
     )
-    assert not set(refused) & {" ".join(argv) for argv in planned}
+    assert not set(refused) & {" ".join(item.argv) for item in planned}
 
 
 @pytest.mark.parametrize(

@@ -119,10 +119,12 @@ class LoopbackTest:
 
     def role(self, side: str) -> str:
         """What the ``side`` ("server" or "client") run is for: CommandRun.role."""
+        from ibdiag import roles
+
         if side == "client":
-            return f"loopback client {self.target} attempt {self.attempt}"
+            return roles.loopback_client(self.target, self.attempt)
         server = f"{self.server_device}:{self.server_port}"
-        return f"loopback server {server} for {self.target} attempt {self.attempt}"
+        return roles.loopback_server(server, self.target, self.attempt)
 
     def argv(self, thresholds: Thresholds, role: str) -> List[str]:
         from ibdiag.sources.parsers.perftest import ib_write_bw_argv
@@ -309,7 +311,8 @@ def run_nccl_tests(
     budget=None,
 ) -> Dict[str, CommandRun]:
     """nccl-tests once, as configured (``nccl_tests``, ``nccl_launcher``, sizes, GPUs)."""
-    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE, nccl_tests_argv
+    from ibdiag.roles import NCCL_TESTS as NCCL_TESTS_ROLE
+    from ibdiag.sources.parsers.nccl_tests import nccl_tests_argv
 
     if not thresholds.nccl_tests:
         return {}

@@ -18,20 +18,83 @@ counters, and every other port's commands still run.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Dict, Iterator, List, Optional, Tuple
+from typing import AbstractSet, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+from ibdiag import roles
 from ibdiag.model import CommandRun, Device, Pci
 from ibdiag.sources import names
-from ibdiag.sources.parsers import IBSTAT_ARGV, IBV_DEVINFO_ARGV
-from ibdiag.sources.parsers.ethtool import ethtool_argv
-from ibdiag.sources.parsers.kernel_log import journalctl_argv, kernel_log_argv
-from ibdiag.sources.parsers.perfquery import perfquery_argv
+from ibdiag.targets import is_infiniband
 
+# perfquery mode -> its flag. "basic" is perfquery's default PortCounters query, run only as
+# the fallback of "x" (HCAs without extended counters). Never a reset flag (-r/-R).
+PERFQUERY_FLAGS: Dict[str, Tuple[str, ...]] = {
+    "basic": (),
+    "x": ("-x",),  # PortCountersExtended (64-bit data counters + the error counters)
+    "E": ("-E",),  # PortRcvErrorDetails
+    "X": ("-X",),  # PortXmitDataSL (transmit data per SL)
+}
 PERFQUERY_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
+
+IBSTAT_ARGV = ("ibstat",)
+IBV_DEVINFO_ARGV = ("ibv_devinfo",)
+
+
+class Planned(NamedTuple):
+    """One command to run: what it is for (``ibdiag.roles``) and its argv."""
+
+    role: str
+    argv: List[str]
+
+
+def perfquery_argv(device: str, port: int, mode: str) -> List[str]:
+    """The argv for one read-only perfquery of the local port ``device``/``port``.
+
+    ``mode``: "basic" (PortCounters), "x" (extended), "E" (PortRcvErrorDetails), "X"
+    (PortXmitDataSL). Raises ValueError for an unknown mode, a device that is not a non-empty
+    string or a port that is not an int (programming errors). Whether a name may be *run* is
+    decided by ``commands_for``: only names ``ibdiag.sources.names`` calls safe, ports 1..254.
+    """
+    if mode not in PERFQUERY_FLAGS:
+        raise ValueError(f"unknown perfquery mode {mode!r}; one of {sorted(PERFQUERY_FLAGS)}")
+    if not isinstance(device, str) or not device:
+        raise ValueError(f"not an RDMA device name: {device!r}")
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise ValueError(f"not a port number: {port!r}")
+    return ["perfquery", *PERFQUERY_FLAGS[mode], "-C", device, "-P", str(port)]
+
+
+def ethtool_argv(netdev: str) -> List[str]:
+    """``ethtool -S NETDEV`` (read-only statistics). Raises ValueError for a name that is not a
+    non-empty string."""
+    if not isinstance(netdev, str) or not netdev:
+        raise ValueError(f"not a network interface name: {netdev!r}")
+    return ["ethtool", "-S", netdev]
+
+
+def kernel_log_argv() -> List[str]:
+    """``dmesg`` with raw ``[seconds]`` stamps (no -T: wall-clock conversion is wrong after
+    suspend and needs parsing). ``--kernel`` (-k) keeps to kernel messages; ``--nopager`` makes
+    sure no pager starts. Both exist in util-linux since 2.23 (RHEL 7: 2.23, RHEL 8: 2.32,
+    Debian 11/12: 2.36/2.38). dmesg pipes to a pager only with -H and prints no colour when
+    stdout is not a terminal, so the output is the plain raw format.
+    """
+    return ["dmesg", "--kernel", "--nopager"]
+
+
+def journalctl_argv() -> List[str]:
+    """The fallback when dmesg is restricted (kernel.dmesg_restrict=1): this boot's kernel
+    messages with monotonic stamps, the same clock as dmesg. No ``-q``: its warnings about
+    journals a user cannot read are the reason to report when this is restricted too."""
+    return ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
+
+
+def nvidia_smi_topo_argv() -> List[str]:
+    """The argv that prints the GPU/NIC topology matrix (read-only)."""
+    return ["nvidia-smi", "topo", "-m"]
 
 
 def _ib_active(port) -> bool:
-    return port.state == 4 and port.link_layer in ("InfiniBand", None)
+    return port.state == 4 and is_infiniband(port)
 
 
 def port_problem(number: int) -> Optional[str]:
@@ -50,6 +113,14 @@ def _perfquery_ports(devices: List[Device]) -> Iterator[Tuple[Device, int, Optio
                 yield dev, port.number, why
 
 
+def _perfquery_runs(device: str, number: int) -> List[Planned]:
+    target = f"{device}:{number}"
+    return [
+        Planned(roles.perfquery(mode, target), perfquery_argv(device, number, mode))
+        for mode in PERFQUERY_MODES
+    ]
+
+
 def _ethtool_netdevs(devices: List[Device]) -> Dict[str, Optional[str]]:
     """netdev name -> why it may not run (None: it may), for every port's netdev."""
     found = {port.netdev.name for dev in devices for port in dev.ports if port.netdev}
@@ -58,52 +129,74 @@ def _ethtool_netdevs(devices: List[Device]) -> Dict[str, Optional[str]]:
 
 def commands_for(
     devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
-) -> List[List[str]]:
-    """The argv of every command the ``needs`` call for, in a stable order. ``gpus``: the
+) -> List[Planned]:
+    """Every command the ``needs`` call for, with its role, in a stable order. ``gpus``: the
     NVIDIA GPUs sysfs showed (nvidia-smi runs only where there is one). Ports and netdevs
     whose names may not go on a command line are left out (``refused_runs``)."""
-    planned: List[List[str]] = []
+    planned: List[Planned] = []
     if "perfquery" in needs:
         for dev, number, why in _perfquery_ports(devices):
             if why is None:
-                planned += [perfquery_argv(dev.name, number, m) for m in PERFQUERY_MODES]
+                planned += _perfquery_runs(dev.name, number)
     if "ethtool" in needs:
-        netdevs = _ethtool_netdevs(devices)
-        planned += [ethtool_argv(name) for name, why in netdevs.items() if why is None]
+        for name, why in _ethtool_netdevs(devices).items():
+            if why is None:
+                planned.append(Planned(roles.ethtool_stats(name), ethtool_argv(name)))
     if "kernel_log" in needs:
-        planned.append(kernel_log_argv())
+        planned.append(Planned(roles.KERNEL_LOG, kernel_log_argv()))
     if "ibstat" in needs:
-        planned.append(list(IBSTAT_ARGV))
+        planned.append(Planned(roles.IBSTAT, list(IBSTAT_ARGV)))
     if "ibv_devinfo" in needs:
-        planned.append(list(IBV_DEVINFO_ARGV))
+        planned.append(Planned(roles.IBV_DEVINFO, list(IBV_DEVINFO_ARGV)))
     if "gpu_topology" in needs and gpus:
-        from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv
-
-        planned.append(nvidia_smi_topo_argv())
+        planned.append(Planned(roles.GPU_TOPOLOGY, nvidia_smi_topo_argv()))
     return planned
 
 
 def refused_runs(devices: List[Device], needs: AbstractSet[str]) -> Dict[str, CommandRun]:
     """The commands ``commands_for`` left out for a name that may not go on a command line,
-    recorded as never started, each with the reason as ``skipped`` (by ``CommandRun.key``)."""
+    recorded as never started, each with its role and the reason as ``skipped`` (by
+    ``CommandRun.key``)."""
     refused: List[CommandRun] = []
     if "perfquery" in needs:
         for dev, number, why in _perfquery_ports(devices):
             if why is not None:
-                argvs = [perfquery_argv(dev.name, number, m) for m in PERFQUERY_MODES]
-                refused += [CommandRun(argv=argv, skipped=why) for argv in argvs]
+                refused += [
+                    CommandRun(argv=argv, role=role, skipped=why)
+                    for role, argv in _perfquery_runs(dev.name, number)
+                ]
     if "ethtool" in needs:
         for name, why in _ethtool_netdevs(devices).items():
             if why is not None:
-                refused.append(CommandRun(argv=ethtool_argv(name), skipped=why))
+                refused.append(
+                    CommandRun(argv=ethtool_argv(name), role=roles.ethtool_stats(name), skipped=why)
+                )
     return {run.key: run for run in refused}
 
 
-def fallback_for(argv: List[str]) -> List[str]:
-    """The command to try when ``argv`` gave nothing usable: journalctl -k for dmesg, plain
-    perfquery for perfquery -x."""
-    if argv == kernel_log_argv():
-        return journalctl_argv()
-    if argv[:2] == ["perfquery", "-x"]:
-        return ["perfquery", *argv[2:]]
-    return []
+def fallback_for(planned: Planned) -> Optional[Planned]:
+    """The command to try when ``planned`` gave nothing usable: journalctl -k for dmesg, plain
+    perfquery for perfquery -x; None when it has none."""
+    if planned.role == roles.KERNEL_LOG:
+        return Planned(roles.KERNEL_LOG_FALLBACK, journalctl_argv())
+    if planned.role.startswith("perfquery-x "):
+        target = planned.role[len("perfquery-x ") :]
+        return Planned(roles.perfquery("basic", target), ["perfquery", *planned.argv[2:]])
+    return None
+
+
+def roles_by_argv(
+    devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
+) -> Dict[str, str]:
+    """command key -> role for every read-only command this node would plan, fallbacks
+    included: how a bundle written before runs kept their role gets them back
+    (``ibdiag.bundle.replay``). Nowhere else is a run known by its argv."""
+    from ibdiag.model import command_key
+
+    found: Dict[str, str] = {}
+    for planned in commands_for(devices, needs, gpus):
+        found[command_key(planned.argv)] = planned.role
+        fallback = fallback_for(planned)
+        if fallback is not None:
+            found[command_key(fallback.argv)] = fallback.role
+    return found

@@ -1,0 +1,13 @@
+"""Typed data parsed from command output, one module per family of commands.
+
+These are Snapshot fields (``ibdiag.model``) like the sysfs ones: frozen pydantic models that
+serialise to JSON and back without loss. They are filled by ``ibdiag.sources.interpret`` from
+the recorded runs, and read by checks and renderers; no one reads command text but the
+interpreters.
+
+Conventions every family follows:
+- a field is ``None`` when it was not collected (level quick, a command not planned here);
+- a reading records the ``role`` of the run it came from (evidence, and how a check finds the
+  run to say why it failed) and the ``problems`` its parser had with the text (capped);
+- values are what the tool printed, typed (int counters, float Gb/s), never re-derived.
+"""

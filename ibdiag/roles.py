@@ -1,0 +1,46 @@
+"""What each command run is for: the ``role`` a run is planned with and recorded under.
+
+A role names the purpose of a run and its target, never its program or argv: the interpreter
+that turns runs into typed Snapshot fields (``ibdiag.sources.interpret``) and the checks that
+say why a field is missing both find a run by its role (``Snapshot.run``). A site may run
+nccl-tests through a wrapper script, numactl may prefix a loopback, perfquery may fall back to
+its plain form: the role stays what the run was for.
+
+Roles are plain, stable strings - they are written into bundles and read back - built only
+here. This module imports nothing of ibdiag's, so a check may use it at no cost.
+"""
+
+from __future__ import annotations
+
+# perfquery modes: "x" extended PortCounters, "basic" plain PortCounters (the fallback when -x
+# fails), "E" PortRcvErrorDetails, "X" PortXmitDataSL.
+PERFQUERY_MODES = ("x", "basic", "E", "X")
+
+KERNEL_LOG = "kernel-log dmesg"
+KERNEL_LOG_FALLBACK = "kernel-log journalctl"  # when dmesg gave nothing usable
+IBSTAT = "inventory ibstat"
+IBV_DEVINFO = "inventory ibv_devinfo"
+GPU_TOPOLOGY = "gpu-topology nvidia-smi"
+NCCL_TESTS = "nccl-tests"
+
+
+def perfquery(mode: str, target: str) -> str:
+    """``perfquery-x mlx5_0:1``: the perfquery of ``mode`` on one local port."""
+    if mode not in PERFQUERY_MODES:
+        raise ValueError(f"unknown perfquery mode {mode!r}; one of {PERFQUERY_MODES}")
+    return f"perfquery-{mode} {target}"
+
+
+def ethtool_stats(netdev: str) -> str:
+    """``ethtool-S ib0``: the statistics of one netdev."""
+    return f"ethtool-S {netdev}"
+
+
+def loopback_client(target: str, attempt: int) -> str:
+    """``loopback client mlx5_0:1 attempt 2``: the ib_write_bw client sending from ``target``."""
+    return f"loopback client {target} attempt {attempt}"
+
+
+def loopback_server(server: str, client_target: str, attempt: int) -> str:
+    """The ib_write_bw server on ``server`` that ``client_target``'s attempt writes to."""
+    return f"loopback server {server} for {client_target} attempt {attempt}"
