@@ -1,5 +1,9 @@
 """Baseline files: a saved Snapshot (``ibdiag snapshot``, a state file, or a saved report).
 
+The typed fields of a loaded snapshot are parsed anew from its recorded runs
+(``ibdiag.sources.interpret.reinterpret``): a state file written by an older ibdiag is compared
+field by field with today's run, as a bundle is re-graded with today's parsers.
+
 Loading never raises: a missing, unreadable, truncated or foreign file comes back as a reason,
 which the check run records and reports as one warning while grading without a baseline. Only
 a regular file is read (``ibdiag.regular_files``): a FIFO, device or socket given as
@@ -49,11 +53,14 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
     if isinstance(version, int) and version > SCHEMA_VERSION:
         return None, f"{path}: written by a newer ibdiag (schema {version} > {SCHEMA_VERSION})"
     try:
-        return Snapshot.model_validate(data), None
+        snapshot = Snapshot.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "top level"
         return None, f"{path}: not an ibdiag snapshot ({where}: {first['msg']})"
+    from ibdiag.sources.interpret import reinterpret
+
+    return reinterpret(snapshot), None  # typed fields from today's parsers, as a bundle's
 
 
 def save(path: str, snapshot: Snapshot) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Dict
 
-from ibdiag.model import CommandRun
+from ibdiag.model import CommandRun, Snapshot
 
 # Modules of this package, each with ``interpret(fields, commands) -> Dict[str, Any]``.
 FAMILIES: tuple = ()
@@ -45,3 +45,20 @@ def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[s
             problems[f"interpret.{family}"] = f"{type(exc).__name__}: {exc}"
     result["problems"] = problems
     return result
+
+
+def reinterpret(snapshot: Snapshot) -> Snapshot:
+    """A saved snapshot (a baseline, a state file, a saved report's) with its typed fields
+    parsed anew from its recorded runs by today's parsers, exactly as a live run or a replayed
+    bundle would; runs recorded before roles were kept get theirs back
+    (``ibdiag.sources.legacy_roles``). A snapshot without runs is returned as it is."""
+    if not snapshot.commands and snapshot.nccl_inspector is None:
+        return snapshot
+    from ibdiag.sources.legacy_roles import restore_roles
+
+    commands = restore_roles(
+        snapshot.commands, snapshot.devices, set(snapshot.sources), snapshot.gpus
+    )
+    fields = {name: getattr(snapshot, name) for name in type(snapshot).model_fields}
+    del fields["commands"]
+    return snapshot.model_copy(update={"commands": commands, **interpret(fields, commands)})

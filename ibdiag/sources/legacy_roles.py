@@ -1,0 +1,48 @@
+"""Roles for runs recorded before runs kept their role: the one place a run is known by argv.
+
+Bundles and saved snapshots from ibdiag before roles were recorded (a CommandRun's ``role`` is
+None) are still re-graded with today's code: a read-only command gets the role today's plan
+gives the same argv on the same devices (``plan.roles_by_argv``); the nccl-tests run is the one
+whose argv holds the program the recorded thresholds configured (``nccl_tests``; ibdiag put it
+in the argv as is, after any launcher). A run that matches neither keeps no role, and the
+checks treat what it was for as not collected.
+"""
+
+from __future__ import annotations
+
+from typing import AbstractSet, Dict, List, Optional
+
+from ibdiag import roles
+from ibdiag.model import CommandRun, Device, Pci
+
+
+def restore_roles(
+    commands: Dict[str, CommandRun],
+    devices: List[Device],
+    sources: AbstractSet[str],
+    gpus: Optional[List[Pci]] = None,
+    nccl_program: Optional[str] = None,
+) -> Dict[str, CommandRun]:
+    """``commands`` with a role on every run that had none and can be given one; runs that
+    have a role are kept as they are (the same dict when none was missing)."""
+    if all(run.role is not None for run in commands.values()):
+        return commands
+    from ibdiag.sources.plan import roles_by_argv
+
+    planned = roles_by_argv(devices, sources, gpus)
+    restored = {}
+    for key, run in commands.items():
+        role = run.role if run.role is not None else _role_of(run, planned, nccl_program)
+        restored[key] = run if role == run.role else run.model_copy(update={"role": role})
+    return restored
+
+
+def _role_of(
+    run: CommandRun, planned: Dict[str, str], nccl_program: Optional[str]
+) -> Optional[str]:
+    role = planned.get(run.key)
+    if role is not None:
+        return role
+    if isinstance(nccl_program, str) and nccl_program and nccl_program in run.argv:
+        return roles.NCCL_TESTS
+    return None

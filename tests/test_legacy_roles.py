@@ -1,0 +1,84 @@
+"""Runs recorded before roles were kept get them back from today's plan, and nothing else does.
+
+A state file or bundle from an older ibdiag holds runs with ``role`` None; re-grading it with
+today's code must find perfquery's run of ``mlx5_0:1`` as ``perfquery-x mlx5_0:1`` although it
+is known only by its argv there (``ibdiag.sources.legacy_roles``, the one place that may).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from ibdiag import baseline, roles
+from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
+from ibdiag.sources.legacy_roles import restore_roles
+from ibdiag.sources.plan import commands_for, fallback_for
+
+
+def _devices():
+    port = Port(number=1, path="p", state=4, link_layer="InfiniBand", netdev=NetDev(name="ib0"))
+    return [Device(name="mlx5_0", path="d", ports=[port])]
+
+
+NEEDS = {"sysfs", "perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo"}
+
+
+def _old_runs():
+    """Every planned run and its fallback, recorded without a role, plus two foreign runs."""
+    runs = {}
+    for planned in commands_for(_devices(), NEEDS):
+        for item in (planned, fallback_for(planned)):
+            if item is not None:
+                run = CommandRun(argv=item.argv, rc=0, stdout="x")
+                runs[run.key] = run
+    for argv in (["/opt/site/nccl.sh", "-g", "8"], ["perfquery", "-x", "-C", "mlx5_9", "-P", "1"]):
+        run = CommandRun(argv=argv, rc=0)
+        runs[run.key] = run
+    return runs
+
+
+def test_every_planned_argv_gets_its_role_back_and_foreign_runs_get_none():
+    restored = restore_roles(_old_runs(), _devices(), NEEDS, nccl_program="/opt/site/nccl.sh")
+    by_role = {run.role: key for key, run in restored.items()}
+    assert by_role[roles.perfquery("x", "mlx5_0:1")] == "perfquery -x -C mlx5_0 -P 1"
+    assert by_role[roles.perfquery("basic", "mlx5_0:1")] == "perfquery -C mlx5_0 -P 1"
+    assert by_role[roles.perfquery("E", "mlx5_0:1")] == "perfquery -E -C mlx5_0 -P 1"
+    assert by_role[roles.perfquery("X", "mlx5_0:1")] == "perfquery -X -C mlx5_0 -P 1"
+    assert by_role[roles.ethtool_stats("ib0")] == "ethtool -S ib0"
+    assert by_role[roles.KERNEL_LOG] == "dmesg --kernel --nopager"
+    assert by_role[roles.KERNEL_LOG_FALLBACK].startswith("journalctl -k")
+    assert by_role[roles.IBSTAT] == "ibstat"
+    assert by_role[roles.IBV_DEVINFO] == "ibv_devinfo"
+    assert by_role[roles.NCCL_TESTS] == "/opt/site/nccl.sh -g 8"
+    # a port this node does not have is not given one of its roles
+    assert restored["perfquery -x -C mlx5_9 -P 1"].role is None
+
+
+def test_a_recorded_role_is_never_replaced():
+    run = CommandRun(argv=["ibstat"], role="inventory ibstat (site)", rc=0)
+    restored = restore_roles({run.key: run}, _devices(), NEEDS)
+    assert restored[run.key].role == "inventory ibstat (site)"
+
+
+def test_a_state_file_written_before_roles_loads_with_its_roles(tmp_path):
+    snapshot = Snapshot(
+        tool_version="0.0-old",
+        collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        sysfs_root="/sys",
+        procfs_root="/proc",
+        sources=sorted(NEEDS | {"procfs"}),
+        devices=_devices(),
+        commands=_old_runs(),
+    )
+    data = json.loads(snapshot.model_dump_json())
+    for run in data["commands"].values():
+        del run["role"]  # as an older ibdiag wrote it
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loaded, problem = baseline.load(str(path))
+    assert problem is None
+    assert loaded.run(roles.perfquery("x", "mlx5_0:1")).argv == [
+        "perfquery", "-x", "-C", "mlx5_0", "-P", "1",
+    ]  # fmt: skip
+    assert loaded.run(roles.ethtool_stats("ib0")).argv == ["ethtool", "-S", "ib0"]
