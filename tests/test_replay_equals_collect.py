@@ -1,0 +1,72 @@
+"""A bundle replays into the very Snapshot the live run built, typed command fields included.
+
+Every golden scenario is collected at level standard (every read-only command, each stub
+printing a real capture from ../shared/fixtures), written as a bundle, opened and replayed: the
+two Snapshots are equal field for field, so ``ibdiag report BUNDLE`` grades what ``ibdiag check``
+graded. Both go through the one interpret step (``ibdiag.sources.interpret``); a bundle is
+parsed by today's parsers.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import stubs as S
+from conftest import SCENARIOS_DIR, scenario_names
+from test_bundle import assert_same_snapshot, write_procfs
+
+from ibdiag.bundle import open_bundle, replay, write_bundle
+from ibdiag.collect import collect
+from ibdiag.grade import grade
+from ibdiag.registry import load_registry
+from ibdiag.sources.sysfs import Recording
+from ibdiag.thresholds import Thresholds
+
+STANDARD = {
+    "sysfs", "topology", "gpu_topology", "perfquery", "ethtool", "kernel_log", "ibstat",
+    "ibv_devinfo",
+}  # fmt: skip
+
+
+def _tools(root) -> S.StubBin:
+    stubs = S.StubBin(root)
+    stubs.add(
+        "perfquery",
+        S.by_args(
+            {
+                "-x -C *": S.prints(S.fixture(*S.PERFQUERY_X_HEALTHY)),
+                "-E -C *": S.prints(S.fixture(*S.PERFQUERY_E)),
+                "-X -C *": S.prints_text(S.PERFQUERY_XMIT_SL),
+            }
+        ),
+    )
+    stubs.add("ethtool", S.prints(S.fixture(*S.ETHTOOL_S)))
+    stubs.add("dmesg", S.prints(S.fixture(*S.DMESG_FW_SYNDROME)))
+    stubs.add("ibstat", S.prints(S.fixture("ibstat", "gpud-ibstat-h100-cx7-roce-all-active.txt")))
+    stubs.add(
+        "ibv_devinfo",
+        S.prints(S.fixture("ibv_devinfo", "linux-rdma-2024-cx5-roce-two-pf-before-bonding.txt")),
+    )
+    stubs.add(
+        "nvidia-smi",
+        S.prints(S.fixture("nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt")),
+    )
+    return stubs
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_replayed_bundle_is_the_live_snapshot_at_level_standard(name, tmp_path):
+    procfs = write_procfs(tmp_path / "proc")
+    stubs = _tools(tmp_path / "stubs")
+    recording = Recording()
+    sysfs = os.path.join(SCENARIOS_DIR, name, "root", "sys")
+    options = {"path": stubs.path, "timeout_s": 10.0, "deadline_s": 30.0}
+    live = collect(sysfs, procfs, STANDARD, options, recording=recording)
+    assert live.commands and all(run.role for run in live.commands.values())
+    report = grade(live, load_registry(), Thresholds(), "standard")
+    path = write_bundle(live, report, recording, str(tmp_path / "out"), tarball=True)
+    with open_bundle(path) as opened:
+        assert opened.problems == []
+        replayed = replay(opened)
+    assert_same_snapshot(replayed, live)
