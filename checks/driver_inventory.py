@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Iterator, List, Set
+from typing import Iterator, List, Optional, Set
 
-from ibdiag.command_results import symptom, symptom_result, usable_run
+from ibdiag import roles
+from ibdiag.command_results import symptom, symptom_result
+from ibdiag.facts.inventory import Listing
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.sources.parsers import IBSTAT_ARGV, IBV_DEVINFO_ARGV
 from ibdiag.thresholds import Thresholds
 
+# (the tool, the role of its run, the stack it speaks for)
+_TOOLS = (
+    ("ibstat", roles.IBSTAT, "management (umad/MAD)"),
+    ("ibv_devinfo", roles.IBV_DEVINFO, "verbs"),
+)
+_HINT = "check that ib_umad/ib_uverbs/mlx5_ib are loaded and /dev/infiniband/* is accessible"
 
-def _listed(tool: str, text: str):
-    """(HCA names the tool printed, the first problem or error it had, if any)."""
-    # Loaded when a standard-level check runs: a quick run only registers this module.
-    from ibdiag.sources.parsers.ibstat import parse_ibstat_report
-    from ibdiag.sources.parsers.ibv_devinfo import parse_ibv_devinfo_report
 
-    if tool == "ibstat":
-        report = parse_ibstat_report(text)
-        names = {ca.name for ca in report.cas}
-    else:
-        report = parse_ibv_devinfo_report(text)
-        names = {dev.hca_id for dev in report.devices}
-    return names, report.error or (report.problems[0] if report.problems else None)
+def _listing(snap: Snapshot, tool: str) -> Optional[Listing]:
+    return getattr(snap.inventory, tool) if snap.inventory is not None else None
 
 
 @check(
@@ -47,29 +44,35 @@ def driver_inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     """
     in_sysfs: Set[str] = {dev.name for dev in snap.devices}
     graded = sorted(name for name in in_sysfs if not th.ignores(name))
-    for tool, argv in (("ibstat", IBSTAT_ARGV), ("ibv_devinfo", IBV_DEVINFO_ARGV)):
-        run, why = usable_run(snap, list(argv))
-        if run is None:
-            failed = snap.command(list(argv))
+    for tool, role, stack in _TOOLS:
+        listing = _listing(snap, tool)
+        run = snap.run(role)
+        command = " ".join(run.argv) if run is not None else tool
+        if listing is None:
+            yield Result(target="node", status=Status.SKIP,
+                         message=f"`{tool}` was not collected (level quick, or an older bundle)",
+                         evidence=[command])  # fmt: skip
+            continue
+        if listing.unusable is not None:
             # Failing while sysfs lists HCAs is the stack not seeing what the kernel has.
-            what = symptom(failed, failing_counts=bool(graded))
-            if failed is not None and what:
+            what = symptom(run, failing_counts=bool(graded))
+            if run is not None and what:
                 listed = f"the {len(graded)} HCAs sysfs lists" if graded else "this node"
-                stack = "management (umad/MAD)" if tool == "ibstat" else "verbs"
                 yield symptom_result(
-                    "node", failed, what, listed, f"a hung or broken {stack} stack?",
-                    "check that ib_umad/ib_uverbs/mlx5_ib are loaded and /dev/infiniband/* is "
-                    "accessible; the kernel log for mlx5 errors",
+                    "node", run, what, listed, f"a hung or broken {stack} stack?",
+                    f"{_HINT}; the kernel log for mlx5 errors",
                 )  # fmt: skip
                 continue
-            yield Result(target="node", status=Status.SKIP, message=str(why), evidence=[tool])
+            yield Result(target="node", status=Status.SKIP, message=listing.unusable,
+                         evidence=[command])  # fmt: skip
             continue
-        names, trouble = _listed(tool, run.stdout)
+        names = {ca.name for ca in listing.cas}
+        trouble = listing.error or (listing.problems[0] if listing.problems else None)
         if not names and (trouble or in_sysfs):
             # Nothing parseable: garbage output is no evidence that HCAs are missing.
             yield Result(target="node", status=Status.SKIP,
                          message=f"{tool} output lists no HCA ({trouble or 'empty'})",
-                         evidence=[tool])  # fmt: skip
+                         evidence=[command])  # fmt: skip
             continue
         listed = {name for name in names if not th.ignores(name)}
         wanted = {name for name in in_sysfs if not th.ignores(name)}
@@ -83,11 +86,9 @@ def driver_inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 target="node", status=Status.WARN,
                 message=f"{tool} and sysfs disagree: " + "; ".join(problems),
                 observed=", ".join(sorted(listed)), expected=", ".join(sorted(wanted)),
-                hint="check that ib_umad/ib_uverbs/mlx5_ib are loaded and /dev/infiniband/* "
-                "is accessible",
-                evidence=[tool, "class/infiniband"],
+                hint=_HINT, evidence=[command, "class/infiniband"],
             )  # fmt: skip
         else:
             yield Result(target="node", status=Status.PASS,
                          message=f"{tool} lists the same {len(listed)} HCAs as sysfs",
-                         evidence=[tool, "class/infiniband"])  # fmt: skip
+                         evidence=[command, "class/infiniband"])  # fmt: skip

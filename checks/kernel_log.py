@@ -5,40 +5,24 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ibdiag.command_results import symptom, symptom_result, usable_run
+from ibdiag import roles
+from ibdiag.command_results import symptom, symptom_result
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN, "info": Status.PASS}
-
-
-def _parser():
-    """The kernel-log parser, classifier and argv builders.
-
-    Loaded when a standard-level check runs: a quick run only registers this module.
-    """
-    from ibdiag.sources.parsers import kernel_log as parser
-
-    return parser
+_RUNS = (roles.KERNEL_LOG, roles.KERNEL_LOG_FALLBACK)  # dmesg, then journalctl -k
+_NOT_COLLECTED = "not collected (level quick, or an older bundle)"
 
 
 def _signatures():
+    """The signature table (titles, severities, hints), loaded when a standard-level check
+    runs: a quick run only registers this module."""
     from ibdiag.kernel_signatures import SIGNATURES
 
     return {signature.id: signature for signature in SIGNATURES}
-
-
-def _kernel_log(snap: Snapshot):
-    """The first usable log (dmesg, else journalctl -k), or the reasons neither was."""
-    reasons = []
-    for argv in (_parser().kernel_log_argv(), _parser().journalctl_argv()):
-        run, why = usable_run(snap, argv)
-        if run is not None and run.stdout.strip():
-            return run, None
-        reasons.append(why or f"`{' '.join(argv)}` printed nothing")
-    return None, "; ".join(reasons)
 
 
 def _cutoff(snap: Snapshot, baseline: Optional[Snapshot]) -> Tuple[Optional[float], str]:
@@ -49,16 +33,10 @@ def _cutoff(snap: Snapshot, baseline: Optional[Snapshot]) -> Tuple[Optional[floa
     return seconds, "since the baseline"
 
 
-def _card_functions(bdfs: Dict[str, str]) -> Dict[str, str]:
-    """Also map the other functions of each HCA's slot (0000:0d:00.1-.7, its VFs or second
-    port without an RDMA device) to the HCA on function .0 of that slot, when there is one."""
-    mapped = dict(bdfs)
-    for address, name in bdfs.items():
-        slot, function = address.rsplit(".", 1)
-        if function == "0":
-            for other in range(1, 8):
-                mapped.setdefault(f"{slot}.{other}", name)
-    return mapped
+def _command(snap: Snapshot, role: str) -> str:
+    """The command line of the run for ``role`` (its role when it was not recorded)."""
+    run = snap.run(role)
+    return " ".join(run.argv) if run is not None else role
 
 
 @check(
@@ -84,45 +62,41 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
     # dmesg (or journalctl) hanging, crashing or unable to execute is a symptom of its own,
     # even when the other stood in; failing (restricted: dmesg_restrict) is not.
     hung = 0
-    for argv in (_parser().kernel_log_argv(), _parser().journalctl_argv()):
-        failed = snap.command(argv)
+    for role in _RUNS:
+        failed = snap.run(role)
         what = symptom(failed)
         if failed is not None and what:
             hung += 1
             yield symptom_result("node", failed, what, "this node",
                                  "reading the kernel log hung or died: the kernel, journald?",
                                  "run it by hand; check journald and the kernel")  # fmt: skip
-    run, why = _kernel_log(snap)
-    if run is None:
+    log = snap.kernel_log
+    if log is None or log.role is None:
         if not hung:  # restricted, absent: nothing to judge, say why
+            why = "; ".join(log.unusable) if log is not None else _NOT_COLLECTED
             yield Result(target="node", status=Status.SKIP,
                          message=f"kernel log unavailable: {why}",
-                         evidence=[" ".join(_parser().kernel_log_argv())])  # fmt: skip
+                         evidence=[_command(snap, roles.KERNEL_LOG)])  # fmt: skip
         return
     signatures = _signatures()
     cutoff, since = _cutoff(snap, baseline)
-    lines = [
-        line for line in _parser().parse_kernel_log(run.stdout)
-        if cutoff is None or line.seconds is None or line.seconds > cutoff
-    ]  # fmt: skip
-    # Map every HCA (ignored ones too), so a line about an ignored HCA is dropped by name
-    # rather than reported against the node.
-    bdfs = _card_functions({dev.pci.address: dev.name for dev in snap.devices if dev.pci})
-    netdevs = {p.netdev.name: dev.name for dev in snap.devices for p in dev.ports if p.netdev}
     graded = {dev.name for dev in graded_devices(snap, th)}
     grouped: Dict[Tuple[str, Optional[str]], List] = OrderedDict()
-    for finding in _parser().classify(lines, bdfs, netdevs):
+    for finding in log.findings:
+        if cutoff is not None and finding.seconds is not None and finding.seconds <= cutoff:
+            continue  # before the baseline
         if finding.device is not None and finding.device not in graded:
-            continue  # an ignored HCA
+            continue  # an ignored HCA (every HCA is mapped, so its lines are not the node's)
         grouped.setdefault((finding.signature, finding.device), []).append(finding)
-    evidence = [" ".join(run.argv)]
+    evidence = [_command(snap, log.role)]
     for (signature_id, device), findings in grouped.items():
         signature = signatures.get(signature_id)
         title = signature.title if signature else signature_id
+        severity = signature.severity if signature else "warn"
         last = findings[-1].line.strip()
         yield Result(
             target=device or "node",
-            status=_STATUS.get(findings[-1].severity, Status.WARN),
+            status=_STATUS.get(severity, Status.WARN),
             message=f"{title} ({len(findings)} line(s) {since}); last: {last[:160]}",
             observed=signature_id,  # the stable part: a drain reason names this, not the line
             hint=signature.hint if signature else None,
@@ -130,5 +104,6 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
         )
     if not grouped:
         yield Result(target="node", status=Status.PASS,
-                     message=f"no HCA fault signature in {len(lines)} kernel-log lines {since}",
+                     message=f"no HCA fault signature in {log.lines_after(cutoff)} kernel-log "
+                     f"lines {since}",
                      evidence=evidence)  # fmt: skip

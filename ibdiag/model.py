@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from ibdiag.facts.inventory import Inventory
+from ibdiag.facts.kernel_log import KernelLog
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
@@ -236,6 +238,8 @@ class Snapshot(_Model):
     commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
+    kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings (None: not run)
+    inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings (None: not run)
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:

@@ -15,11 +15,10 @@ from ibdiag.kernel_signatures import SEVERITIES, SIGNATURES, KernelSignature, si
 from ibdiag.sources.parsers.kernel_log import (
     KernelLine,
     classify,
-    journalctl_argv,
-    kernel_log_argv,
     kernel_log_restriction,
     parse_kernel_log,
 )
+from ibdiag.sources.plan import journalctl_argv, kernel_log_argv
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 FOLDER = FIXTURES / "dmesg"

@@ -35,8 +35,6 @@ __all__ = [
     "KernelFinding",
     "KernelLine",
     "classify",
-    "journalctl_argv",
-    "kernel_log_argv",
     "kernel_log_restriction",
     "parse_kernel_log",
 ]
@@ -95,23 +93,6 @@ class KernelFinding:
     device: Optional[str]  # the RDMA device (e.g. "mlx5_0") the line concerns, None if unknown
     seconds: Optional[float]
     line: str  # the message text (no timestamp)
-
-
-def kernel_log_argv() -> List[str]:
-    """``dmesg`` with raw ``[seconds]`` stamps (no -T: wall-clock conversion is wrong after
-    suspend and needs parsing). ``--kernel`` (-k) keeps to kernel messages; ``--nopager`` makes
-    sure no pager starts. Both exist in util-linux since 2.23 (RHEL 7: 2.23, RHEL 8: 2.32,
-    Debian 11/12: 2.36/2.38). dmesg pipes to a pager only with -H and prints no colour when
-    stdout is not a terminal, so the output is the plain raw format.
-    """
-    return ["dmesg", "--kernel", "--nopager"]
-
-
-def journalctl_argv() -> List[str]:
-    """The fallback when dmesg is restricted (kernel.dmesg_restrict=1): this boot's kernel
-    messages with monotonic stamps, the same clock as dmesg. No ``-q``: its warnings about
-    journals a user cannot read are the reason to report when this is restricted too."""
-    return ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
 
 
 _RESTRICTED = re.compile(
