@@ -2,41 +2,49 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Dict, Iterator, Optional
 
+from ibdiag import roles
 from ibdiag.catalogue import lookup
-from ibdiag.command_results import skipped, symptom, symptom_result, usable_run
+from ibdiag.command_results import (
+    command_line,
+    not_supported,
+    skipped,
+    symptom,
+    symptom_result,
+    usable_run,
+)
 from ibdiag.counter_grading import grade_errors, since_phrase
-from ibdiag.deltas import compare
-from ibdiag.model import Result, Snapshot, Status
+from ibdiag.deltas import Comparison, compare
+from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
 
 
-def _parser():
-    """The ethtool parser and argv builder.
-
-    Loaded when a standard-level check runs: a quick run only registers this module.
-    """
-    from ibdiag.sources.parsers import ethtool
-
-    return ethtool
-
-
-_NOT_SUPPORTED = ("Operation not supported", "no stats available", "not supported")
-
-
 def _failing_counts(run, port) -> bool:
     """A non-zero exit is a finding on an ACTIVE port's netdev, unless the driver has no
     statistics to give (ethtool's "Operation not supported": not an mlx5 netdev)."""
-    text = f"{run.stderr}\n{run.stdout}"
-    return port.state == ACTIVE and not any(phrase in text for phrase in _NOT_SUPPORTED)
+    return port.state == ACTIVE and not not_supported(run)
 
 
-def _stats(snap: Snapshot, netdev: str):
-    run, why = usable_run(snap, _parser().ethtool_argv(netdev))
-    return (_parser().parse_ethtool_stats(run.stdout).counters if run else None), why
+def _counters(port: Optional[Port]) -> Optional[Dict[str, int]]:
+    """The port's netdev's ethtool -S counters; None when none were read."""
+    netdev = port.netdev if port is not None else None
+    stats = netdev.ethtool if netdev is not None else None
+    return stats.counters if stats is not None else None
+
+
+def _previous(
+    comparison: Optional[Comparison], dev: Device, port: Port
+) -> Optional[Dict[str, int]]:
+    """The same netdev's counters in the baseline (its own typed reading); None without."""
+    then = comparison.previous_port(dev, port) if comparison is not None else None
+    if then is None or then.netdev is None or port.netdev is None:
+        return None
+    if then.netdev.name != port.netdev.name:
+        return None  # renamed: not the statistics the baseline read
+    return _counters(then)
 
 
 @check(
@@ -67,10 +75,10 @@ def ethtool_errors(
     for dev, port in graded_ports(snap, th):
         if port.netdev is None:
             continue
-        argv = _parser().ethtool_argv(port.netdev.name)
-        counters, why = _stats(snap, port.netdev.name)
+        role = roles.ethtool_stats(port.netdev.name)
+        counters = _counters(port)
         if not counters:
-            run = snap.command(argv)
+            run = snap.run(role)
             what = symptom(run, failing_counts=run is not None and _failing_counts(run, port))
             if run is not None and what:
                 state = "ACTIVE port" if port.state == ACTIVE else "port"
@@ -80,14 +88,14 @@ def ethtool_errors(
                     "run it by hand; check the kernel log for mlx5_core errors; send the bundle",
                 )  # fmt: skip
                 continue
-            yield skipped(dev.target(port), why or "ethtool -S printed no counters", argv)
+            _, why = usable_run(snap, role)
+            yield skipped(dev.target(port), why or "ethtool -S printed no counters",
+                          command_line(snap, role))  # fmt: skip
             continue
-        previous = None
-        if comparison is not None and comparison.previous_port(dev, port) is not None:
-            previous = _stats(comparison.baseline, port.netdev.name)[0]
+        previous = _previous(comparison, dev, port)
         results = grade_errors(
             dev.target(port), counters, previous, comparison if previous else None, th,
-            directory="ethtool", command=" ".join(argv),
+            directory="ethtool", command=command_line(snap, role),
         )  # fmt: skip
         if results:
             yield from results
@@ -97,7 +105,7 @@ def ethtool_errors(
                 status=Status.PASS,
                 message=f"{port.netdev.name}: no catalogued error counters in "
                 "ethtool -S (not an mlx5 netdev?)",
-                evidence=[" ".join(argv)],
+                evidence=[command_line(snap, role)],
             )
 
 
@@ -120,15 +128,14 @@ def ethtool_pause(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) 
     for dev, port in graded_ports(snap, th):
         if port.netdev is None:
             continue
-        counters, _ = _stats(snap, port.netdev.name)
+        role = roles.ethtool_stats(port.netdev.name)
+        counters = _counters(port)
         if not counters:
             continue  # ethtool.errors already said why
         congestion = {n: v for n, v in counters.items() if lookup(n).category == "congestion"}
         if not congestion:
             continue
-        previous = None
-        if comparison is not None and comparison.previous_port(dev, port) is not None:
-            previous = _stats(comparison.baseline, port.netdev.name)[0]
+        previous = _previous(comparison, dev, port)
         if comparison is not None and previous:
             moved = [
                 f"{c.name} +{c.delta}" for c in comparison.changes(congestion, previous) if c.delta
@@ -139,4 +146,4 @@ def ethtool_pause(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) 
             text = "since boot or the last reset: " + (", ".join(nonzero) or "none")
         yield Result(target=dev.target(port), status=Status.PASS,
                      message=f"{port.netdev.name} pause/congestion {text}",
-                     evidence=[" ".join(_parser().ethtool_argv(port.netdev.name))])  # fmt: skip
+                     evidence=[command_line(snap, role)])  # fmt: skip

@@ -3,32 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, Optional
 
-from ibdiag.command_results import skipped, symptom, symptom_result, usable_run
+from ibdiag import roles
+from ibdiag.command_results import command_line, skipped, symptom, symptom_result, usable_run
 from ibdiag.counter_grading import grade_errors
 from ibdiag.deltas import compare
+from ibdiag.facts.perfquery import PortPma
 from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports, is_infiniband
 from ibdiag.thresholds import Thresholds
-
-
-def _parser():
-    """perfquery's parser and argv builder.
-
-    Loaded when a standard-level check runs: a quick run only registers this module.
-    """
-    from ibdiag.sources.parsers import perfquery
-
-    return perfquery
-
 
 _MEANING = "a hung or failing MAD agent, HCA firmware or path to the subnet manager?"
 _HINT = (
     "run it by hand; check the subnet manager (sminfo), that ib_umad is loaded, the kernel log "
     "for firmware errors; send the bundle"
 )
+# A run that succeeded has a reading unless interpreting it broke (named in the node's problems).
+_NOT_INTERPRETED = "perfquery's output was not interpreted (see the node's problems)"
 
 
 def _has_pma(port: Port) -> bool:
@@ -41,27 +34,23 @@ def _has_pma(port: Port) -> bool:
 class _PmaRead:
     counters: Dict[str, int]  # empty when nothing usable was read
     why: Optional[str]  # why nothing was read
-    argv: List[str]  # the run the counters came from (or would have)
+    evidence: str  # the command line the counters came from (or would have)
 
 
-def _read(snap: Snapshot, device: str, port: int) -> _PmaRead:
+def _read(snap: Snapshot, target: str, pma: Optional[PortPma]) -> _PmaRead:
     """Error counters from `perfquery -x` (plain perfquery when -x failed) plus `-E`."""
-    argv = _parser().perfquery_argv(device, port, "x")
-    run, why = usable_run(snap, argv)
-    if run is None:
-        plain, _ = usable_run(snap, _parser().perfquery_argv(device, port, "basic"))
-        if plain is not None:
-            run, why = plain, None
-    if run is None:
-        return _PmaRead({}, why, argv)
-    parsed = _parser().parse_perfquery(run.stdout + "\n" + run.stderr)
-    if parsed.mad_error:
-        return _PmaRead({}, f"perfquery: {parsed.mad_error}", run.argv)
-    counters = dict(parsed.counters)
-    details, _ = usable_run(snap, _parser().perfquery_argv(device, port, "E"))
-    if details is not None:
-        counters.update(_parser().parse_perfquery(details.stdout + "\n" + details.stderr).counters)
-    return _PmaRead(counters, None if counters else "perfquery printed no counters", run.argv)
+    reading = pma.counters if pma is not None else None
+    if reading is None:
+        role = roles.perfquery("x", target)
+        _, why = usable_run(snap, role)
+        return _PmaRead({}, why or _NOT_INTERPRETED, command_line(snap, role))
+    evidence = command_line(snap, reading.role)
+    if reading.mad_error:
+        return _PmaRead({}, f"perfquery: {reading.mad_error}", evidence)
+    counters = dict(reading.counters)
+    if pma is not None and pma.rcv_error_details is not None:
+        counters.update(pma.rcv_error_details.counters)
+    return _PmaRead(counters, None if counters else "perfquery printed no counters", evidence)
 
 
 @check(
@@ -93,11 +82,8 @@ def perfquery_errors(
             continue  # perfquery needs an ACTIVE InfiniBand port (a LID); link.state judges it
         target = dev.target(port)
         where = f"ACTIVE port {target}"
-        runs = {
-            kind: snap.command(_parser().perfquery_argv(dev.name, port.number, kind))
-            for kind in ("x", "basic", "E")
-        }
-        now = _read(snap, dev.name, port.number)
+        runs = {mode: snap.run(roles.perfquery(mode, target)) for mode in ("x", "basic", "E")}
+        now = _read(snap, target, port.perfquery)
         if not now.counters:
             # Neither -x nor plain perfquery answered: hung, crashed, or failing where the
             # port is ACTIVE and has a PMA - a symptom; else not applicable here.
@@ -107,7 +93,7 @@ def perfquery_errors(
                     yield symptom_result(target, run, what, where, _MEANING, _HINT)
                     break
             else:
-                yield skipped(target, str(now.why), now.argv)
+                yield skipped(target, str(now.why), now.evidence)
             continue
         # Counters were read (plain perfquery stands in when -x fails: old firmware), yet a
         # query that hung or crashed on this port is still a symptom.
@@ -115,12 +101,13 @@ def perfquery_errors(
             what = symptom(run)
             if run is not None and what:
                 yield symptom_result(target, run, what, where, _MEANING, _HINT)
+        then = comparison.previous_port(dev, port) if comparison is not None else None
         previous = None
-        if comparison is not None and comparison.previous_port(dev, port) is not None:
-            previous = _read(comparison.baseline, dev.name, port.number).counters or None
+        if then is not None:  # graded on the baseline's own typed readings
+            previous = _read(comparison.baseline, target, then.perfquery).counters or None
         yield from grade_errors(
             target, now.counters, previous, comparison if previous else None, th,
-            directory="perfquery", command=" ".join(now.argv),
+            directory="perfquery", command=now.evidence,
         )  # fmt: skip
 
 
@@ -141,24 +128,25 @@ def sl_traffic(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev, port in graded_ports(snap, th):
         if not is_infiniband(port) or port.state != ACTIVE:
             continue
-        argv = _parser().perfquery_argv(dev.name, port.number, "X")
-        run, why = usable_run(snap, argv)
-        if run is None:
-            failed = snap.command(argv)
+        target = dev.target(port)
+        role = roles.perfquery("X", target)
+        reading = port.perfquery.xmit_data_sl if port.perfquery is not None else None
+        if reading is None:
+            failed = snap.run(role)
             what = symptom(failed)  # -X is optional (old firmware lacks it): only a hang counts
             if failed is not None and what:
-                where = f"ACTIVE port {dev.target(port)}"
-                yield symptom_result(dev.target(port), failed, what, where, _MEANING, _HINT)
+                where = f"ACTIVE port {target}"
+                yield symptom_result(target, failed, what, where, _MEANING, _HINT)
             else:
-                yield skipped(dev.target(port), str(why), argv)
+                _, why = usable_run(snap, role)
+                yield skipped(target, why or _NOT_INTERPRETED, command_line(snap, role))
             continue
-        parsed = _parser().parse_perfquery(run.stdout + "\n" + run.stderr)
-        if not parsed.counters:
-            yield skipped(dev.target(port), parsed.mad_error or "perfquery -X printed no "
-                          "counters", argv)  # fmt: skip
+        if not reading.counters:
+            yield skipped(target, reading.mad_error or "perfquery -X printed no counters",
+                          command_line(snap, role))  # fmt: skip
             continue
-        busy = {name: value for name, value in parsed.counters.items() if value}
+        busy = {name: value for name, value in reading.counters.items() if value}
         shown = ", ".join(f"{name} {value}" for name, value in sorted(busy.items())) or "none"
-        yield Result(target=dev.target(port), status=Status.PASS,
+        yield Result(target=target, status=Status.PASS,
                      message=f"transmit data per SL (4-byte words): {shown}",
-                     evidence=[" ".join(argv)])  # fmt: skip
+                     evidence=[command_line(snap, role)])  # fmt: skip

@@ -1,4 +1,5 @@
-"""Shared by the command-based checks: find a recorded run and say what its failure means.
+"""Shared by the command-based checks: find a recorded run by its role (``ibdiag.roles``) and
+say what its failure means.
 
 A command that gave nothing usable is one of two things:
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import re
 import signal
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 
@@ -36,21 +37,50 @@ _NOT_HERE = re.compile(
     r"|Failed to get IB devices list|Function not implemented",
     re.IGNORECASE,
 )
+_NOT_SUPPORTED = ("Operation not supported", "no stats available", "not supported")
 
 
-def usable_run(snap: Snapshot, argv: List[str]) -> Tuple[Optional[CommandRun], Optional[str]]:
-    """(the run, None) when ``argv`` ran successfully; else (None, why not, in one line)."""
-    run = snap.command(argv)
+def usable_run(
+    snap: Snapshot, role: Union[str, List[str]]
+) -> Tuple[Optional[CommandRun], Optional[str]]:
+    """(the run, None) when the run of ``role`` (``ibdiag.roles``) succeeded; else (None, why
+    not, in one line).
+
+    An argv list instead of a role finds the run by its command line: the old way, kept only
+    for the checks not yet reading typed fields (kernel_log, driver_inventory, topology).
+    """
+    if isinstance(role, str):
+        run = snap.run(role)
+        named = role
+    else:
+        run = snap.command(role)
+        named = " ".join(role)
     if run is None:
-        return None, f"`{' '.join(argv)}` was not collected (level quick, or an older bundle)"
+        return None, f"`{named}` was not collected (level quick, or an older bundle)"
     failure = run.failure()
     if failure is not None:
         return None, failure
     return run, None
 
 
-def skipped(target: str, reason: str, argv: List[str]) -> Result:
-    return Result(target=target, status=Status.SKIP, message=reason, evidence=[" ".join(argv)])
+def command_line(snap: Snapshot, role: str) -> str:
+    """The evidence a result about ``role`` names: the command line of its run, as it ran;
+    the role itself when no run was recorded for it."""
+    run = snap.run(role)
+    return " ".join(run.argv) if run is not None else role
+
+
+def skipped(target: str, reason: str, evidence: str) -> Result:
+    """The skip of ``target``: ``reason`` in one line, ``evidence`` the command line (or the
+    role, when nothing ran)."""
+    return Result(target=target, status=Status.SKIP, message=reason, evidence=[evidence])
+
+
+def not_supported(run: CommandRun) -> bool:
+    """The tool says the device has nothing to give (ethtool's "Operation not supported" or
+    "no stats available" from a driver without statistics): no finding about the node."""
+    text = f"{run.stderr}\n{run.stdout}"
+    return any(phrase in text for phrase in _NOT_SUPPORTED)
 
 
 def signal_name(number: int) -> str:

@@ -24,8 +24,10 @@ from typing import Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
+from ibdiag.facts.perfquery import PortPma
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
@@ -70,6 +72,7 @@ class NetDev(_Model):
     type: Optional[int] = None  # ARPHRD: 32 = InfiniBand (IPoIB), 1 = Ethernet
     mode: Optional[str] = None  # IPoIB only: "datagram" or "connected"
     speed_mbps: Optional[int] = None
+    ethtool: Optional[EthtoolStats] = None  # ethtool -S (level standard); None: not read
     problems: Problems = Field(default_factory=dict)
 
     @property
@@ -93,6 +96,7 @@ class Port(_Model):
     counters: Dict[str, int] = Field(default_factory=dict)  # counters/ and counters_ext/
     hw_counters: Dict[str, int] = Field(default_factory=dict)  # hw_counters/ (mlx5 and others)
     netdev: Optional[NetDev] = None
+    perfquery: Optional[PortPma] = None  # PMA counters (level standard); None: not collected
     problems: Problems = Field(default_factory=dict)
 
     @property

@@ -216,7 +216,7 @@ def test_a_name_that_is_not_utf8_survives_collect_and_report_json(node):
         handle.write("5\n")
     node.rename_device(b"mlx5_\xff")
     node.rename_netdev("ib1", b"ib\xfe1", device="mlx5_1")
-    live = node.check()
+    live = node.check(*STANDARD)  # as the bundle: its typed command fields too
     out = node.tmp / "out"
     out.mkdir()
     result = node.run_cli(

@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ibdiag.sources.parsers.ethtool import (
-    ethtool_argv,
-    ethtool_settings_argv,
     parse_ethtool_settings,
     parse_ethtool_stats,
     pfc_pause_by_priority,
 )
+from ibdiag.sources.plan import ethtool_argv
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 FOLDER = FIXTURES / "ethtool"
@@ -260,7 +259,6 @@ def test_any_text_never_raises(text):
 def test_argv():
     assert ethtool_argv("ib0") == ["ethtool", "-S", "ib0"]
     assert ethtool_argv("enp27s0f0np0") == ["ethtool", "-S", "enp27s0f0np0"]
-    assert ethtool_settings_argv("eth1") == ["ethtool", "eth1"]
 
 
 @pytest.mark.parametrize("name", ["", None, 3])
@@ -271,6 +269,6 @@ def test_argv_rejects_what_is_not_a_name(name):
 
 @pytest.mark.parametrize("name", ["-S", "a b", "x/y", "a" * 16, "ib0;reboot", "ib\\xff"])
 def test_argv_puts_any_name_in_one_element(name):
-    """Checks build the argv to find a netdev's run whatever sysfs called it; which names may
-    run is ibdiag.sources.plan's call (tests/test_hostile_names.py)."""
+    """The argv builder takes any name as one element; which names may run is
+    ``plan.commands_for``'s call (tests/test_hostile_names.py)."""
     assert ethtool_argv(name) == ["ethtool", "-S", name]

@@ -1,4 +1,4 @@
-"""perfquery parser and argv, on every capture in ../shared/fixtures/perfquery.
+"""perfquery parser on every capture in ../shared/fixtures/perfquery, and its argv (plan.py).
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -15,11 +15,10 @@ from hypothesis import strategies as st
 
 from ibdiag.sources.parsers.perfquery import (
     OLD_COUNTER_NAMES,
-    PERFQUERY_MODES,
     parse_perfquery,
     parse_perfquery_blocks,
-    perfquery_argv,
 )
+from ibdiag.sources.plan import PERFQUERY_FLAGS, perfquery_argv
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 KIND = "perfquery"
@@ -336,7 +335,7 @@ def test_argv(mode, flags):
 
 
 def test_argv_never_resets():
-    for mode in PERFQUERY_MODES:
+    for mode in PERFQUERY_FLAGS:
         for device, port in (("mlx5_0", 1), ("mlx4_1", 2), ("mlx5_bond_0", 1)):
             argv = perfquery_argv(device, port, mode)
             assert "-r" not in argv and "-R" not in argv
@@ -363,8 +362,8 @@ def test_argv_rejects_bad_arguments(device, port, mode):
 
 @pytest.mark.parametrize("device, port", [("-R", 1), ("mlx5 0", 1), ("mlx5_0", 0), ("x", 65536)])
 def test_argv_puts_any_device_and_port_in_one_element_each(device, port):
-    """Checks build the argv to find a port's run whatever sysfs called it; which names and
-    ports may run is ibdiag.sources.plan's call (tests/test_hostile_names.py)."""
+    """The argv builder takes any name as one element each; which names and ports may run is
+    ``plan.commands_for``'s call (tests/test_hostile_names.py)."""
     assert perfquery_argv(device, port, "x") == [
         "perfquery", "-x", "-C", device, "-P", str(port)
     ]  # fmt: skip

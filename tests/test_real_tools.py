@@ -118,7 +118,8 @@ def test_the_real_tools_are_installed():
 
 def test_runner_records_perfquery_failing_without_a_device():
     require_real_tools()
-    from ibdiag.sources.parsers.perfquery import parse_perfquery, perfquery_argv
+    from ibdiag.sources.parsers.perfquery import parse_perfquery
+    from ibdiag.sources.plan import perfquery_argv
 
     runner = Runner(timeout_s=20, deadline_s=120, path=TOOLS_PATH)
     for mode in ("basic", "x", "E", "X"):
@@ -133,7 +134,7 @@ def test_runner_records_perfquery_failing_without_a_device():
 
 def test_runner_records_ethtool_on_a_missing_netdev():
     require_real_tools()
-    from ibdiag.sources.parsers.ethtool import ethtool_argv
+    from ibdiag.sources.plan import ethtool_argv
 
     run = Runner(timeout_s=20, deadline_s=60, path=TOOLS_PATH).run(ethtool_argv(NETDEVS[0]))
     assert run.argv == ["ethtool", "-S", NETDEVS[0]]

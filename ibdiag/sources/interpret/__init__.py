@@ -28,6 +28,8 @@ from ibdiag.model import CommandRun, Snapshot
 FAMILIES: tuple = (
     "kernel_log",
     "inventory",
+    "perfquery",
+    "ethtool",
 )
 
 

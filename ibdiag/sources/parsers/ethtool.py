@@ -28,8 +28,6 @@ from ibdiag.sources.parsers._text import as_text, cap, quote, trim
 __all__ = [
     "EthtoolSettings",
     "EthtoolStats",
-    "ethtool_argv",
-    "ethtool_settings_argv",
     "parse_ethtool_settings",
     "parse_ethtool_stats",
     "pfc_pause_by_priority",
@@ -74,19 +72,6 @@ class EthtoolSettings:
     auto_negotiation: Optional[bool] = None
     fields: Dict[str, str] = field(default_factory=dict)
     error: Optional[str] = None
-
-
-def ethtool_argv(netdev: str) -> List[str]:
-    """``ethtool -S NETDEV`` (read-only statistics). Raises ValueError for a name that is not
-    a non-empty string. The name goes in as given, one argv element: checks build this argv to
-    find a netdev's run whatever its name; only ``ibdiag.sources.plan`` decides what runs (names
-    that ``ibdiag.sources.names`` calls safe on a command line)."""
-    return ["ethtool", "-S", _check_ifname(netdev)]
-
-
-def ethtool_settings_argv(netdev: str) -> List[str]:
-    """``ethtool NETDEV`` (link settings). Raises ValueError as ``ethtool_argv`` does."""
-    return ["ethtool", _check_ifname(netdev)]
 
 
 def parse_ethtool_stats(text: Union[str, bytes, None]) -> EthtoolStats:
@@ -218,9 +203,3 @@ def _speed(text: Optional[str], problems: List[str]) -> Optional[int]:
     if not text.strip().lower().startswith("unknown"):
         problems.append(f"unparseable Speed: {quote(text)}")
     return None
-
-
-def _check_ifname(netdev: str) -> str:
-    if not isinstance(netdev, str) or not netdev:
-        raise ValueError(f"not a network interface name: {netdev!r}")
-    return netdev

@@ -1,4 +1,4 @@
-"""``perfquery`` (infiniband-diags) output -> counters, and the argv that produces it.
+"""``perfquery`` (infiniband-diags) output -> counters (its argv: ``ibdiag.sources.plan``).
 
 What perfquery prints (ibmad's ``mad_dump_*`` field dumps, one ``Name:.....value`` per line, the
 dots padding the name to a column)::
@@ -41,20 +41,10 @@ from ibdiag.sources.parsers._text import as_text, cap, quote, trim
 
 __all__ = [
     "OLD_COUNTER_NAMES",
-    "PERFQUERY_MODES",
     "PerfqueryResult",
     "parse_perfquery",
     "parse_perfquery_blocks",
-    "perfquery_argv",
 ]
-
-# mode -> the flag that selects it. "basic" is perfquery's default PortCounters query.
-PERFQUERY_MODES: Dict[str, Tuple[str, ...]] = {
-    "basic": (),
-    "x": ("-x",),  # PortCountersExtended (64-bit data counters + the error counters)
-    "E": ("-E",),  # PortRcvErrorDetails
-    "X": ("-X",),  # PortXmitDataSL (transmit data per SL)
-}
 
 # libibmad before 1.3 named the PortCounters fields differently.
 OLD_COUNTER_NAMES: Dict[str, str] = {
@@ -132,28 +122,6 @@ class PerfqueryResult:
     port: Optional[int] = None
     cap_mask: Optional[int] = None
     hex_fields: Dict[str, int] = field(default_factory=dict)
-
-
-def perfquery_argv(device: str, port: int, mode: str) -> List[str]:
-    """The argv for one read-only perfquery of the local port ``device``/``port``.
-
-    ``mode``: "basic" (PortCounters), "x" (extended), "E" (PortRcvErrorDetails), "X"
-    (PortXmitDataSL). Never a reset flag (-r/-R): ibdiag only reads counters. Raises ValueError
-    for an unknown mode, or a device that is not a string or a port that is not an int
-    (programming errors).
-
-    The device and port go in as given, each one argv element after ``-C``/``-P``: checks build
-    this argv to find a port's run, whatever sysfs called the port. Whether it may be *run* is
-    decided where commands are planned (``ibdiag.sources.plan``): only names that
-    ``ibdiag.sources.names`` calls safe on a command line, and ports 1..254.
-    """
-    if mode not in PERFQUERY_MODES:
-        raise ValueError(f"unknown perfquery mode {mode!r}; one of {sorted(PERFQUERY_MODES)}")
-    if not isinstance(device, str) or not device:
-        raise ValueError(f"not an RDMA device name: {device!r}")
-    if isinstance(port, bool) or not isinstance(port, int):
-        raise ValueError(f"not a port number: {port!r}")
-    return ["perfquery", *PERFQUERY_MODES[mode], "-C", device, "-P", str(port)]
 
 
 def parse_perfquery(text: Union[str, bytes, None]) -> PerfqueryResult:

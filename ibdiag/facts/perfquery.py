@@ -1,0 +1,49 @@
+"""perfquery: a port's PMA counters as the subnet manager reads them, typed.
+
+``Port.perfquery`` holds one ``PortPma`` per port perfquery was run for (level standard, an
+ACTIVE InfiniBand port); None when it was not collected. Healthy: ``counters`` read (by
+``perfquery -x``, or by plain ``perfquery`` on an HCA without extended counters) with no MAD
+error, and no error counter increasing between two snapshots.
+
+A reading is made only of a run that exited 0: a run that failed, hung or never started has no
+reading, and ``Snapshot.run(role)`` says why (``ibdiag.command_results``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from pydantic import Field
+
+from ibdiag.facts._base import Fact
+
+
+class PmaReading(Fact):
+    """What one perfquery run printed: its counters by perfquery's (current) names.
+
+    ``mad_error``: the tool's own failure line (``ibwarn``/``iberror``: a VM without a PMA, a
+    MAD timeout) when it printed one instead of counters. ``problems``: lines the parser could
+    not make sense of (capped), e.g. "no counters found in perfquery output".
+    """
+
+    role: str  # the run it came from (ibdiag.roles.perfquery): evidence and how to find it
+    counters: Dict[str, int] = Field(default_factory=dict)  # decimal counts only
+    mad_error: Optional[str] = None
+    problems: List[str] = Field(default_factory=list)
+
+
+class PortPma(Fact):
+    """A port's perfquery readings; each None when its run did not succeed (or did not run).
+
+    - ``counters``: the PortCounters, from ``perfquery -x`` (role ``perfquery-x <target>``) or,
+      when -x did not succeed, its fallback plain ``perfquery`` (``perfquery-basic <target>``):
+      the error counters and the data/packet counters.
+    - ``rcv_error_details``: ``perfquery -E`` PortRcvErrorDetails (local physical vs malformed
+      vs overrun receive errors).
+    - ``xmit_data_sl``: ``perfquery -X`` PortXmitDataSL (transmit data per service level, in
+      4-byte words; optional: old firmware lacks it).
+    """
+
+    counters: Optional[PmaReading] = None
+    rcv_error_details: Optional[PmaReading] = None
+    xmit_data_sl: Optional[PmaReading] = None
