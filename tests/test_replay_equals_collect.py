@@ -70,3 +70,19 @@ def test_replayed_bundle_is_the_live_snapshot_at_level_standard(name, tmp_path):
         assert opened.problems == []
         replayed = replay(opened)
     assert_same_snapshot(replayed, live)
+    _assert_typed_fields_were_filled(live)
+
+
+def _assert_typed_fields_were_filled(snap) -> None:
+    """The equality above is not an empty one: every family's typed fields hold the captures."""
+    active = [port for dev in snap.devices for port in dev.ports
+              if port.state == 4 and port.is_infiniband]  # fmt: skip
+    for port in active:
+        assert port.perfquery is not None and port.perfquery.counters is not None
+        assert port.perfquery.counters.counters["SymbolErrorCounter"] >= 0
+        assert port.perfquery.rcv_error_details is not None
+    netdevs = [port.netdev for dev in snap.devices for port in dev.ports if port.netdev]
+    assert all(netdev.ethtool is not None and netdev.ethtool.counters for netdev in netdevs)
+    assert snap.kernel_log is not None and snap.kernel_log.findings
+    assert snap.inventory is not None and snap.inventory.ibstat.cas
+    assert snap.inventory.ibv_devinfo.cas
