@@ -14,7 +14,7 @@ from ibdiag.thresholds import Thresholds
 class _Attempt:
     """One recorded run: the client (where the traffic starts), the server, what it gave."""
 
-    client: object  # ibdiag.sources.parsers.perftest.RecordedLoopback
+    client: object  # ibdiag.sources.active.RecordedLoopback
     server: Optional[object]
     client_run: CommandRun
     gbps: Optional[float]
@@ -23,13 +23,14 @@ class _Attempt:
 
 def _attempts(snap: Snapshot) -> Dict[Tuple[str, int], List[_Attempt]]:
     """(client device, port) -> its runs in attempt order (the retry uses a higher TCP port)."""
-    from ibdiag.sources.parsers.perftest import parse_perftest, read_loopback_argv
+    from ibdiag.sources.active import read_loopback_argv
+    from ibdiag.sources.parsers.perftest import parse_perftest
 
     sides: Dict[int, Dict[str, Tuple[object, CommandRun]]] = {}
     for run in snap.commands.values():
         info = read_loopback_argv(run.argv)
         if info is not None:
-            sides.setdefault(info.tcp_port, {})[info.role] = (info, run)
+            sides.setdefault(info.tcp_port, {})[info.side] = (info, run)
     found: Dict[Tuple[str, int], List[_Attempt]] = {}
     for tcp_port in sorted(sides):
         if "client" not in sides[tcp_port]:

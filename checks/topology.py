@@ -143,7 +143,8 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     an HCA reported on the wrong NUMA node is a firmware (ACPI SRAT) problem.
     """
     from ibdiag.command_results import symptom, symptom_result, usable_run
-    from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
+    from ibdiag.sources.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+    from ibdiag.sources.plan import nvidia_smi_topo_argv
 
     if snap.gpus is not None and not snap.gpus:
         yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node")
