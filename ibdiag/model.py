@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from ibdiag.facts.loopback import LoopbackAttempt
+from ibdiag.facts.topology import GpuTopology
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
@@ -234,6 +236,8 @@ class Snapshot(_Model):
     gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)
     kernel_modules: Optional[List[str]] = None  # loaded modules (None: not collected)
     commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
+    gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m (None: not run)
+    loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts (None: none ran)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing

@@ -277,6 +277,34 @@ def test_a_bundle_from_before_roles_gets_its_loopback_roles_back():
     assert active.loopback_role_before_roles(lone_server, [*argvs, lone_server]) is None
 
 
+def test_a_bundle_replays_the_typed_loopback_and_gpu_topology_of_the_live_run(run_cli, node):
+    """Pairs, a retry, GPUDirect RDMA: the bundle's report.json (the live Snapshot) and its
+    replay by `ibdiag report` hold the same typed fields, parsed by the same interpreters."""
+    write_nvidia_gpus(node["sys"], 8)
+    node["bin"].add("nvidia-smi", S.prints(TOPO_RAIL))
+    Path(node["state"], "mlx5_1.1.out").write_text(Path(HALF_RATE).read_text())
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text('perftest_duration_s = 1\nperftest_gdr = true\nperftest_pairing = "pairs"\n')
+    out = node["tmp"] / "out"
+    made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--config", str(config),
+                   "-o", str(out))  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    (bundle,) = out.iterdir()
+    live = json.loads((bundle / "report.json").read_text())["snapshot"]
+    replayed = json.loads(run_cli("report", str(bundle), "--json").stdout)["snapshot"]
+    assert [(a["client_device"], a["server_device"], a["attempt"], a["gpu"], a["server_gpu"])
+            for a in live["loopback"]] == [
+        ("mlx5_0", "mlx5_1", 1, 0, 1), ("mlx5_1", "mlx5_0", 1, 1, 0), ("mlx5_1", "mlx5_0", 2, 1, 0),
+    ]  # fmt: skip
+    assert [round(a["gbps"], 1) for a in live["loopback"]] == [201.8, 98.0, 201.8]
+    assert live["gpu_topology"]["rails"][:2] == [
+        {"gpu": "GPU0", "nic": "mlx5_0", "link": "PIX"},
+        {"gpu": "GPU1", "nic": "mlx5_1", "link": "PIX"},
+    ]
+    assert replayed["loopback"] == live["loopback"]
+    assert replayed["gpu_topology"] == live["gpu_topology"]
+
+
 def test_garbage_or_a_crash_from_ib_write_bw_fails_without_a_traceback(run_cli, node):
     Path(node["state"], "mlx5_0.1.sh").write_text("head -c 300 /dev/urandom\nexit 0\n")
     Path(node["state"], "mlx5_0.2.sh").write_text("kill -SEGV $$\n")

@@ -28,9 +28,10 @@ started, with the reason; a retry is only started while time is left.
 
 Every process is recorded as a CommandRun with the role it was planned for (``loopback client
 mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
-perftest check reads device, port, TCP port and GPU back from the argv
-(``parsers.perftest.read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests
-check finds its run by role alone, whatever the configured program is called.
+interpret step turns the loopback runs into ``Snapshot.loopback`` (``interpret.loopback``:
+ports and attempt from the roles, TCP port and GPU read back from what ran by
+``read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests check finds its
+run by role alone, whatever the configured program is called.
 """
 
 from __future__ import annotations
@@ -445,12 +446,13 @@ def _not_started(test: LoopbackTest, thresholds: Thresholds, limits: Limits):
 
 
 def client_gbps(run: CommandRun) -> Optional[float]:
-    """The average Gb/s a client run reported, or None."""
-    from ibdiag.sources.parsers.perftest import parse_perftest
+    """The average Gb/s a client run reported, or None: read as the Snapshot's loopback
+    field reads it (``interpret.loopback``)."""
+    from ibdiag.sources.interpret.loopback import perftest_output
 
     if not (run.stdout or run.stderr):
         return None
-    return parse_perftest(f"{run.stdout}\n{run.stderr}").average_gbps
+    return perftest_output(run).average_gbps
 
 
 def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits, budget=None):
