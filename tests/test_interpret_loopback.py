@@ -1,15 +1,19 @@
 """ib_write_bw runs -> ``Snapshot.loopback``: runs found by role, perftest's real captures
-(../shared/fixtures/perftest) as what the client printed."""
+(../shared/fixtures/perftest) as what the client printed, and the perftest check reading the
+field alone."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import capture_names, read_capture
+from snapshots import EDR, device, port, run, snapshot
 from test_parsers_perftest import FACTS as PERFTEST_FACTS
 
 from ibdiag import roles
 from ibdiag.facts.loopback import LoopbackAttempt
-from ibdiag.model import CommandRun
+from ibdiag.model import CommandRun, Snapshot
 from ibdiag.sources import active
 from ibdiag.sources.interpret import interpret
 from ibdiag.sources.interpret.loopback import read_loopback
@@ -130,3 +134,52 @@ def test_the_roles_read_back():
     )
     for other in (None, "", roles.NCCL_TESTS, "loopback client mlx5_0 attempt 1"):
         assert roles.read_loopback(other) is None
+
+
+def _graded(commands) -> Snapshot:
+    """A Snapshot of two HDR HCAs with ``commands`` interpreted, through JSON and back."""
+    fields = interpret({"problems": {}}, commands)
+    snap = snapshot([device("mlx5_0"), device("mlx5_1")]).model_copy(
+        update={"commands": commands, "loopback": fields["loopback"]}
+    )
+    return Snapshot.model_validate(json.loads(snap.model_dump_json()))
+
+
+def test_the_check_reads_the_field_alone():
+    healthy, half = read_capture(KIND, HEALTHY), read_capture(KIND, HALF_RATE)
+    commands = {}
+    tests = [
+        active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, client_pin=NUMACTL_1),
+        active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516),
+        active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2),
+    ]
+    for test, output in zip(tests, (healthy, half, half)):
+        commands.update(recorded(test, ran(output), ran(SERVER_WAITING)))
+    snap = _graded(commands)
+    assert snap.loopback == read_loopback(commands)
+    results = {r.target: r for r in run("perftest.bandwidth", snap)}
+    assert results["mlx5_0:1"].status.value == "pass"
+    assert results["mlx5_0:1"].message == (
+        "201.8 Gb/s >= 180 (90% of the 200 Gb/s link rate) to mlx5_1:1, GPU 0 (GPUDirect RDMA)"
+    )
+    assert results["mlx5_0:1"].evidence == [" ".join(tests[0].argv(Thresholds(), "client"))]
+    assert results["mlx5_1:1"].status.value == "fail"
+    assert results["mlx5_1:1"].message == (
+        "98.0 Gb/s < 180 (90% of the 200 Gb/s link rate) to mlx5_0:1; runs: 98.0; 98.0 Gb/s"
+    )
+    # the commands' text is not read again: without the field there is nothing to grade
+    bare = snap.model_copy(update={"loopback": None})
+    (skipped,) = run("perftest.bandwidth", bare)
+    assert skipped.status.value == "skip" and "no ib_write_bw ran" in skipped.message
+
+
+def test_the_check_takes_the_slower_port_of_a_pair():
+    slow = device("mlx5_1", ports=[port(1, rate_text=EDR)])
+    test = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
+    commands = recorded(test, ran(read_capture(KIND, HEALTHY)), ran(SERVER_WAITING))
+    fields = interpret({"problems": {}}, commands)
+    snap = snapshot([device("mlx5_0"), slow]).model_copy(
+        update={"commands": commands, "loopback": fields["loopback"]}
+    )
+    (result,) = run("perftest.bandwidth", snap)
+    assert "(90% of the 100 Gb/s link rate) to mlx5_1:1" in result.message, result

@@ -1,15 +1,19 @@
 """nvidia-smi topo -m -> ``Snapshot.gpu_topology``: the run found by role, the real captures in
-../shared/fixtures/nvidia_smi_topo (facts written by hand in test_parsers_nvidia_smi_topo)."""
+../shared/fixtures/nvidia_smi_topo (facts written by hand in test_parsers_nvidia_smi_topo),
+and the topology.gpu_hca check reading the field alone."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import capture_names, read_capture
+from snapshots import device, devices, pci, run, snapshot
 from test_parsers_nvidia_smi_topo import FACTS, GPUS
 
 from ibdiag import roles
 from ibdiag.facts.topology import GpuNic, GpuTopology
-from ibdiag.model import CommandRun
+from ibdiag.model import CommandRun, Pci, Snapshot
 from ibdiag.sources.interpret import interpret
 from ibdiag.sources.interpret.topology import read_gpu_topology
 
@@ -100,3 +104,60 @@ def test_a_failed_run_is_its_failure_and_nothing_is_parsed():
 def test_not_run_is_none():
     assert read_gpu_topology({}) is None
     assert read_gpu_topology(commands(read_capture(KIND, RAIL), role=None)) is None
+
+
+# -- the check reads the field -----------------------------------------------------------------
+
+
+def _node(text: str, numa=None) -> Snapshot:
+    """Eight HCAs (NUMA node 0, or ``numa[name]``) and eight GPUs, ``text`` interpreted."""
+    numa = numa or {}
+    hcas = [
+        device(f"mlx5_{n}", pci=pci(f"0000:{0x10 + n:02x}:00.0", numa_node=numa.get(n, 0)))
+        for n in range(8)
+    ]
+    runs = commands(text)
+    gpus = [Pci(address=f"0000:{0x40 + n:02x}:00.0", vendor_id="0x10de") for n in range(8)]
+    snap = snapshot(hcas).model_copy(
+        update={
+            "commands": runs,
+            "gpus": gpus,
+            "gpu_topology": interpret({"problems": {}}, runs)["gpu_topology"],
+        }
+    )
+    return Snapshot.model_validate(json.loads(snap.model_dump_json()))
+
+
+def test_the_check_pairs_each_gpu_with_its_rail_hca():
+    snap = _node(read_capture(KIND, RAIL), numa={n: 0 if n < 4 else 1 for n in range(8)})
+    results = {r.target: r for r in run("topology.gpu_hca", snap)}
+    assert set(results) == {f"mlx5_{n}" for n in range(8)}
+    for n in range(8):
+        assert results[f"mlx5_{n}"].status.value == "pass"
+        assert results[f"mlx5_{n}"].message == f"nearest GPU GPU{n} (PIX)"
+        assert results[f"mlx5_{n}"].evidence == ["nvidia-smi topo -m"]
+
+
+def test_the_check_warns_for_an_hca_on_another_numa_node_and_an_unpaired_gpu():
+    snap = _node(_without_gpu3_rail(read_capture(KIND, RAIL)), numa={n: 1 for n in range(8)})
+    results = {r.target: r for r in run("topology.gpu_hca", snap)}
+    assert results["mlx5_0"].status.value == "warn"
+    assert results["mlx5_0"].message == "paired with GPU0 (PIX) but on NUMA node 1, GPU0 on 0"
+    assert results["mlx5_4"].status.value == "pass"
+    assert results["GPU3"].status.value == "warn"
+    assert results["GPU3"].message == (
+        "no HCA on its PCIe switch (nearest HCA mlx5_0 is NODE away): GPUDirect RDMA goes "
+        "through the CPU"
+    )
+
+
+def test_the_check_without_the_field_says_not_collected():
+    snap = _node(read_capture(KIND, RAIL)).model_copy(update={"gpu_topology": None})
+    (result,) = run("topology.gpu_hca", snap)
+    assert result.status.value == "skip"
+    assert result.message == (
+        "no GPU topology: `nvidia-smi topo -m` was not collected (level quick, or an older bundle)"
+    )
+    no_gpu = snapshot(devices(1)).model_copy(update={"gpus": []})
+    (result,) = run("topology.gpu_hca", no_gpu)
+    assert result.message == "no NVIDIA GPU on this node"
