@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.thresholds import Thresholds
@@ -12,48 +13,37 @@ from ibdiag.thresholds import Thresholds
 
 @dataclass(frozen=True)
 class _Attempt:
-    """One recorded run: the client (where the traffic starts), the server, what it gave."""
+    """One attempt as recorded (``Snapshot.loopback``) and its client run: where the traffic
+    started, whether it ran at all, how long it took (the evidence names it)."""
 
-    client: object  # ibdiag.sources.parsers.perftest.RecordedLoopback
-    server: Optional[object]
-    client_run: CommandRun
-    gbps: Optional[float]
-    why_not: str  # when gbps is None: the first error line either side printed
+    fact: LoopbackAttempt
+    client_run: Optional[CommandRun]  # None: not in the Snapshot's commands (hand-built)
+
+    @property
+    def evidence(self) -> str:
+        run = self.client_run
+        return " ".join(run.argv) if run is not None else self.fact.client_role
+
+    @property
+    def skipped(self) -> bool:
+        return self.client_run is not None and bool(self.client_run.skipped)
 
 
 def _attempts(snap: Snapshot) -> Dict[Tuple[str, int], List[_Attempt]]:
-    """(client device, port) -> its runs in attempt order (the retry uses a higher TCP port)."""
-    from ibdiag.sources.parsers.perftest import parse_perftest, read_loopback_argv
-
-    sides: Dict[int, Dict[str, Tuple[object, CommandRun]]] = {}
-    for run in snap.commands.values():
-        info = read_loopback_argv(run.argv)
-        if info is not None:
-            sides.setdefault(info.tcp_port, {})[info.role] = (info, run)
+    """(client device, port) -> its attempts in order, ports in the order they were tested."""
     found: Dict[Tuple[str, int], List[_Attempt]] = {}
-    for tcp_port in sorted(sides):
-        if "client" not in sides[tcp_port]:
-            continue
-        client, client_run = sides[tcp_port]["client"]
-        server, server_run = sides[tcp_port].get("server", (None, None))
-        parsed = parse_perftest(f"{client_run.stdout}\n{client_run.stderr}")
-        why_not = ""
-        if parsed.average_gbps is None:
-            errors = list(parsed.errors)
-            if server_run is not None:
-                errors += parse_perftest(f"{server_run.stdout}\n{server_run.stderr}").errors
-            why_not = errors[0] if errors else (client_run.failure() or "no result row")
-        attempt = _Attempt(client, server, client_run, parsed.average_gbps, why_not)
-        found.setdefault((client.device, client.port), []).append(attempt)
-    return found
+    for fact in snap.loopback or []:
+        attempt = _Attempt(fact, snap.run(fact.client_role))
+        found.setdefault((fact.client_device, fact.client_port), []).append(attempt)
+    return {port: sorted(runs, key=lambda a: a.fact.attempt) for port, runs in found.items()}
 
 
 def _route(attempt: _Attempt) -> str:
     """ " to mlx5_1:1" when the server was another HCA port; "" for a self loopback."""
-    server, client = attempt.server, attempt.client
-    if server is None or (server.device, server.port) == (client.device, client.port):
+    fact = attempt.fact
+    if fact.server is None or fact.server == fact.client:
         return ""
-    return f" to {server.device}:{server.port}"
+    return f" to {fact.server}"
 
 
 @check(
@@ -86,27 +76,29 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         return
     for (device, number), recorded in tests.items():
         target = f"{device}:{number}"
-        evidence = [" ".join(attempt.client_run.argv) for attempt in recorded]
-        attempts = [attempt for attempt in recorded if not attempt.client_run.skipped]
-        not_run = [attempt.client_run for attempt in recorded if attempt.client_run.skipped]
+        evidence = [attempt.evidence for attempt in recorded]
+        attempts = [attempt for attempt in recorded if not attempt.skipped]
+        not_run = [attempt.client_run for attempt in recorded if attempt.skipped]
         if not attempts:  # the deadline left no time for it
             yield Result(target=target, status=Status.SKIP, evidence=evidence,
                          message=str(not_run[0].failure()))  # fmt: skip
             continue
-        if attempts[-1].client_run.not_found:
+        last_run = attempts[-1].client_run
+        if last_run is not None and last_run.not_found:
             yield Result(target=target, status=Status.SKIP, evidence=evidence,
                          message="ib_write_bw is not installed (package perftest)")  # fmt: skip
             continue
-        gpu = attempts[0].client.gpu
+        gpu = attempts[0].fact.gpu
         rate = _link_rate(snap, device, number)
-        server = attempts[0].server
-        if server is not None and rate is not None:  # pairs: the slower port sets the floor
-            server_rate = _link_rate(snap, server.device, server.port)
+        first = attempts[0].fact
+        if first.server_device is not None and first.server_port is not None and rate is not None:
+            # pairs: the slower port sets the floor
+            server_rate = _link_rate(snap, first.server_device, first.server_port)
             rate = None if server_rate is None else min(rate, server_rate)
         floor, source = perftest_floor(rate, th, gpu is not None)
         where = _route(attempts[0]) + (f", GPU {gpu} (GPUDirect RDMA)" if gpu is not None else "")
-        numbers = [attempt.gbps for attempt in attempts if attempt.gbps is not None]
-        cut = [a.client_run for a in attempts if _cut_short(a.client_run, th)]
+        numbers = [attempt.fact.gbps for attempt in attempts if attempt.fact.gbps is not None]
+        cut = [a.client_run for a in attempts if a.client_run and _cut_short(a.client_run, th)]
         if not numbers and cut:  # killed by --deadline or --command-timeout: no verdict
             yield Result(
                 target=target,
@@ -124,14 +116,15 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 target=target,
                 status=Status.FAIL,
                 message=f"ib_write_bw{where} gave no bandwidth in {len(attempts)} run(s): "
-                f"{attempts[-1].why_not}",
+                f"{attempts[-1].fact.why_not}",
                 expected=floor,
                 hint="run it by hand: ib_write_bw -d DEV & ib_write_bw -d DEV localhost",
                 evidence=evidence,
             )
             continue
         best = max(numbers)
-        runs = "; ".join("none" if a.gbps is None else f"{a.gbps:.1f}" for a in attempts)
+        gbps = [attempt.fact.gbps for attempt in attempts]
+        runs = "; ".join("none" if value is None else f"{value:.1f}" for value in gbps)
         retried = f"; runs: {runs} Gb/s" if len(attempts) > 1 else ""
         if floor is None:
             yield Result(target=target, status=Status.PASS, observed=best, evidence=evidence,

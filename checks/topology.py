@@ -10,6 +10,7 @@ from ibdiag.targets import graded_devices, graded_ports, is_infiniband
 from ibdiag.thresholds import Thresholds
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+TOPO_COMMAND = "nvidia-smi topo -m"  # named in messages and evidence when it was not run
 
 
 @check("topology.numa", title="Each HCA's NUMA node is known", needs={"sysfs", "topology"},
@@ -142,39 +143,40 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: check the BIOS PCIe/ACS settings and that every HCA is present (hca.inventory);
     an HCA reported on the wrong NUMA node is a firmware (ACPI SRAT) problem.
     """
-    from ibdiag.command_results import symptom, symptom_result, usable_run
-    from ibdiag.sources.parsers.nvidia_smi_topo import nvidia_smi_topo_argv, parse_nvidia_smi_topo
+    from ibdiag.command_results import symptom, symptom_result
 
     if snap.gpus is not None and not snap.gpus:
         yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node")
         return
-    argv = nvidia_smi_topo_argv()
-    run, why = usable_run(snap, argv)
-    if run is None:
-        failed = snap.command(argv)
-        what = symptom(failed)  # hung or crashed: a GPU fallen off the bus, a stuck driver
-        if failed is not None and what:
-            yield symptom_result("node", failed, what, "this node", "a hung NVIDIA driver or "
+    topology = snap.gpu_topology
+    if topology is None:
+        yield Result(target="node", status=Status.SKIP, evidence=[TOPO_COMMAND],
+                     message=f"no GPU topology: `{TOPO_COMMAND}` was not collected (level quick, "
+                     "or an older bundle)")  # fmt: skip
+        return
+    run = snap.run(topology.role)
+    evidence = [" ".join(run.argv) if run is not None else TOPO_COMMAND]
+    if topology.failure is not None:
+        what = symptom(run)  # hung or crashed: a GPU fallen off the bus, a stuck driver
+        if run is not None and what:
+            yield symptom_result("node", run, what, "this node", "a hung NVIDIA driver or "
                                  "a GPU fallen off the bus?", "nvidia-smi -q; the kernel log "
                                  "for Xid errors")  # fmt: skip
             return
-        yield Result(target="node", status=Status.SKIP, message=f"no GPU topology: {why}",
-                     evidence=[" ".join(argv)])  # fmt: skip
+        yield Result(target="node", status=Status.SKIP, evidence=evidence,
+                     message=f"no GPU topology: {topology.failure}")  # fmt: skip
         return
-    matrix = parse_nvidia_smi_topo(run.stdout)
-    evidence = [" ".join(argv)]
-    if matrix.error or not matrix.gpus:
-        reason = matrix.error or "no GPU in its matrix"
+    if topology.error or not topology.gpus:
+        reason = topology.error or "no GPU in its matrix"
         yield Result(target="node", status=Status.SKIP, message=f"nvidia-smi topo -m: {reason}",
                      evidence=evidence)  # fmt: skip
         return
     graded = {dev.name: dev for dev in graded_devices(snap, th)}
-    pairing = matrix.gpu_nic_pairs()
-    for pair in pairing.pairs:
+    for pair in topology.rails:
         dev = graded.get(pair.nic)
         if dev is None:
             continue  # an ignored or absent HCA (hca.inventory says which)
-        gpu_numa = matrix.numa_affinity.get(pair.gpu)
+        gpu_numa = topology.numa_affinity.get(pair.gpu)
         hca_numa = dev.pci.numa_node if dev.pci else None
         if gpu_numa is not None and hca_numa is not None and hca_numa >= 0 and gpu_numa != hca_numa:
             yield Result(
@@ -190,9 +192,9 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             continue
         yield Result(target=dev.name, status=Status.PASS, evidence=evidence,
                      message=f"nearest GPU {pair.gpu} ({pair.link})")  # fmt: skip
-    for gpu in pairing.unpaired_gpus:
-        nearest = matrix.nearest_nic(gpu)
-        via = f"nearest HCA {nearest[0]} is {nearest[1]} away" if nearest else "no HCA listed"
+    for gpu in topology.unpaired_gpus:
+        nearest = topology.nearest_nic(gpu)
+        via = f"nearest HCA {nearest.nic} is {nearest.link} away" if nearest else "no HCA listed"
         yield Result(
             target=gpu,
             status=Status.WARN,

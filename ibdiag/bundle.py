@@ -57,13 +57,12 @@ from ibdiag.bundle_archive import (
 from ibdiag.bundle_manifest import (
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
-    CommandEntry,
     Manifest,
     ManifestError,
     load_manifest,
     safe_relpath,
 )
-from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot, command_key
+from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import Recording, SysfsReader, decode_attribute, natural_key
 
@@ -687,25 +686,6 @@ def _replay_inspector(opened: OpenedBundle) -> Optional[List[InspectorFile]]:
     ]
 
 
-def _role_before_roles(
-    entry: CommandEntry, thresholds: Mapping[str, Any], planned: Mapping[str, str]
-) -> Optional[str]:
-    """The role of a run in a bundle written before runs kept their role, the one place a run
-    is known by its argv: a read-only command by the argv today's plan gives it on the
-    bundle's devices (``plan.roles_by_argv``); the nccl-tests run as the one whose argv holds
-    the program the bundle's thresholds configured (``nccl_tests``; ibdiag put it in the argv
-    as is, after any launcher); any other run's role is unknown."""
-    from ibdiag import roles
-
-    role = planned.get(command_key(list(entry.argv)))
-    if role is not None:
-        return role
-    program = thresholds.get("nccl_tests")
-    if isinstance(program, str) and program and program in entry.argv:
-        return roles.NCCL_TESTS
-    return None
-
-
 def replay(opened: OpenedBundle) -> Snapshot:
     """The Snapshot the live run built, rebuilt from the bundle's raw files and command outputs.
 
@@ -723,15 +703,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
     proc_reader = BundleReader(opened, "proc", header.procfs_root)
     fields = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
     commands: Dict[str, CommandRun] = {}
-    planned: Optional[Mapping[str, str]] = None
     for entry in manifest.commands:
         data = {name: getattr(entry, name) for name in _RUN_FIELDS}
-        if "role" not in entry.model_fields_set:  # written before roles were recorded
-            if planned is None:
-                from ibdiag.sources.plan import roles_by_argv
-
-                planned = roles_by_argv(fields["devices"], set(sources), fields.get("gpus"))
-            data["role"] = _role_before_roles(entry, manifest.thresholds or {}, planned)
         data["stdout"] = _read_stream(opened, entry.stdout_file)
         data["stderr"] = _read_stream(opened, entry.stderr_file)
         run = CommandRun.model_construct(**data)  # every field typed by the manifest's model
@@ -743,6 +716,10 @@ def replay(opened: OpenedBundle) -> Snapshot:
         nccl_inspector_dir=header.nccl_inspector_dir,
         nccl_inspector=_replay_inspector(opened),
     )
+    from ibdiag.sources.legacy_roles import restore_roles  # a bundle from before roles
+
+    program = (manifest.thresholds or {}).get("nccl_tests")
+    commands = restore_roles(commands, fields["devices"], set(sources), fields["gpus"], program)
     if commands or fields.get("nccl_inspector") is not None:
         from ibdiag.sources.interpret import interpret
 

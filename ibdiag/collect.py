@@ -233,20 +233,14 @@ def _run_active(
 
 
 def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]:
-    """HCA name -> index of its GPU (PIX/PXB rail pairing), from nvidia-smi topo -m if it ran."""
-    from ibdiag import roles
-    from ibdiag.sources.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+    """HCA name -> index of its GPU (PIX/PXB rail pairing), from nvidia-smi topo -m if it ran:
+    the interpreter's reading (``interpret.topology``), the one that fills the Snapshot."""
+    from ibdiag.sources.interpret.topology import read_gpu_topology
 
-    run = next((run for run in commands.values() if run.role == roles.GPU_TOPOLOGY), None)
-    matrix = parse_nvidia_smi_topo(run.stdout) if run is not None and run.succeeded else None
     # The one-to-one rail pairing, not each HCA's nearest GPU: on a DGX A100 two HCAs share
     # a PCIe switch with two GPUs, and two loopbacks on one GPU would halve both.
-    by_hca = {}
-    for pair in matrix.gpu_nic_pairs().pairs if matrix is not None else []:
-        digits = pair.gpu[len("GPU") :]
-        if digits.isdigit():
-            by_hca[pair.nic] = int(digits)
-    return by_hca.get
+    topology = read_gpu_topology(commands)
+    return (topology.rail_gpus() if topology is not None else {}).get
 
 
 def _read_inspector(thresholds, problems) -> Dict[str, Any]:

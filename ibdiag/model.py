@@ -27,7 +27,9 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
+from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.facts.perfquery import PortPma
+from ibdiag.facts.topology import GpuTopology
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
@@ -240,6 +242,8 @@ class Snapshot(_Model):
     gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)
     kernel_modules: Optional[List[str]] = None  # loaded modules (None: not collected)
     commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
+    gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m (None: not run)
+    loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts (None: none ran)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
     kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings (None: not run)

@@ -12,6 +12,9 @@ here. This module imports nothing of ibdiag's, so a check may use it at no cost.
 
 from __future__ import annotations
 
+import re
+from typing import NamedTuple, Optional
+
 # perfquery modes: "x" extended PortCounters, "basic" plain PortCounters (the fallback when -x
 # fails), "E" PortRcvErrorDetails, "X" PortXmitDataSL.
 PERFQUERY_MODES = ("x", "basic", "E", "X")
@@ -44,3 +47,34 @@ def loopback_client(target: str, attempt: int) -> str:
 def loopback_server(server: str, client_target: str, attempt: int) -> str:
     """The ib_write_bw server on ``server`` that ``client_target``'s attempt writes to."""
     return f"loopback server {server} for {client_target} attempt {attempt}"
+
+
+class LoopbackRole(NamedTuple):
+    """What a loopback role says: ``side`` "client" or "server", the client's port (the test's
+    target), the server's port (None in a client's role: it does not name it), the attempt."""
+
+    side: str
+    client: str
+    server: Optional[str]
+    attempt: int
+
+
+_PORT = r"\S+:\d{1,3}"  # mlx5_0:1, as Device.target names a port
+_ATTEMPT = r"attempt (?P<attempt>\d{1,6})"
+_LOOPBACK_CLIENT = re.compile(rf"loopback client (?P<client>{_PORT}) {_ATTEMPT}")
+_LOOPBACK_SERVER = re.compile(
+    rf"loopback server (?P<server>{_PORT}) for (?P<client>{_PORT}) {_ATTEMPT}"
+)
+
+
+def read_loopback(role: Optional[str]) -> Optional[LoopbackRole]:
+    """The parts of a role ``loopback_client``/``loopback_server`` built; None for any other."""
+    if not role:
+        return None
+    match = _LOOPBACK_CLIENT.fullmatch(role)
+    if match is not None:
+        return LoopbackRole("client", match["client"], None, int(match["attempt"]))
+    match = _LOOPBACK_SERVER.fullmatch(role)
+    if match is not None:
+        return LoopbackRole("server", match["client"], match["server"], int(match["attempt"]))
+    return None

@@ -17,7 +17,7 @@ import stubs as S
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
 from ibdiag.sources import active
-from ibdiag.sources.parsers import perftest
+from ibdiag.thresholds import Thresholds
 
 HEALTHY = S.fixture(
     "perftest", "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-interleaved.txt"
@@ -228,14 +228,89 @@ def test_levels_below_full_move_no_traffic(run_cli, node):
     assert not [c for c in node["bin"].calls() if c.startswith("ib_write_bw")]
 
 
+NUMACTL_0 = ("numactl", "--cpunodebind=0", "--membind=0")
+
+
 def test_read_loopback_argv_reads_back_what_plan_built():
     argv = ["numactl", "--cpunodebind=1", "--membind=1", "ib_write_bw", "-d", "mlx5_3", "-i", "2",
             "-p", "18600", "--report_gbits", "-s", "65536", "-D", "5", "-q", "1", "-F",
             "--use_cuda=5", "localhost"]  # fmt: skip
-    info = perftest.read_loopback_argv(argv)
-    assert info == perftest.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
-    assert perftest.read_loopback_argv(["perfquery", "-x"]) is None
-    assert perftest.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
+    info = active.read_loopback_argv(argv)
+    assert info == active.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
+    assert active.read_loopback_argv(["perfquery", "-x"]) is None
+    assert active.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
+    test = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
+                               client_pin=NUMACTL_0)  # fmt: skip
+    th = Thresholds()
+    assert active.read_loopback_argv(test.argv(th, "client")) == active.RecordedLoopback(
+        "client", "mlx5_0", 1, 18515, 0
+    )
+    assert active.read_loopback_argv(test.argv(th, "server")) == active.RecordedLoopback(
+        "server", "mlx5_1", 1, 18515, 1
+    )
+
+
+def _old_bundle_argvs():
+    """What a pairs run with one retry recorded before roles: (argv, the role it had)."""
+    th = Thresholds()
+    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, client_pin=NUMACTL_0)
+    second = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
+    retry = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
+    recorded = [(test.argv(th, side), test.role(side)) for test in (retry, second, first)
+                for side in ("server", "client")]  # fmt: skip
+    return [*recorded, (["perfquery", "-x", "-C", "mlx5_0", "-P", "1"], None)]
+
+
+def test_a_bundle_from_before_roles_gets_its_loopback_roles_back():
+    """Read together as the perftest check read them before roles: a server and its client
+    share a TCP port; a port's attempts go in TCP port order; pinning prefixes are skipped."""
+    from ibdiag.model import command_key
+
+    recorded = _old_bundle_argvs()
+    argvs = [argv for argv, _ in recorded]
+    assert active.loopback_roles_before_roles(argvs) == {
+        command_key(argv): role for argv, role in recorded if role is not None
+    }
+    lone_server = ["ib_write_bw", "-d", "mlx5_0", "-i", "1", "-p", "18999"]
+    assert command_key(lone_server) not in active.loopback_roles_before_roles([*argvs, lone_server])
+    # and through the one entry point bundles and saved snapshots use
+    from ibdiag.model import CommandRun
+    from ibdiag.sources.legacy_roles import restore_roles
+
+    runs = {command_key(argv): CommandRun(argv=argv, rc=0) for argv in [*argvs, lone_server]}
+    restored = restore_roles(runs, [], {"sysfs", "perftest"})
+    assert {key: run.role for key, run in restored.items()} == {
+        **{command_key(argv): role for argv, role in recorded},
+        command_key(lone_server): None,
+    }
+
+
+def test_a_bundle_replays_the_typed_loopback_and_gpu_topology_of_the_live_run(run_cli, node):
+    """Pairs, a retry, GPUDirect RDMA: the bundle's report.json (the live Snapshot) and its
+    replay by `ibdiag report` hold the same typed fields, parsed by the same interpreters."""
+    write_nvidia_gpus(node["sys"], 8)
+    node["bin"].add("nvidia-smi", S.prints(TOPO_RAIL))
+    Path(node["state"], "mlx5_1.1.out").write_text(Path(HALF_RATE).read_text())
+    config = node["tmp"] / "ibdiag.toml"
+    config.write_text('perftest_duration_s = 1\nperftest_gdr = true\nperftest_pairing = "pairs"\n')
+    out = node["tmp"] / "out"
+    made = run_cli("collect", "--level", "full", "--sysfs", node["sys"], "--config", str(config),
+                   "-o", str(out))  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    (bundle,) = out.iterdir()
+    live = json.loads((bundle / "report.json").read_text())["snapshot"]
+    replayed = json.loads(run_cli("report", str(bundle), "--json").stdout)["snapshot"]
+    assert [(a["client_device"], a["server_device"], a["attempt"], a["gpu"], a["server_gpu"])
+            for a in live["loopback"]] == [
+        ("mlx5_0", "mlx5_1", 1, 0, 1), ("mlx5_1", "mlx5_0", 1, 1, 0), ("mlx5_1", "mlx5_0", 2, 1, 0),
+    ]  # fmt: skip
+    assert [round(a["gbps"], 1) for a in live["loopback"]] == [201.8, 98.0, 201.8]
+    assert live["gpu_topology"]["rails"][:2] == [
+        {"gpu": "GPU0", "nic": "mlx5_0", "link": "PIX"},
+        {"gpu": "GPU1", "nic": "mlx5_1", "link": "PIX"},
+    ]
+    assert replayed["loopback"] == live["loopback"]
+    assert replayed["gpu_topology"] == live["gpu_topology"]
 
 
 def test_garbage_or_a_crash_from_ib_write_bw_fails_without_a_traceback(run_cli, node):
@@ -362,8 +437,6 @@ def test_an_explicit_deadline_leaves_later_attempts_recorded_as_never_started(ru
 
 def test_without_deadline_level_full_keeps_its_own_documented_bound():
     """README "Level full": 2 x (perftest_duration_s + 31 s), + nccl_timeout_s with nccl-tests."""
-    from ibdiag.thresholds import Thresholds
-
     th = Thresholds(perftest_duration_s=5, nccl_tests="/opt/nccl-tests/all_reduce_perf")
     assert active.full_level_bound(th, perftest=True, nccl_tests=False) == 72
     assert active.full_level_bound(th, perftest=True, nccl_tests=True) == 72 + 600

@@ -55,10 +55,12 @@ def test_every_planned_argv_gets_its_role_back_and_foreign_runs_get_none():
     assert restored["perfquery -x -C mlx5_9 -P 1"].role is None
 
 
-def test_a_recorded_role_is_never_replaced():
-    run = CommandRun(argv=["ibstat"], role="inventory ibstat (site)", rc=0)
-    restored = restore_roles({run.key: run}, _devices(), NEEDS)
-    assert restored[run.key].role == "inventory ibstat (site)"
+def test_runs_recorded_with_roles_are_kept_as_they_are():
+    """A run without a role beside runs with one was recorded so (not planned by ibdiag)."""
+    site = CommandRun(argv=["ibstat"], role="inventory ibstat (site)", rc=0)
+    plain = CommandRun(argv=["ibv_devinfo"], rc=0)
+    commands = {site.key: site, plain.key: plain}
+    assert restore_roles(commands, _devices(), NEEDS) is commands
 
 
 def test_a_state_file_written_before_roles_loads_with_its_roles(tmp_path):

@@ -13,10 +13,8 @@ from conftest import capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.nvidia_smi_topo import (
-    nvidia_smi_topo_argv,
-    parse_nvidia_smi_topo,
-)
+from ibdiag.sources.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
+from ibdiag.sources.plan import nvidia_smi_topo_argv
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 KIND = "nvidia_smi_topo"

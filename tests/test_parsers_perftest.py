@@ -1,4 +1,5 @@
-"""perftest parser and argv, on every capture in ../shared/fixtures/perftest.
+"""perftest parser (and the ib_*_bw argv sources/active.py builds), on every capture in
+../shared/fixtures/perftest.
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -13,14 +14,11 @@ from conftest import capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ibdiag.sources.active import BW_TOOLS, DEFAULT_TCP_PORT, ib_write_bw_argv, perftest_bw_argv
 from ibdiag.sources.parsers.perftest import (
-    BW_TOOLS,
-    DEFAULT_TCP_PORT,
     UNIT_TO_GBPS,
-    ib_write_bw_argv,
     parse_perftest,
     parse_perftest_runs,
-    perftest_bw_argv,
     to_gbps,
 )
 

@@ -28,19 +28,21 @@ started, with the reason; a retry is only started while time is left.
 
 Every process is recorded as a CommandRun with the role it was planned for (``loopback client
 mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
-perftest check reads device, port, TCP port and GPU back from the argv
-(``parsers.perftest.read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests
-check finds its run by role alone, whatever the configured program is called.
+interpret step turns the loopback runs into ``Snapshot.loopback`` (``interpret.loopback``:
+ports and attempt from the roles, TCP port and GPU read back from what ran by
+``read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests check finds its
+run by role alone, whatever the configured program is called.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ibdiag.bandwidth import below_floor, perftest_floor
 from ibdiag.model import CommandRun, Device
@@ -97,6 +99,186 @@ def _unlimited() -> Limits:
     return Limits(started_at=time.monotonic(), deadline_s=float("inf"))
 
 
+# ------------------------------------------------------------------------- ib_*_bw argv
+
+DEFAULT_TCP_PORT = 18515  # perftest's DEF_PORT
+BW_TOOLS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw")
+
+
+def perftest_bw_argv(
+    tool: str,
+    device: str,
+    ib_port: int,
+    tcp_port: int = DEFAULT_TCP_PORT,
+    *,
+    size: int = 65536,
+    duration_s: int = 5,
+    qps: int = 1,
+    use_cuda: Optional[int] = None,
+    server: Optional[str] = None,
+    report_gbits: bool = True,
+    ignore_cpu_freq: bool = True,
+) -> List[str]:
+    """The argv of one side of an ``ib_*_bw`` run on local ``device``/``ib_port``.
+
+    ``server=None`` gives the server side (it listens on ``tcp_port``); ``server="localhost"``
+    (or a host) the client that connects to it. Both sides need the same size/duration/qps.
+    ``-F`` (``ignore_cpu_freq``) stops perftest from refusing to report ("Can't produce a
+    report") on a host whose CPU frequency is not pinned. ``use_cuda``: GPU index for
+    GPUDirect RDMA (``--use_cuda=N``; needs a CUDA-enabled perftest build). Raises ValueError on
+    a bad argument (names come from sysfs or config: a bad one is a programming error).
+    """
+    if tool not in BW_TOOLS:
+        raise ValueError(f"unknown perftest BW tool {tool!r}; one of {list(BW_TOOLS)}")
+    if not isinstance(device, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", device):
+        raise ValueError(f"not an RDMA device name: {device!r}")
+    if device.startswith("-"):
+        raise ValueError(f"device name looks like an option: {device!r}")
+    _check_int("ib_port", ib_port, 1, 255)
+    _check_int("tcp_port", tcp_port, 1, 65535)
+    _check_int("size", size, 1, 2**31)
+    _check_int("duration_s", duration_s, 1, 3600)
+    _check_int("qps", qps, 1, 16384)
+    if use_cuda is not None:
+        _check_int("use_cuda", use_cuda, 0, 1023)
+    if server is not None and (
+        not isinstance(server, str)
+        or not re.fullmatch(r"[A-Za-z0-9_.:%-]{1,255}", server)
+        or server.startswith("-")
+    ):
+        raise ValueError(f"not a host name or address: {server!r}")
+    argv = [tool, "-d", device, "-i", str(ib_port), "-p", str(tcp_port)]
+    if report_gbits:
+        argv.append("--report_gbits")
+    if tool != "ib_atomic_bw":  # atomics have a fixed 8-byte size; -s is not an option there
+        argv += ["-s", str(size)]
+    argv += ["-D", str(duration_s), "-q", str(qps)]
+    if ignore_cpu_freq:
+        argv.append("-F")
+    if use_cuda is not None:
+        argv.append(f"--use_cuda={use_cuda}")
+    if server is not None:
+        argv.append(server)
+    return argv
+
+
+def ib_write_bw_argv(
+    device: str,
+    ib_port: int,
+    tcp_port: int = DEFAULT_TCP_PORT,
+    size: int = 65536,
+    duration_s: int = 5,
+    qps: int = 1,
+    use_cuda: Optional[int] = None,
+    server: Optional[str] = None,
+) -> List[str]:
+    """``ib_write_bw -d DEV -i PORT -p TCP --report_gbits -s SIZE -D SECS -q QPS -F
+    [--use_cuda=N] [SERVER]`` (see ``perftest_bw_argv``)."""
+    return perftest_bw_argv(
+        "ib_write_bw",
+        device,
+        ib_port,
+        tcp_port,
+        size=size,
+        duration_s=duration_s,
+        qps=qps,
+        use_cuda=use_cuda,
+        server=server,
+    )
+
+
+@dataclass(frozen=True)
+class RecordedLoopback:
+    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
+
+    side: str  # "server" or "client"
+    device: str
+    port: int
+    tcp_port: int
+    gpu: Optional[int]
+
+    @property
+    def target(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
+def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
+    """Read back an argv ``LoopbackTest.argv`` built (after any numactl/taskset prefix); None
+    when it is not an ib_write_bw run or lacks -d/-p.
+
+    The inverse of ``ib_write_bw_argv``, kept beside it so the two agree. Runs are found by
+    their role (``ibdiag.roles``); this reads what a role does not say - the TCP port and the
+    ``--use_cuda`` GPU of the run a role found (``ibdiag.sources.interpret.loopback``) - and
+    the roles of runs recorded before roles were (``loopback_roles_before_roles``).
+    """
+    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
+    if start is None:
+        return None
+    options: Dict[str, str] = {}
+    positional: List[str] = []
+    args = list(argv[start + 1 :])
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg.split("=", 1)
+            options[key] = value
+        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
+            options[arg] = args[index + 1]
+            index += 1
+        elif not arg.startswith("-"):
+            positional.append(arg)
+        index += 1
+    try:
+        return RecordedLoopback(
+            side="client" if positional else "server",
+            device=options["-d"],
+            port=int(options.get("-i", "1")),
+            tcp_port=int(options["-p"]),
+            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str]:
+    """command key -> role of every ib_write_bw run among ``argvs``: the recorded runs of a
+    bundle written before runs kept their role (``ibdiag.bundle.replay``).
+
+    One argv alone cannot say its role: a server's argv does not name the client it served
+    (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's
+    argvs are read together, as the perftest check read them before roles: a server and its
+    client share a TCP port, and a client port's attempts are its runs in TCP port order (a
+    retry runs ``RETRY_PORT_OFFSET`` above its first attempt). A server whose client was not
+    recorded gets no role.
+    """
+    from ibdiag import roles
+    from ibdiag.model import command_key
+
+    sides: Dict[int, Dict[str, Tuple[str, RecordedLoopback]]] = {}
+    for argv in argvs:
+        info = read_loopback_argv(argv)
+        if info is not None:
+            sides.setdefault(info.tcp_port, {})[info.side] = (command_key(list(argv)), info)
+    found: Dict[str, str] = {}
+    attempts: Dict[str, int] = {}
+    for tcp_port in sorted(sides):
+        if "client" not in sides[tcp_port]:
+            continue
+        key, client = sides[tcp_port]["client"]
+        attempt = attempts[client.target] = attempts.get(client.target, 0) + 1
+        found[key] = roles.loopback_client(client.target, attempt)
+        if "server" in sides[tcp_port]:
+            key, server = sides[tcp_port]["server"]
+            found[key] = roles.loopback_server(server.target, client.target, attempt)
+    return found
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
+
+
 @dataclass(frozen=True)
 class LoopbackTest:
     """One ib_write_bw run: the client's port sends RDMA writes to the server's port."""
@@ -127,8 +309,6 @@ class LoopbackTest:
         return roles.loopback_server(server, self.target, self.attempt)
 
     def argv(self, thresholds: Thresholds, role: str) -> List[str]:
-        from ibdiag.sources.parsers.perftest import ib_write_bw_argv
-
         server = role == "server"
         return [
             *(self.server_pin if server else self.client_pin),
@@ -255,12 +435,13 @@ def _not_started(test: LoopbackTest, thresholds: Thresholds, limits: Limits):
 
 
 def client_gbps(run: CommandRun) -> Optional[float]:
-    """The average Gb/s a client run reported, or None."""
-    from ibdiag.sources.parsers.perftest import parse_perftest
+    """The average Gb/s a client run reported, or None: read as the Snapshot's loopback
+    field reads it (``interpret.loopback``)."""
+    from ibdiag.sources.interpret.loopback import perftest_output
 
     if not (run.stdout or run.stderr):
         return None
-    return parse_perftest(f"{run.stdout}\n{run.stderr}").average_gbps
+    return perftest_output(run).average_gbps
 
 
 def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits, budget=None):

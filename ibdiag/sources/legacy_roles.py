@@ -2,9 +2,11 @@
 
 Bundles and saved snapshots from ibdiag before roles were recorded (a CommandRun's ``role`` is
 None) are still re-graded with today's code: a read-only command gets the role today's plan
-gives the same argv on the same devices (``plan.roles_by_argv``); the nccl-tests run is the one
-whose argv holds the program the recorded thresholds configured (``nccl_tests``; ibdiag put it
-in the argv as is, after any launcher). A run that matches neither keeps no role, and the
+gives the same argv on the same devices (``plan.roles_by_argv``); the ib_write_bw runs are read
+together, as the perftest check read them before roles (``active.loopback_roles_before_roles``:
+a server and its client share a TCP port, attempts go in TCP port order); the nccl-tests run is
+the one whose argv holds the program the recorded thresholds configured (``nccl_tests``; ibdiag
+put it in the argv as is, after any launcher). A run that matches neither keeps no role, and the
 checks treat what it was for as not collected.
 """
 
@@ -23,17 +25,20 @@ def restore_roles(
     gpus: Optional[List[Pci]] = None,
     nccl_program: Optional[str] = None,
 ) -> Dict[str, CommandRun]:
-    """``commands`` with a role on every run that had none and can be given one; runs that
-    have a role are kept as they are (the same dict when none was missing)."""
-    if all(run.role is not None for run in commands.values()):
+    """``commands`` with a role on every run that can be given one, when they were recorded
+    before roles were kept: no run has one. Otherwise (a run with a role is there) the runs
+    without a role were recorded so on purpose, and ``commands`` is returned as it is."""
+    if not commands or any(run.role is not None for run in commands.values()):
         return commands
+    from ibdiag.sources.active import loopback_roles_before_roles
     from ibdiag.sources.plan import roles_by_argv
 
     planned = roles_by_argv(devices, sources, gpus)
+    planned.update(loopback_roles_before_roles(run.argv for run in commands.values()))
     restored = {}
     for key, run in commands.items():
-        role = run.role if run.role is not None else _role_of(run, planned, nccl_program)
-        restored[key] = run if role == run.role else run.model_copy(update={"role": role})
+        role = _role_of(run, planned, nccl_program)
+        restored[key] = run if role is None else run.model_copy(update={"role": role})
     return restored
 
 

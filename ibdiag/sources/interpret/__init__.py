@@ -30,6 +30,8 @@ FAMILIES: tuple = (
     "inventory",
     "perfquery",
     "ethtool",
+    "topology",
+    "loopback",
 )
 
 

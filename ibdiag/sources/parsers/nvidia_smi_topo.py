@@ -56,7 +56,6 @@ __all__ = [
     "GpuNicPair",
     "GpuNicPairing",
     "TopoMatrix",
-    "nvidia_smi_topo_argv",
     "parse_nvidia_smi_topo",
 ]
 
@@ -211,11 +210,6 @@ class TopoMatrix:
                 owner[nic], matched[gpu] = gpu, nic
                 return True
         return False
-
-
-def nvidia_smi_topo_argv() -> List[str]:
-    """The argv that prints the topology matrix (read-only)."""
-    return ["nvidia-smi", "topo", "-m"]
 
 
 def parse_nvidia_smi_topo(text: Union[str, bytes, None]) -> TopoMatrix:

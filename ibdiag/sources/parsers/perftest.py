@@ -1,5 +1,6 @@
 """perftest (``ib_write_bw``, ``ib_read_bw``, ``ib_send_bw``, ``ib_atomic_bw``, the ``*_lat`` tools)
-output -> header, result rows, errors; and the argv of an ``ib_*_bw`` run.
+output -> header, result rows, errors. (The argv of an ``ib_*_bw`` run is built by the source
+that runs it: ``ibdiag.sources.active``.)
 
 What a run prints (client side, ``ib_write_bw -d mlx5_5 -q 4 --report_gbits HOST``)::
 
@@ -78,21 +79,14 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from ibdiag.sources.parsers._text import as_text, cap, quote, trim
 
 __all__ = [
-    "BW_TOOLS",
-    "DEFAULT_TCP_PORT",
     "UNIT_TO_GBPS",
     "PerftestBwRow",
     "PerftestLatRow",
     "PerftestResult",
-    "ib_write_bw_argv",
     "parse_perftest",
     "parse_perftest_runs",
-    "perftest_bw_argv",
     "to_gbps",
 ]
-
-DEFAULT_TCP_PORT = 18515  # perftest's DEF_PORT
-BW_TOOLS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw")
 
 _MIB_TO_GBIT = 8 * 1048576 / 1e9
 # The BW unit as the table header prints it -> factor to Gb/s (10^9 bits per second).
@@ -254,140 +248,6 @@ def _at_largest(rows: Sequence[PerftestBwRow], attribute: str) -> Optional[float
     values = [getattr(row, attribute) for row in rows if row.size_bytes == largest]
     known = [v for v in values if v is not None]
     return max(known) if known else None
-
-
-# ----------------------------------------------------------------------------------- argv
-
-
-def perftest_bw_argv(
-    tool: str,
-    device: str,
-    ib_port: int,
-    tcp_port: int = DEFAULT_TCP_PORT,
-    *,
-    size: int = 65536,
-    duration_s: int = 5,
-    qps: int = 1,
-    use_cuda: Optional[int] = None,
-    server: Optional[str] = None,
-    report_gbits: bool = True,
-    ignore_cpu_freq: bool = True,
-) -> List[str]:
-    """The argv of one side of an ``ib_*_bw`` run on local ``device``/``ib_port``.
-
-    ``server=None`` gives the server side (it listens on ``tcp_port``); ``server="localhost"``
-    (or a host) the client that connects to it. Both sides need the same size/duration/qps.
-    ``-F`` (``ignore_cpu_freq``) stops perftest from refusing to report ("Can't produce a
-    report") on a host whose CPU frequency is not pinned. ``use_cuda``: GPU index for
-    GPUDirect RDMA (``--use_cuda=N``; needs a CUDA-enabled perftest build). Raises ValueError on
-    a bad argument (names come from sysfs or config: a bad one is a programming error).
-    """
-    if tool not in BW_TOOLS:
-        raise ValueError(f"unknown perftest BW tool {tool!r}; one of {list(BW_TOOLS)}")
-    if not isinstance(device, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", device):
-        raise ValueError(f"not an RDMA device name: {device!r}")
-    if device.startswith("-"):
-        raise ValueError(f"device name looks like an option: {device!r}")
-    _check_int("ib_port", ib_port, 1, 255)
-    _check_int("tcp_port", tcp_port, 1, 65535)
-    _check_int("size", size, 1, 2**31)
-    _check_int("duration_s", duration_s, 1, 3600)
-    _check_int("qps", qps, 1, 16384)
-    if use_cuda is not None:
-        _check_int("use_cuda", use_cuda, 0, 1023)
-    if server is not None and (
-        not isinstance(server, str)
-        or not re.fullmatch(r"[A-Za-z0-9_.:%-]{1,255}", server)
-        or server.startswith("-")
-    ):
-        raise ValueError(f"not a host name or address: {server!r}")
-    argv = [tool, "-d", device, "-i", str(ib_port), "-p", str(tcp_port)]
-    if report_gbits:
-        argv.append("--report_gbits")
-    if tool != "ib_atomic_bw":  # atomics have a fixed 8-byte size; -s is not an option there
-        argv += ["-s", str(size)]
-    argv += ["-D", str(duration_s), "-q", str(qps)]
-    if ignore_cpu_freq:
-        argv.append("-F")
-    if use_cuda is not None:
-        argv.append(f"--use_cuda={use_cuda}")
-    if server is not None:
-        argv.append(server)
-    return argv
-
-
-def ib_write_bw_argv(
-    device: str,
-    ib_port: int,
-    tcp_port: int = DEFAULT_TCP_PORT,
-    size: int = 65536,
-    duration_s: int = 5,
-    qps: int = 1,
-    use_cuda: Optional[int] = None,
-    server: Optional[str] = None,
-) -> List[str]:
-    """``ib_write_bw -d DEV -i PORT -p TCP --report_gbits -s SIZE -D SECS -q QPS -F
-    [--use_cuda=N] [SERVER]`` (see ``perftest_bw_argv``)."""
-    return perftest_bw_argv(
-        "ib_write_bw",
-        device,
-        ib_port,
-        tcp_port,
-        size=size,
-        duration_s=duration_s,
-        qps=qps,
-        use_cuda=use_cuda,
-        server=server,
-    )
-
-
-@dataclass(frozen=True)
-class RecordedLoopback:
-    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
-
-    role: str  # "server" or "client"
-    device: str
-    port: int
-    tcp_port: int
-    gpu: Optional[int]
-
-
-def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
-    """Parse an argv ``plan_loopback`` built (after any numactl/taskset prefix); None when it
-    is not an ib_write_bw run or lacks -d/-p."""
-    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
-    if start is None:
-        return None
-    options: Dict[str, str] = {}
-    positional: List[str] = []
-    args = list(argv[start + 1 :])
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg.startswith("--") and "=" in arg:
-            key, value = arg.split("=", 1)
-            options[key] = value
-        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
-            options[arg] = args[index + 1]
-            index += 1
-        elif not arg.startswith("-"):
-            positional.append(arg)
-        index += 1
-    try:
-        return RecordedLoopback(
-            role="client" if positional else "server",
-            device=options["-d"],
-            port=int(options.get("-i", "1")),
-            tcp_port=int(options["-p"]),
-            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
-        )
-    except (KeyError, ValueError):
-        return None
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
 
 
 # ---------------------------------------------------------------------------------- parse
