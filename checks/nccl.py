@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, Optional, Tuple
 
+from ibdiag import roles
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports, is_infiniband
@@ -111,9 +112,7 @@ def _nccl_run(snap: Snapshot) -> Optional[CommandRun]:
     """The nccl-tests run the config asked for: the one recorded with that role. Never found
     by its program's name: nccl-tests built with NAME_SUFFIX=_mpi or a site's wrapper script
     is the run as much as all_reduce_perf is, and another *_perf run is not it."""
-    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
-
-    return next((run for run in snap.commands.values() if run.role == NCCL_TESTS_ROLE), None)
+    return snap.run(roles.NCCL_TESTS)
 
 
 def _cross_node_floor(snap: Snapshot, th: Thresholds, hosts: int) -> Tuple[Optional[float], str]:

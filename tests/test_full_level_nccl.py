@@ -170,15 +170,15 @@ def test_a_run_of_another_perf_program_is_not_taken_for_nccl_tests():
     """Found by the role it was run for, never by a program name ending in _perf."""
     from snapshots import run, snapshot
 
+    from ibdiag import roles
     from ibdiag.model import CommandRun
-    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
 
     output = Path(NCCL_NET_IB).read_text()
     unplanned = CommandRun(argv=["/opt/nccl-tests/build/all_reduce_perf"], rc=0, stdout=output)
     node = snapshot()
     (only,) = run("nccl.tests", node.model_copy(update={"commands": {unplanned.key: unplanned}}))
     assert only.status.value == "skip" and "not run" in only.message
-    planned = CommandRun(argv=["/opt/site/nccl.sh"], rc=0, stdout=output, role=NCCL_TESTS_ROLE)
+    planned = CommandRun(argv=["/opt/site/nccl.sh"], rc=0, stdout=output, role=roles.NCCL_TESTS)
     results = run("nccl.tests", node.model_copy(update={"commands": {planned.key: planned}}))
     assert [r.target for r in results if r.status.value == "fail"][:1] == ["mlx5_10"], results
 
