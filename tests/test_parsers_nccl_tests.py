@@ -566,6 +566,8 @@ def test_failures_become_errors(output, needle):
         "1 2 3 4 5 6 7 8 9 10 11 12 13\n12 12 float sum -1 x y z 0 1 2 3 4\n",
         "#       size  count\n 1 2 float\n",
         "#       size count type time algbw busbw #wrong\n 8 2 float 1.0 2.0 3.0 -5\n",
+        "#       size count type time algbw busbw #wrong\n 8 2 float 1.0 2.0 3.0 1e999\n",
+        "#       size count type time algbw busbw error\n 8 2 float 1.0 2.0 3.0 1e999\n",
         "mlx5_" + "9" * 50_000 + " NCCL WARN hca",
         "A" * 100_000,
     ],

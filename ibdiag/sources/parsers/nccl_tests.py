@@ -615,13 +615,13 @@ def _side(values: Sequence[str], names: Sequence[str]) -> Union[NcclSide, str]:
     if "wrong" in fields:
         token = fields["wrong"]
         if token.upper() != "N/A":
-            if not _NUMBER.match(token) or float(token) < 0:
+            if not _NUMBER.match(token) or not 0 <= float(token) < math.inf:
                 return f"#wrong {token!r} is not a count"
             wrong = int(float(token))
     elif "error" in fields:
         token = fields["error"]
         if token.upper() != "N/A":
-            if not _NUMBER.match(token):
+            if not _NUMBER.match(token) or not math.isfinite(float(token)):
                 return f"error {token!r} is not a number"
             max_error = float(token)
     return NcclSide(
