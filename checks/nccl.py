@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+import math
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports, is_infiniband
 from ibdiag.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from ibdiag.sources.parsers.nccl_inspector import InspectorSample
 
 MIN_GRADED_MESSAGE_BYTES = 1 << 20  # small messages are latency-bound: their bandwidth says little
 
@@ -31,7 +35,7 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: a straggler names its host and GPU: run ``ibdiag check --level full`` there
     (ib_write_bw per HCA) and look at topology.gpu_hca; send the dumps with the bundle.
     """
-    from ibdiag.sources.parsers.nccl_inspector import parse_inspector_file, stragglers
+    from ibdiag.sources.parsers.nccl_inspector import parse_inspector_file
 
     if snap.nccl_inspector is None:
         yield Result(target="node", status=Status.SKIP,
@@ -87,6 +91,65 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         yield Result(target="node", status=Status.PASS, evidence=evidence,
                      message=f"{len(samples)} samples in {len(snap.nccl_inspector)} dump(s): "
                      f"no straggler{', none below the floor' if floor else ''}{note}")  # fmt: skip
+
+
+class Straggler(NamedTuple):
+    """A GPU whose bus bandwidth is below ``fraction`` x the median of its peers."""
+
+    collective: str
+    message_bytes: Optional[int]
+    gpu: str
+    host: Optional[str]
+    observed_gbps: float  # Gb/s (its best sample in the group)
+    median_gbps: float  # Gb/s, median of the peers' best samples
+    peers: int
+    kind: str = "coll"
+
+
+def stragglers(samples: Iterable[InspectorSample], fraction: float = 0.8) -> List[Straggler]:
+    """Per (kind, collective, message_bytes): GPUs below ``fraction`` x the median of their peers.
+
+    A GPU is one (host, gpu) pair; its value is its *best* bus bandwidth in the group (several
+    communicators or algorithms: a GPU is flagged only when even its best is slow). A GPU needs
+    at least 2 peers with a bandwidth. Samples without a positive bandwidth are left out (the
+    Inspector writes 0 for a bucket it could not time). Raises ValueError for a fraction
+    outside (0, 1].
+    """
+    import statistics  # level full only: not on the quick path's import bill
+
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise ValueError(f"fraction must be a number in (0, 1], not {fraction!r}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], not {fraction!r}")
+    groups: Dict[Tuple[str, str, Optional[int]], Dict[Tuple[Optional[str], str], float]] = {}
+    for sample in samples:
+        value = sample.bus_bw_gbps
+        if sample.gpu is None or value is None or not math.isfinite(value) or value <= 0:
+            continue
+        group = groups.setdefault((sample.kind, sample.collective, sample.message_bytes), {})
+        who = (sample.host, sample.gpu)
+        group[who] = max(group.get(who, 0.0), value)
+    found: List[Straggler] = []
+    for (kind, collective, size), members in groups.items():
+        if len(members) < 3:
+            continue
+        for who, value in members.items():
+            peers = [v for other, v in members.items() if other != who]
+            median = statistics.median(peers)
+            if value < fraction * median:
+                found.append(
+                    Straggler(
+                        collective=collective,
+                        message_bytes=size,
+                        gpu=who[1],
+                        host=who[0],
+                        observed_gbps=value,
+                        median_gbps=median,
+                        peers=len(peers),
+                        kind=kind,
+                    )
+                )
+    return found
 
 
 def _printable(text: object) -> str:

@@ -1,4 +1,4 @@
-"""NCCL Inspector dump files -> per-GPU, per-collective bus bandwidth, and a straggler finder.
+"""NCCL Inspector dump files -> per-GPU, per-collective bus bandwidth.
 
 The Inspector is NCCL's profiler plugin (``plugins/profiler/inspector`` in NVIDIA/nccl, loaded
 with ``NCCL_PROFILER_PLUGIN=.../libnccl-profiler-inspector.so NCCL_INSPECTOR_ENABLE=1``). It
@@ -48,7 +48,8 @@ so every sample carries both: ``bus_bw_gbytes`` (the Inspector's number) and ``b
 
 Healthy: every GPU of a job shows about the same bus bandwidth for the same collective and
 message size; for large messages (>= 1 MiB) inter-node bandwidth near the HCA line rate. A GPU
-well below its peers (``stragglers``) points at its rail: a degraded HCA port, cable, PCIe link.
+well below its peers (a straggler, graded by ``checks/nccl.py``) points at its rail: a degraded
+HCA port, cable, PCIe link.
 
 How it fails / what the parser meets: the Prometheus file is rewritten in place, so a reader
 can catch it empty, cut mid-line (the last line has no newline) or cut between a bandwidth line
@@ -65,21 +66,18 @@ import json
 import math
 import os
 import re
-import statistics
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ibdiag.sources.parsers._text import as_text, cap, quote
 
 __all__ = [
     "InspectorDump",
     "InspectorSample",
-    "Straggler",
     "message_size_lower_bound",
     "parse_inspector_file",
     "parse_inspector_json",
     "parse_inspector_prom",
-    "stragglers",
 ]
 
 BITS_PER_BYTE = 8
@@ -170,20 +168,6 @@ class InspectorDump:
             "nccl_p2p_dropped_total",
         )
         return sum(self.stats.get(name, 0) for name in names)
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """A GPU whose bus bandwidth is below ``fraction`` x the median of its peers."""
-
-    collective: str
-    message_bytes: Optional[int]
-    gpu: str
-    host: Optional[str]
-    observed_gbps: float  # Gb/s (its best sample in the group)
-    median_gbps: float  # Gb/s, median of the peers' best samples
-    peers: int
-    kind: str = "coll"
 
 
 def message_size_lower_bound(label: str) -> Optional[int]:
@@ -341,50 +325,6 @@ def parse_inspector_file(name: str, text: Union[str, bytes, None]) -> InspectorD
     if note:
         dump = replace(dump, problems=cap([note, *dump.problems]))
     return dump
-
-
-def stragglers(samples: Iterable[InspectorSample], fraction: float = 0.8) -> List[Straggler]:
-    """Per (collective, message_bytes): GPUs below ``fraction`` x the median of their peers.
-
-    A GPU is one (host, gpu) pair; its value is its *best* bus bandwidth in the group (several
-    communicators or algorithms: a GPU is flagged only when even its best is slow). A GPU needs
-    at least 2 peers with a bandwidth. Samples without a positive bandwidth are left out (the
-    Inspector writes 0 for a bucket it could not time). Raises ValueError for a fraction
-    outside (0, 1].
-    """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
-        raise ValueError(f"fraction must be a number in (0, 1], not {fraction!r}")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], not {fraction!r}")
-    groups: Dict[Tuple[str, str, Optional[int]], Dict[Tuple[Optional[str], str], float]] = {}
-    for sample in samples:
-        value = sample.bus_bw_gbps
-        if sample.gpu is None or value is None or not math.isfinite(value) or value <= 0:
-            continue
-        group = groups.setdefault((sample.kind, sample.collective, sample.message_bytes), {})
-        who = (sample.host, sample.gpu)
-        group[who] = max(group.get(who, 0.0), value)
-    found: List[Straggler] = []
-    for (kind, collective, size), members in groups.items():
-        if len(members) < 3:
-            continue
-        for who, value in members.items():
-            peers = [v for other, v in members.items() if other != who]
-            median = statistics.median(peers)
-            if value < fraction * median:
-                found.append(
-                    Straggler(
-                        collective=collective,
-                        message_bytes=size,
-                        gpu=who[1],
-                        host=who[0],
-                        observed_gbps=value,
-                        median_gbps=median,
-                        peers=len(peers),
-                        kind=kind,
-                    )
-                )
-    return found
 
 
 # --- Prometheus -------------------------------------------------------------------------------
