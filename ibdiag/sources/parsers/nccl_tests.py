@@ -1,6 +1,6 @@
 """nccl-tests (``all_reduce_perf``, ``all_gather_perf``, ...) output -> ranks, result table,
-NCCL warnings and errors. (The argv of a run is built by the source that runs it,
-``ibdiag.sources.active.nccl_tests_argv``.)
+NCCL warnings and errors, as ``ibdiag.facts.nccl.NcclTestsResult``. (The argv of a run is built
+by the source that runs it, ``ibdiag.sources.active.nccl_tests_argv``.)
 
 What a run prints (``all_reduce_perf -b 32M -e 1G -f 2 -g 1`` under mpirun, 8 ranks)::
 
@@ -66,9 +66,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
+from ibdiag.facts.nccl import NcclRank, NcclSide, NcclTestsResult, NcclTestsRow, NcclWarning
 from ibdiag.sources.parsers._text import as_text, cap, quote, trim
 
 __all__ = [
@@ -79,133 +79,6 @@ __all__ = [
     "NcclWarning",
     "parse_nccl_tests",
 ]
-
-
-@dataclass(frozen=True)
-class NcclRank:
-    """``#  Rank  0 Group  0 Pid  66421 on node01 device  0 [0x07] NVIDIA A100-SXM4-80GB``."""
-
-    rank: int
-    group: Optional[int]  # None in old builds (no "Group" column)
-    pid: int
-    host: str
-    device: int  # the CUDA device index on that host
-    bus_id: str  # "0x07" (old) or "0000:07:00" (new)
-    gpu: str  # "NVIDIA A100-SXM4-80GB"
-
-
-@dataclass(frozen=True)
-class NcclSide:
-    """The out-of-place or in-place half of a row. Bandwidths in GB/s (10^9 bytes/s)."""
-
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: Optional[int]  # "#wrong" (wrong elements); None for "N/A" or the old "error" column
-    max_error: Optional[float] = None  # old builds' "error" column (max relative error)
-
-
-@dataclass(frozen=True)
-class NcclTestsRow:
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: Optional[str]  # "sum", "none" (all_gather), None when the layout has no redop
-    root: Optional[int]  # -1 where the collective has no root; None when there is no column
-    out_of_place: Optional[NcclSide]
-    in_place: Optional[NcclSide]
-
-    def busbw_gbps(self) -> Optional[float]:
-        """The better busbw of the two halves (GB/s), or None."""
-        values = [s.busbw_gbps for s in (self.out_of_place, self.in_place) if s is not None]
-        return max(values) if values else None
-
-    def wrong(self) -> int:
-        """Wrong elements in both halves (0 where not validated)."""
-        return sum(s.wrong or 0 for s in (self.out_of_place, self.in_place) if s is not None)
-
-
-@dataclass(frozen=True)
-class NcclWarning:
-    """A warning line: NCCL's own ``NCCL WARN`` or one of nccl-tests' notes."""
-
-    text: str  # the message, without the host:pid:tid prefix
-    source: str  # "nccl" (NCCL WARN) or "nccl-tests"
-    host: Optional[str] = None
-    gpu: Optional[int] = None  # the CUDA device in "[6]"
-    subsystem: Optional[str] = None  # "NET/IB", "NET/Socket", "NET/Plugin", ...
-    hca: Optional[str] = None  # "mlx5_10" when the line names an RDMA device
-    port: Optional[int] = None
-    interface: Optional[str] = None  # a netdev named by NET/Socket lines ("eth0")
-    status: Optional[int] = None  # ibv_wc_status (12 = retry exceeded, 5 = flush)
-    vendor_err: Optional[int] = None
-    peer: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class NcclTestsResult:
-    ranks: List[NcclRank]
-    nccl_version: Optional[str]  # "2.16.2+cuda11.6", or "2.19.3" from nccl-library=21903
-    rows: List[NcclTestsRow]
-    avg_bus_bandwidth_gbps: Optional[float]  # "# Avg bus bandwidth" in GB/s (bytes)
-    out_of_bounds: Optional[int]  # "# Out of bounds values : N"
-    wrong_total: int  # sum of #wrong over every row and half
-    warnings: List[NcclWarning]
-    errors: List[str]
-    complete: bool  # the "Avg bus bandwidth" line was printed
-    problems: List[str]
-    test: Optional[str] = None  # "all_reduce_perf" (newer builds print it)
-    concluded: bool = False  # "# Collective test concluded: ..." (newer builds end with it)
-    reduced_max_bytes: Optional[int] = None  # "Reducing maxBytes to N due to memory limitation"
-    nccl_tests_version: Optional[str] = None
-    config: Dict[str, int] = field(default_factory=dict)  # nThread, nGpus, minBytes, iters, ...
-    avg_check: Optional[str] = None  # "OK"/"FAILED" after the average, when checked
-    runs: int = 0  # how many "# nThread" headers (more than one: see module doc)
-
-    def busbw_at_largest(self) -> Optional[float]:
-        """The best busbw (GB/s) of out-of-place/in-place over the rows of the largest size."""
-        if not self.rows:
-            return None
-        largest = max(row.size_bytes for row in self.rows)
-        values = [row.busbw_gbps() for row in self.rows if row.size_bytes == largest]
-        known = [v for v in values if v is not None]
-        return max(known) if known else None
-
-    def wrong_results(self) -> List[NcclTestsRow]:
-        """Rows with a non-zero #wrong in either half."""
-        return [row for row in self.rows if row.wrong() > 0]
-
-    def table_complete(self) -> bool:
-        """The result table reaches the end of the size sweep its ``# nThread`` header announced:
-        its last row is its largest size, and one more step (``step: F(factor)`` or
-        ``N(bytes)``) would pass maxBytes (or the ``Reducing maxBytes to`` value). nccl-tests
-        loops ``for (size = minBytes; size <= maxBytes; size = size*F or size+N)`` and prints
-        each size rounded down to whole elements, so the last printed size never exceeds it.
-        False when it cannot tell: no header, several runs, no rows."""
-        top = self.reduced_max_bytes or self.config.get("maxBytes")
-        if self.runs != 1 or not self.rows or top is None:
-            return False
-        last = self.rows[-1].size_bytes
-        if last < max(row.size_bytes for row in self.rows):
-            return False  # a later sweep (another type or op) stopped part-way
-        factor, step = self.config.get("step_factor"), self.config.get("step_bytes")
-        if factor is not None and factor > 1:
-            return last * factor > top
-        if step is not None and step > 0:
-            return last + step > top
-        return False
-
-    def finished(self) -> bool:
-        """The run ended as nccl-tests ends one: the ``Avg bus bandwidth`` line (``complete``),
-        or - where that line is missing - a complete table (``table_complete``), the ``Out of
-        bounds values`` line and ``# Collective test concluded``, which nccl-tests prints after
-        both: a run with all three is not failed for the average line alone."""
-        if self.complete:
-            return True
-        return self.concluded and self.out_of_bounds is not None and self.table_complete()
-
-
-# ---------------------------------------------------------------------------------- parse
 
 _CONFIG = re.compile(
     r"(?P<key>nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph"
