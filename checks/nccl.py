@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
+from ibdiag.facts.nccl import InspectorSample
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports, is_infiniband
 from ibdiag.thresholds import Thresholds
-
-if TYPE_CHECKING:
-    from ibdiag.sources.parsers.nccl_inspector import InspectorSample
 
 MIN_GRADED_MESSAGE_BYTES = 1 << 20  # small messages are latency-bound: their bandwidth says little
 
@@ -35,8 +33,6 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: a straggler names its host and GPU: run ``ibdiag check --level full`` there
     (ib_write_bw per HCA) and look at topology.gpu_hca; send the dumps with the bundle.
     """
-    from ibdiag.sources.parsers.nccl_inspector import parse_inspector_file
-
     if snap.nccl_inspector is None:
         yield Result(target="node", status=Status.SKIP,
                      message="no NCCL Inspector dump directory (set nccl_inspector_dir or "
@@ -49,14 +45,19 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      message=f"no recent NCCL Inspector dump in {where}"
                      + (f" ({problem})" if problem else ""))  # fmt: skip
         return
-    samples = []
-    cut = []
-    for dump in snap.nccl_inspector:
-        parsed = parse_inspector_file(dump.name, dump.text)
-        samples.extend(parsed.samples)
-        if parsed.truncated or dump.truncated:
-            cut.append(dump.name)
     evidence = [f"{where}/{dump.name}" for dump in snap.nccl_inspector]
+    if snap.nccl_inspector_dumps is None:  # the interpret step broke: its reason is recorded
+        problem = snap.problems.get("interpret.nccl_inspector", "no parsed dumps")
+        yield Result(target="node", status=Status.ERROR, evidence=evidence,
+                     message=f"NCCL Inspector dumps not interpreted: {problem}")  # fmt: skip
+        return
+    read_in_part = {dump.name for dump in snap.nccl_inspector if dump.truncated}
+    samples = [sample for dump in snap.nccl_inspector_dumps for sample in dump.samples]
+    cut = [
+        dump.name or "?"
+        for dump in snap.nccl_inspector_dumps
+        if dump.truncated or dump.name in read_in_part
+    ]
     found = False
     for slow in stragglers(samples, th.straggler_fraction):
         found = True
@@ -174,7 +175,9 @@ def _size(size: Optional[int]) -> str:
 def _nccl_run(snap: Snapshot) -> Optional[CommandRun]:
     """The nccl-tests run the config asked for: the one recorded with that role. Never found
     by its program's name: nccl-tests built with NAME_SUFFIX=_mpi or a site's wrapper script
-    is the run as much as all_reduce_perf is, and another *_perf run is not it."""
+    is the run as much as all_reduce_perf is, and another *_perf run is not it. Read for why
+    it failed (never started, timed out) and its argv as evidence; what it printed is
+    ``snap.nccl_tests``."""
     return snap.run(roles.NCCL_TESTS)
 
 
@@ -213,8 +216,6 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     NET/IB error names the HCA: check its link and counters; low bandwidth: run ib_write_bw
     per HCA (perftest.bandwidth) and look at topology.gpu_hca.
     """
-    from ibdiag.sources.parsers.nccl_tests import parse_nccl_tests
-
     run = _nccl_run(snap)
     if run is None:
         yield Result(target="node", status=Status.SKIP,
@@ -230,7 +231,12 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      observed="not-runnable", evidence=evidence,
                      hint="nccl_tests in the config: the path of all_reduce_perf")  # fmt: skip
         return
-    parsed = parse_nccl_tests(f"{run.stdout}\n{run.stderr}")
+    parsed = snap.nccl_tests
+    if parsed is None:  # it ran, so only a broken interpret step leaves this unset
+        problem = snap.problems.get("interpret.nccl_tests", "no parsed output")
+        yield Result(target="node", status=Status.ERROR, evidence=evidence,
+                     message=f"nccl-tests output not interpreted: {problem}")  # fmt: skip
+        return
     found = False
     for warning in parsed.warnings:
         if (warning.subsystem or "").upper().startswith("NET"):
@@ -271,7 +277,7 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     busbw = parsed.busbw_at_largest()
     if busbw is None or cut_short:  # a run cut short never reached its largest size
         return
-    hosts = len({rank.host for rank in parsed.ranks if rank.host})
+    hosts = parsed.hosts()
     floor, source = _cross_node_floor(snap, th, hosts)
     if floor is not None and busbw < floor:
         yield Result(target="node", status=Status.FAIL, observed=busbw, expected=floor,

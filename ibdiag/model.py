@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from ibdiag.facts.nccl import InspectorDump, NcclTestsResult
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
@@ -236,6 +237,10 @@ class Snapshot(_Model):
     commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
+    # Typed (ibdiag.sources.interpret): the run of role "nccl-tests" parsed (None: not run, or
+    # it never started), and each nccl_inspector file parsed, in the same order and by name.
+    nccl_tests: Optional[NcclTestsResult] = None
+    nccl_inspector_dumps: Optional[List[InspectorDump]] = None
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:

@@ -168,7 +168,7 @@ def test_a_net_ib_error_in_a_run_not_named_perf_fails_naming_the_hca(run_cli, no
 
 def test_a_run_of_another_perf_program_is_not_taken_for_nccl_tests():
     """Found by the role it was run for, never by a program name ending in _perf."""
-    from snapshots import run, snapshot
+    from snapshots import interpreted, run, snapshot
 
     from ibdiag import roles
     from ibdiag.model import CommandRun
@@ -176,10 +176,14 @@ def test_a_run_of_another_perf_program_is_not_taken_for_nccl_tests():
     output = Path(NCCL_NET_IB).read_text()
     unplanned = CommandRun(argv=["/opt/nccl-tests/build/all_reduce_perf"], rc=0, stdout=output)
     node = snapshot()
-    (only,) = run("nccl.tests", node.model_copy(update={"commands": {unplanned.key: unplanned}}))
+    alone = interpreted(node.model_copy(update={"commands": {unplanned.key: unplanned}}))
+    assert alone.nccl_tests is None
+    (only,) = run("nccl.tests", alone)
     assert only.status.value == "skip" and "not run" in only.message
     planned = CommandRun(argv=["/opt/site/nccl.sh"], rc=0, stdout=output, role=roles.NCCL_TESTS)
-    results = run("nccl.tests", node.model_copy(update={"commands": {planned.key: planned}}))
+    results = run(
+        "nccl.tests", interpreted(node.model_copy(update={"commands": {planned.key: planned}}))
+    )
     assert [r.target for r in results if r.status.value == "fail"][:1] == ["mlx5_10"], results
 
 

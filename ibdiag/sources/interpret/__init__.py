@@ -25,7 +25,10 @@ from typing import Any, Dict
 from ibdiag.model import CommandRun
 
 # Modules of this package, each with ``interpret(fields, commands) -> Dict[str, Any]``.
-FAMILIES: tuple = ()
+FAMILIES: tuple = (
+    "nccl_tests",
+    "nccl_inspector",
+)
 
 
 def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
