@@ -347,7 +347,12 @@ def test_a_full_bundle_holds_the_runs_and_dumps_and_regrades_the_same(run_cli, n
 
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
+        live = json.load(tar.extractfile(next(n for n in names if n.endswith("/report.json"))))
     assert any(name.endswith("nccl_inspector/001-nccl_inspector_metrics_G.prom") for name in names)
+    # replay parses the runs and dumps again into the same typed fields collect made
+    typed = ("nccl_tests", "nccl_inspector_dumps")
+    assert live["snapshot"]["nccl_tests"]["rows"] and live["snapshot"]["nccl_inspector_dumps"]
+    assert {k: report["snapshot"][k] for k in typed} == {k: live["snapshot"][k] for k in typed}
 
 
 def _redaction_map(bundle: Path):
