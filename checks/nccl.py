@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+import math
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
+from ibdiag import roles
+from ibdiag.facts.nccl import InspectorSample
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports, is_infiniband
@@ -30,8 +33,6 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: a straggler names its host and GPU: run ``ibdiag check --level full`` there
     (ib_write_bw per HCA) and look at topology.gpu_hca; send the dumps with the bundle.
     """
-    from ibdiag.sources.parsers.nccl_inspector import parse_inspector_file, stragglers
-
     if snap.nccl_inspector is None:
         yield Result(target="node", status=Status.SKIP,
                      message="no NCCL Inspector dump directory (set nccl_inspector_dir or "
@@ -44,14 +45,19 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      message=f"no recent NCCL Inspector dump in {where}"
                      + (f" ({problem})" if problem else ""))  # fmt: skip
         return
-    samples = []
-    cut = []
-    for dump in snap.nccl_inspector:
-        parsed = parse_inspector_file(dump.name, dump.text)
-        samples.extend(parsed.samples)
-        if parsed.truncated or dump.truncated:
-            cut.append(dump.name)
     evidence = [f"{where}/{dump.name}" for dump in snap.nccl_inspector]
+    if snap.nccl_inspector_dumps is None:  # the interpret step broke: its reason is recorded
+        problem = snap.problems.get("interpret.nccl_inspector", "no parsed dumps")
+        yield Result(target="node", status=Status.ERROR, evidence=evidence,
+                     message=f"NCCL Inspector dumps not interpreted: {problem}")  # fmt: skip
+        return
+    read_in_part = {dump.name for dump in snap.nccl_inspector if dump.truncated}
+    samples = [sample for dump in snap.nccl_inspector_dumps for sample in dump.samples]
+    cut = [
+        dump.name or "?"
+        for dump in snap.nccl_inspector_dumps
+        if dump.truncated or dump.name in read_in_part
+    ]
     found = False
     for slow in stragglers(samples, th.straggler_fraction):
         found = True
@@ -88,6 +94,65 @@ def inspector(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      f"no straggler{', none below the floor' if floor else ''}{note}")  # fmt: skip
 
 
+class Straggler(NamedTuple):
+    """A GPU whose bus bandwidth is below ``fraction`` x the median of its peers."""
+
+    collective: str
+    message_bytes: Optional[int]
+    gpu: str
+    host: Optional[str]
+    observed_gbps: float  # Gb/s (its best sample in the group)
+    median_gbps: float  # Gb/s, median of the peers' best samples
+    peers: int
+    kind: str = "coll"
+
+
+def stragglers(samples: Iterable[InspectorSample], fraction: float = 0.8) -> List[Straggler]:
+    """Per (kind, collective, message_bytes): GPUs below ``fraction`` x the median of their peers.
+
+    A GPU is one (host, gpu) pair; its value is its *best* bus bandwidth in the group (several
+    communicators or algorithms: a GPU is flagged only when even its best is slow). A GPU needs
+    at least 2 peers with a bandwidth. Samples without a positive bandwidth are left out (the
+    Inspector writes 0 for a bucket it could not time). Raises ValueError for a fraction
+    outside (0, 1].
+    """
+    import statistics  # level full only: not on the quick path's import bill
+
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise ValueError(f"fraction must be a number in (0, 1], not {fraction!r}")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], not {fraction!r}")
+    groups: Dict[Tuple[str, str, Optional[int]], Dict[Tuple[Optional[str], str], float]] = {}
+    for sample in samples:
+        value = sample.bus_bw_gbps
+        if sample.gpu is None or value is None or not math.isfinite(value) or value <= 0:
+            continue
+        group = groups.setdefault((sample.kind, sample.collective, sample.message_bytes), {})
+        who = (sample.host, sample.gpu)
+        group[who] = max(group.get(who, 0.0), value)
+    found: List[Straggler] = []
+    for (kind, collective, size), members in groups.items():
+        if len(members) < 3:
+            continue
+        for who, value in members.items():
+            peers = [v for other, v in members.items() if other != who]
+            median = statistics.median(peers)
+            if value < fraction * median:
+                found.append(
+                    Straggler(
+                        collective=collective,
+                        message_bytes=size,
+                        gpu=who[1],
+                        host=who[0],
+                        observed_gbps=value,
+                        median_gbps=median,
+                        peers=len(peers),
+                        kind=kind,
+                    )
+                )
+    return found
+
+
 def _printable(text: object) -> str:
     """A value from a dump file (written by any job) made safe to print: no control
     characters (terminal escapes), at most 80 characters."""
@@ -110,10 +175,10 @@ def _size(size: Optional[int]) -> str:
 def _nccl_run(snap: Snapshot) -> Optional[CommandRun]:
     """The nccl-tests run the config asked for: the one recorded with that role. Never found
     by its program's name: nccl-tests built with NAME_SUFFIX=_mpi or a site's wrapper script
-    is the run as much as all_reduce_perf is, and another *_perf run is not it."""
-    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
-
-    return next((run for run in snap.commands.values() if run.role == NCCL_TESTS_ROLE), None)
+    is the run as much as all_reduce_perf is, and another *_perf run is not it. Read for why
+    it failed (never started, timed out) and its argv as evidence; what it printed is
+    ``snap.nccl_tests``."""
+    return snap.run(roles.NCCL_TESTS)
 
 
 def _cross_node_floor(snap: Snapshot, th: Thresholds, hosts: int) -> Tuple[Optional[float], str]:
@@ -151,8 +216,6 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     NET/IB error names the HCA: check its link and counters; low bandwidth: run ib_write_bw
     per HCA (perftest.bandwidth) and look at topology.gpu_hca.
     """
-    from ibdiag.sources.parsers.nccl_tests import parse_nccl_tests
-
     run = _nccl_run(snap)
     if run is None:
         yield Result(target="node", status=Status.SKIP,
@@ -168,7 +231,12 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      observed="not-runnable", evidence=evidence,
                      hint="nccl_tests in the config: the path of all_reduce_perf")  # fmt: skip
         return
-    parsed = parse_nccl_tests(f"{run.stdout}\n{run.stderr}")
+    parsed = snap.nccl_tests
+    if parsed is None:  # it ran, so only a broken interpret step leaves this unset
+        problem = snap.problems.get("interpret.nccl_tests", "no parsed output")
+        yield Result(target="node", status=Status.ERROR, evidence=evidence,
+                     message=f"nccl-tests output not interpreted: {problem}")  # fmt: skip
+        return
     found = False
     for warning in parsed.warnings:
         if (warning.subsystem or "").upper().startswith("NET"):
@@ -209,7 +277,7 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     busbw = parsed.busbw_at_largest()
     if busbw is None or cut_short:  # a run cut short never reached its largest size
         return
-    hosts = len({rank.host for rank in parsed.ranks if rank.host})
+    hosts = parsed.hosts()
     floor, source = _cross_node_floor(snap, th, hosts)
     if floor is not None and busbw < floor:
         yield Result(target="node", status=Status.FAIL, observed=busbw, expected=floor,

@@ -28,6 +28,7 @@ from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
 from ibdiag.facts.loopback import LoopbackAttempt
+from ibdiag.facts.nccl import InspectorDump, NcclTestsResult
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.facts.topology import GpuTopology
 from ibdiag.thresholds import Thresholds
@@ -248,6 +249,10 @@ class Snapshot(_Model):
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
     kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings (None: not run)
     inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings (None: not run)
+    # Typed (ibdiag.sources.interpret): the run of role "nccl-tests" parsed (None: not run, or
+    # it never started), and each nccl_inspector file parsed, in the same order and by name.
+    nccl_tests: Optional[NcclTestsResult] = None
+    nccl_inspector_dumps: Optional[List[InspectorDump]] = None
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:

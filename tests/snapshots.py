@@ -248,3 +248,12 @@ def by_target(results: Iterable[Result]) -> Dict[str, Result]:
 def statuses(results: Iterable[Result]) -> Dict[str, str]:
     """{target: status value}, for compact assertions."""
     return {target: result.status.value for target, result in by_target(results).items()}
+
+
+def interpreted(snap: Snapshot) -> Snapshot:
+    """``snap`` with its typed command fields set from its runs and dump files, as collect and
+    replay set them (``ibdiag.sources.interpret``): for hand-built snapshots with commands."""
+    from ibdiag.sources.interpret import interpret
+
+    fields = {name: getattr(snap, name) for name in type(snap).model_fields if name != "commands"}
+    return snap.model_copy(update=interpret(fields, dict(snap.commands)))

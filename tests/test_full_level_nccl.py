@@ -168,18 +168,22 @@ def test_a_net_ib_error_in_a_run_not_named_perf_fails_naming_the_hca(run_cli, no
 
 def test_a_run_of_another_perf_program_is_not_taken_for_nccl_tests():
     """Found by the role it was run for, never by a program name ending in _perf."""
-    from snapshots import run, snapshot
+    from snapshots import interpreted, run, snapshot
 
+    from ibdiag import roles
     from ibdiag.model import CommandRun
-    from ibdiag.sources.parsers.nccl_tests import NCCL_TESTS_ROLE
 
     output = Path(NCCL_NET_IB).read_text()
     unplanned = CommandRun(argv=["/opt/nccl-tests/build/all_reduce_perf"], rc=0, stdout=output)
     node = snapshot()
-    (only,) = run("nccl.tests", node.model_copy(update={"commands": {unplanned.key: unplanned}}))
+    alone = interpreted(node.model_copy(update={"commands": {unplanned.key: unplanned}}))
+    assert alone.nccl_tests is None
+    (only,) = run("nccl.tests", alone)
     assert only.status.value == "skip" and "not run" in only.message
-    planned = CommandRun(argv=["/opt/site/nccl.sh"], rc=0, stdout=output, role=NCCL_TESTS_ROLE)
-    results = run("nccl.tests", node.model_copy(update={"commands": {planned.key: planned}}))
+    planned = CommandRun(argv=["/opt/site/nccl.sh"], rc=0, stdout=output, role=roles.NCCL_TESTS)
+    results = run(
+        "nccl.tests", interpreted(node.model_copy(update={"commands": {planned.key: planned}}))
+    )
     assert [r.target for r in results if r.status.value == "fail"][:1] == ["mlx5_10"], results
 
 
@@ -343,7 +347,12 @@ def test_a_full_bundle_holds_the_runs_and_dumps_and_regrades_the_same(run_cli, n
 
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
+        live = json.load(tar.extractfile(next(n for n in names if n.endswith("/report.json"))))
     assert any(name.endswith("nccl_inspector/001-nccl_inspector_metrics_G.prom") for name in names)
+    # replay parses the runs and dumps again into the same typed fields collect made
+    typed = ("nccl_tests", "nccl_inspector_dumps")
+    assert live["snapshot"]["nccl_tests"]["rows"] and live["snapshot"]["nccl_inspector_dumps"]
+    assert {k: report["snapshot"][k] for k in typed} == {k: live["snapshot"][k] for k in typed}
 
 
 def _redaction_map(bundle: Path):

@@ -42,7 +42,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ibdiag.bandwidth import below_floor, perftest_floor
 from ibdiag.model import CommandRun, Device
@@ -484,6 +484,95 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
         pool.shutdown(wait=True)
 
 
+# -- nccl-tests --------------------------------------------------------------------------------
+
+LAUNCHERS = ("plain", "mpirun", "srun")  # how nccl-tests start: see nccl_tests_argv
+_SIZE = re.compile(r"\d{1,15}[KkMmGg]?")
+_BINARY = re.compile(r"[A-Za-z0-9_./+-]{1,4096}")
+
+
+def nccl_tests_argv(
+    binary: str,
+    launcher: str = "plain",
+    gpus: int = 8,
+    min_bytes: Union[str, int] = "8",
+    max_bytes: Union[str, int] = "8G",
+    step_factor: int = 2,
+    iters: int = 20,
+    warmup_iters: int = 5,
+    check: int = 1,
+    extra: Sequence[str] = (),
+    launcher_args: Sequence[str] = (),
+) -> List[str]:
+    """The argv of one nccl-tests run over ``gpus`` local GPUs.
+
+    ``plain``: one process drives every GPU (``-g GPUS``). ``mpirun`` (``-np GPUS --bind-to
+    numa``) and ``srun`` (``--ntasks-per-node=GPUS --gpus-per-task=1``) start one process per
+    GPU (``-g 1``; the binary must be built with MPI=1). ``extra`` goes to the binary (e.g.
+    ``("-d", "bfloat16")``), ``launcher_args`` to mpirun/srun (e.g. ``--allow-run-as-root``).
+    Options (nccl-tests README): ``-b`` min bytes, ``-e`` max bytes, ``-f`` step factor, ``-g``
+    GPUs per thread, ``-n`` iterations, ``-w`` warm-up iterations, ``-c`` check (validation)
+    iterations. Sizes take nccl-tests' K/M/G suffixes ("8", "128M", "8G") or a byte count.
+    Raises ValueError on a bad argument.
+    """
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}; one of {list(LAUNCHERS)}")
+    if not isinstance(binary, str) or not _BINARY.fullmatch(binary) or binary.startswith("-"):
+        raise ValueError(f"not a program path: {binary!r}")
+    sizes = []
+    for name, value in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            value = str(value)
+        if not isinstance(value, str) or not _SIZE.fullmatch(value):
+            raise ValueError(f"{name} must be like 8, '8', '128M' or '8G', not {value!r}")
+        sizes.append(value)
+    _check_int("gpus", gpus, 1, 1024)
+    _check_int("step_factor", step_factor, 2, 1024)
+    _check_int("iters", iters, 1, 1_000_000)
+    _check_int("warmup_iters", warmup_iters, 0, 1_000_000)
+    _check_int("check", check, 0, 1_000_000)
+    for name, values in (("extra", extra), ("launcher_args", launcher_args)):
+        if isinstance(values, str) or not all(
+            isinstance(v, str) and v and "\x00" not in v for v in values
+        ):
+            raise ValueError(f"{name} must be a sequence of non-empty strings, not {values!r}")
+    per_process = gpus if launcher == "plain" else 1
+    args = [
+        binary,
+        "-b",
+        sizes[0],
+        "-e",
+        sizes[1],
+        "-f",
+        str(step_factor),
+        "-g",
+        str(per_process),
+        "-n",
+        str(iters),
+        "-w",
+        str(warmup_iters),
+        "-c",
+        str(check),
+        *extra,
+    ]
+    if launcher == "mpirun":
+        return ["mpirun", "-np", str(gpus), "--bind-to", "numa", *launcher_args, *args]
+    if launcher == "srun":
+        return [
+            "srun",
+            f"--ntasks-per-node={gpus}",
+            "--gpus-per-task=1",
+            *launcher_args,
+            *args,
+        ]
+    return args
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
+
+
 def run_nccl_tests(
     thresholds: Thresholds,
     gpu_count: int,
@@ -493,7 +582,6 @@ def run_nccl_tests(
 ) -> Dict[str, CommandRun]:
     """nccl-tests once, as configured (``nccl_tests``, ``nccl_launcher``, sizes, GPUs)."""
     from ibdiag.roles import NCCL_TESTS as NCCL_TESTS_ROLE
-    from ibdiag.sources.parsers.nccl_tests import nccl_tests_argv
 
     if not thresholds.nccl_tests:
         return {}

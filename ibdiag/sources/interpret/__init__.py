@@ -32,6 +32,8 @@ FAMILIES: tuple = (
     "ethtool",
     "topology",
     "loopback",
+    "nccl_tests",
+    "nccl_inspector",
 )
 
 

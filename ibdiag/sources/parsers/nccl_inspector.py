@@ -1,4 +1,4 @@
-"""NCCL Inspector dump files -> per-GPU, per-collective bus bandwidth, and a straggler finder.
+"""NCCL Inspector dump files -> per-GPU, per-collective bus bandwidth (``ibdiag.facts.nccl``).
 
 The Inspector is NCCL's profiler plugin (``plugins/profiler/inspector`` in NVIDIA/nccl, loaded
 with ``NCCL_PROFILER_PLUGIN=.../libnccl-profiler-inspector.so NCCL_INSPECTOR_ENABLE=1``). It
@@ -48,7 +48,8 @@ so every sample carries both: ``bus_bw_gbytes`` (the Inspector's number) and ``b
 
 Healthy: every GPU of a job shows about the same bus bandwidth for the same collective and
 message size; for large messages (>= 1 MiB) inter-node bandwidth near the HCA line rate. A GPU
-well below its peers (``stragglers``) points at its rail: a degraded HCA port, cable, PCIe link.
+well below its peers (a straggler, graded by ``checks/nccl.py``) points at its rail: a degraded
+HCA port, cable, PCIe link.
 
 How it fails / what the parser meets: the Prometheus file is rewritten in place, so a reader
 can catch it empty, cut mid-line (the last line has no newline) or cut between a bandwidth line
@@ -65,21 +66,18 @@ import json
 import math
 import os
 import re
-import statistics
-from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
+from ibdiag.facts.nccl import InspectorDump, InspectorSample
 from ibdiag.sources.parsers._text import as_text, cap, quote
 
 __all__ = [
     "InspectorDump",
     "InspectorSample",
-    "Straggler",
     "message_size_lower_bound",
     "parse_inspector_file",
     "parse_inspector_json",
     "parse_inspector_prom",
-    "stragglers",
 ]
 
 BITS_PER_BYTE = 8
@@ -112,80 +110,6 @@ _BUCKET = re.compile(r"^\s*(?P<low>\d+)\s*-\s*(?P<high>\d+)\s*(?P<unit>[KMGT]?B)
 _UUID_NAME = re.compile(r"^nccl_inspector_metrics_(?P<uuid>.+)\.prom$")
 
 
-@dataclass(frozen=True)
-class InspectorSample:
-    """One operation (JSON) or one aggregated bucket (Prometheus) as the Inspector saw it."""
-
-    kind: str  # "coll" or "p2p"
-    collective: str  # AllReduce, ReduceScatter, AllGather, ..., Send, Recv
-    # JSON: the exact size; Prometheus: the lower bound of the ``message_size`` bucket.
-    message_bytes: Optional[int]
-    # Gb/s (gigabits): the Inspector's GB/s x 8. None where the file has none.
-    bus_bw_gbps: Optional[float]
-    alg_bw_gbps: Optional[float]
-    # Prometheus: "GPU<n>" (CUDA device index on that node); JSON: "rank <n>" (no GPU there).
-    gpu: Optional[str]
-    host: Optional[str]
-    comm: Optional[str]  # communicator name (Prometheus comm_name; JSON header comm_name or id)
-    # JSON: metadata.dump_timestamp_us; Prometheus: the line's own timestamp (ms -> us), if any.
-    timestamp_us: Optional[int]
-    labels: Dict[str, str] = field(default_factory=dict)  # every label / scalar field, as text
-    message_size: Optional[str] = None  # Prometheus bucket label, e.g. "4-5GB"
-    bus_bw_gbytes: Optional[float] = None  # GB/s as the Inspector printed it
-    alg_bw_gbytes: Optional[float] = None
-    exec_time_us: Optional[float] = None
-    algo_proto: Optional[str] = None  # "Ring_ll" (Prometheus), "RING_LL" (JSON algo_proto)
-    rank: Optional[int] = None
-    nranks: Optional[int] = None
-    n_nodes: Optional[int] = None
-    comm_id: Optional[str] = None
-    gpu_uuid: Optional[str] = None  # from the file name (parse_inspector_file)
-    seq: Optional[int] = None  # coll_sn / p2p_sn
-    peer: Optional[int] = None  # P2P peer rank
-    timing_source: Optional[str] = None  # kernel_gpu, kernel_cpu, collective_cpu
-
-
-@dataclass(frozen=True)
-class InspectorDump:
-    """What one Inspector file held."""
-
-    samples: List[InspectorSample]
-    problems: List[str]
-    truncated: bool  # the file was caught half-written: samples before the cut are kept
-    format: str = "unknown"  # "prometheus" or "json"
-    format_version: Optional[str] = None  # "v5.1" (Prometheus label), "v4.4" (JSON metadata)
-    # JSON: the integer fields of the dump_stats markers (coll_dropped_total, ...); Prometheus:
-    # the opt-in stats metrics (nccl_collectives_dropped_total, ...). The largest value seen of
-    # each (they are cumulative; several communicators or GPUs: the worst one).
-    stats: Dict[str, int] = field(default_factory=dict)
-
-    @property
-    def dropped_records(self) -> int:
-        """Records the Inspector overwrote before dumping them (cumulative), all kinds."""
-        names = (
-            "coll_dropped_total",
-            "p2p_dropped_total",
-            "proxy_dropped_total",
-            "nccl_collectives_dropped_total",
-            "nccl_p2p_dropped_total",
-        )
-        return sum(self.stats.get(name, 0) for name in names)
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """A GPU whose bus bandwidth is below ``fraction`` x the median of its peers."""
-
-    collective: str
-    message_bytes: Optional[int]
-    gpu: str
-    host: Optional[str]
-    observed_gbps: float  # Gb/s (its best sample in the group)
-    median_gbps: float  # Gb/s, median of the peers' best samples
-    peers: int
-    kind: str = "coll"
-
-
 def message_size_lower_bound(label: str) -> Optional[int]:
     """``"4-5GB"`` -> 4 GiB in bytes (the Inspector's bucket lower bound); None if odd."""
     text = str(label).strip()
@@ -207,7 +131,7 @@ def parse_inspector_prom(text: Union[str, bytes, None]) -> InspectorDump:
     truncated = False
     if not text.strip():
         problems.append("empty NCCL Inspector Prometheus file" if not text else "blank file")
-        return InspectorDump([], problems, False, "prometheus")
+        return InspectorDump(samples=[], problems=problems, truncated=False, format="prometheus")
     lines = text.split("\n")
     last_incomplete = None
     if not text.endswith("\n"):  # every line the Inspector writes ends with "\n"
@@ -287,7 +211,7 @@ def parse_inspector_json(text: Union[str, bytes, None]) -> InspectorDump:
     problems: List[str] = []
     if not text.strip():
         problems.append("empty NCCL Inspector JSON file")
-        return InspectorDump([], problems, False, "json")
+        return InspectorDump(samples=[], problems=problems, truncated=False, format="json")
     records, truncated = _json_records(text, problems)
     state = _JsonState()
     for record, line in records:
@@ -320,7 +244,8 @@ def parse_inspector_file(name: str, text: Union[str, bytes, None]) -> InspectorD
     """Parse a dump by its file name: ``.prom`` Prometheus, ``.json``/``.jsonl``/``.log`` JSON.
 
     Any other name is sniffed (``{`` or ``[`` first: JSON). The GPU UUID in
-    ``nccl_inspector_metrics_<uuid>.prom`` lands in every sample's ``gpu_uuid``.
+    ``nccl_inspector_metrics_<uuid>.prom`` lands in every sample's ``gpu_uuid``; ``name`` in
+    the dump's ``name``.
     """
     base = os.path.basename(str(name or ""))
     lower = base.lower()
@@ -334,57 +259,14 @@ def parse_inspector_file(name: str, text: Union[str, bytes, None]) -> InspectorD
         looks_json = text.lstrip()[:1] in ("{", "[")
         dump = parse_inspector_json(text) if looks_json else parse_inspector_prom(text)
         note = f"{base!r}: unknown extension, read as {dump.format}"
+    update: Dict[str, Any] = {"name": str(name or "")}
     match = _UUID_NAME.match(base)
     if match:
         uuid = match.group("uuid")
-        dump = replace(dump, samples=[replace(s, gpu_uuid=uuid) for s in dump.samples])
+        update["samples"] = [s.model_copy(update={"gpu_uuid": uuid}) for s in dump.samples]
     if note:
-        dump = replace(dump, problems=cap([note, *dump.problems]))
-    return dump
-
-
-def stragglers(samples: Iterable[InspectorSample], fraction: float = 0.8) -> List[Straggler]:
-    """Per (collective, message_bytes): GPUs below ``fraction`` x the median of their peers.
-
-    A GPU is one (host, gpu) pair; its value is its *best* bus bandwidth in the group (several
-    communicators or algorithms: a GPU is flagged only when even its best is slow). A GPU needs
-    at least 2 peers with a bandwidth. Samples without a positive bandwidth are left out (the
-    Inspector writes 0 for a bucket it could not time). Raises ValueError for a fraction
-    outside (0, 1].
-    """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
-        raise ValueError(f"fraction must be a number in (0, 1], not {fraction!r}")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], not {fraction!r}")
-    groups: Dict[Tuple[str, str, Optional[int]], Dict[Tuple[Optional[str], str], float]] = {}
-    for sample in samples:
-        value = sample.bus_bw_gbps
-        if sample.gpu is None or value is None or not math.isfinite(value) or value <= 0:
-            continue
-        group = groups.setdefault((sample.kind, sample.collective, sample.message_bytes), {})
-        who = (sample.host, sample.gpu)
-        group[who] = max(group.get(who, 0.0), value)
-    found: List[Straggler] = []
-    for (kind, collective, size), members in groups.items():
-        if len(members) < 3:
-            continue
-        for who, value in members.items():
-            peers = [v for other, v in members.items() if other != who]
-            median = statistics.median(peers)
-            if value < fraction * median:
-                found.append(
-                    Straggler(
-                        collective=collective,
-                        message_bytes=size,
-                        gpu=who[1],
-                        host=who[0],
-                        observed_gbps=value,
-                        median_gbps=median,
-                        peers=len(peers),
-                        kind=kind,
-                    )
-                )
-    return found
+        update["problems"] = cap([note, *dump.problems])
+    return dump.model_copy(update=update)
 
 
 # --- Prometheus -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """nccl-tests (``all_reduce_perf``, ``all_gather_perf``, ...) output -> ranks, result table,
-NCCL warnings and errors; and the argv of a run.
+NCCL warnings and errors, as ``ibdiag.facts.nccl.NcclTestsResult``. (The argv of a run is built
+by the source that runs it, ``ibdiag.sources.active.nccl_tests_argv``.)
 
 What a run prints (``all_reduce_perf -b 32M -e 1G -f 2 -g 1`` under mpirun, 8 ranks)::
 
@@ -65,242 +66,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
+from ibdiag.facts.nccl import NcclRank, NcclSide, NcclTestsResult, NcclTestsRow, NcclWarning
 from ibdiag.sources.parsers._text import as_text, cap, quote, trim
 
 __all__ = [
-    "LAUNCHERS",
-    "NCCL_TESTS_ROLE",
     "NcclRank",
     "NcclSide",
     "NcclTestsResult",
     "NcclTestsRow",
     "NcclWarning",
-    "nccl_tests_argv",
     "parse_nccl_tests",
 ]
-
-LAUNCHERS = ("plain", "mpirun", "srun")
-# The role (CommandRun.role) of the nccl-tests run the config asked for: the check finds the run
-# by it, whatever the configured program is called (all_reduce_perf_mpi, a site wrapper).
-NCCL_TESTS_ROLE = "nccl-tests"
-
-
-@dataclass(frozen=True)
-class NcclRank:
-    """``#  Rank  0 Group  0 Pid  66421 on node01 device  0 [0x07] NVIDIA A100-SXM4-80GB``."""
-
-    rank: int
-    group: Optional[int]  # None in old builds (no "Group" column)
-    pid: int
-    host: str
-    device: int  # the CUDA device index on that host
-    bus_id: str  # "0x07" (old) or "0000:07:00" (new)
-    gpu: str  # "NVIDIA A100-SXM4-80GB"
-
-
-@dataclass(frozen=True)
-class NcclSide:
-    """The out-of-place or in-place half of a row. Bandwidths in GB/s (10^9 bytes/s)."""
-
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
-    wrong: Optional[int]  # "#wrong" (wrong elements); None for "N/A" or the old "error" column
-    max_error: Optional[float] = None  # old builds' "error" column (max relative error)
-
-
-@dataclass(frozen=True)
-class NcclTestsRow:
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: Optional[str]  # "sum", "none" (all_gather), None when the layout has no redop
-    root: Optional[int]  # -1 where the collective has no root; None when there is no column
-    out_of_place: Optional[NcclSide]
-    in_place: Optional[NcclSide]
-
-    def busbw_gbps(self) -> Optional[float]:
-        """The better busbw of the two halves (GB/s), or None."""
-        values = [s.busbw_gbps for s in (self.out_of_place, self.in_place) if s is not None]
-        return max(values) if values else None
-
-    def wrong(self) -> int:
-        """Wrong elements in both halves (0 where not validated)."""
-        return sum(s.wrong or 0 for s in (self.out_of_place, self.in_place) if s is not None)
-
-
-@dataclass(frozen=True)
-class NcclWarning:
-    """A warning line: NCCL's own ``NCCL WARN`` or one of nccl-tests' notes."""
-
-    text: str  # the message, without the host:pid:tid prefix
-    source: str  # "nccl" (NCCL WARN) or "nccl-tests"
-    host: Optional[str] = None
-    gpu: Optional[int] = None  # the CUDA device in "[6]"
-    subsystem: Optional[str] = None  # "NET/IB", "NET/Socket", "NET/Plugin", ...
-    hca: Optional[str] = None  # "mlx5_10" when the line names an RDMA device
-    port: Optional[int] = None
-    interface: Optional[str] = None  # a netdev named by NET/Socket lines ("eth0")
-    status: Optional[int] = None  # ibv_wc_status (12 = retry exceeded, 5 = flush)
-    vendor_err: Optional[int] = None
-    peer: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class NcclTestsResult:
-    ranks: List[NcclRank]
-    nccl_version: Optional[str]  # "2.16.2+cuda11.6", or "2.19.3" from nccl-library=21903
-    rows: List[NcclTestsRow]
-    avg_bus_bandwidth_gbps: Optional[float]  # "# Avg bus bandwidth" in GB/s (bytes)
-    out_of_bounds: Optional[int]  # "# Out of bounds values : N"
-    wrong_total: int  # sum of #wrong over every row and half
-    warnings: List[NcclWarning]
-    errors: List[str]
-    complete: bool  # the "Avg bus bandwidth" line was printed
-    problems: List[str]
-    test: Optional[str] = None  # "all_reduce_perf" (newer builds print it)
-    concluded: bool = False  # "# Collective test concluded: ..." (newer builds end with it)
-    reduced_max_bytes: Optional[int] = None  # "Reducing maxBytes to N due to memory limitation"
-    nccl_tests_version: Optional[str] = None
-    config: Dict[str, int] = field(default_factory=dict)  # nThread, nGpus, minBytes, iters, ...
-    avg_check: Optional[str] = None  # "OK"/"FAILED" after the average, when checked
-    runs: int = 0  # how many "# nThread" headers (more than one: see module doc)
-
-    def busbw_at_largest(self) -> Optional[float]:
-        """The best busbw (GB/s) of out-of-place/in-place over the rows of the largest size."""
-        if not self.rows:
-            return None
-        largest = max(row.size_bytes for row in self.rows)
-        values = [row.busbw_gbps() for row in self.rows if row.size_bytes == largest]
-        known = [v for v in values if v is not None]
-        return max(known) if known else None
-
-    def wrong_results(self) -> List[NcclTestsRow]:
-        """Rows with a non-zero #wrong in either half."""
-        return [row for row in self.rows if row.wrong() > 0]
-
-    def table_complete(self) -> bool:
-        """The result table reaches the end of the size sweep its ``# nThread`` header announced:
-        its last row is its largest size, and one more step (``step: F(factor)`` or
-        ``N(bytes)``) would pass maxBytes (or the ``Reducing maxBytes to`` value). nccl-tests
-        loops ``for (size = minBytes; size <= maxBytes; size = size*F or size+N)`` and prints
-        each size rounded down to whole elements, so the last printed size never exceeds it.
-        False when it cannot tell: no header, several runs, no rows."""
-        top = self.reduced_max_bytes or self.config.get("maxBytes")
-        if self.runs != 1 or not self.rows or top is None:
-            return False
-        last = self.rows[-1].size_bytes
-        if last < max(row.size_bytes for row in self.rows):
-            return False  # a later sweep (another type or op) stopped part-way
-        factor, step = self.config.get("step_factor"), self.config.get("step_bytes")
-        if factor is not None and factor > 1:
-            return last * factor > top
-        if step is not None and step > 0:
-            return last + step > top
-        return False
-
-    def finished(self) -> bool:
-        """The run ended as nccl-tests ends one: the ``Avg bus bandwidth`` line (``complete``),
-        or - where that line is missing - a complete table (``table_complete``), the ``Out of
-        bounds values`` line and ``# Collective test concluded``, which nccl-tests prints after
-        both: a run with all three is not failed for the average line alone."""
-        if self.complete:
-            return True
-        return self.concluded and self.out_of_bounds is not None and self.table_complete()
-
-
-# ----------------------------------------------------------------------------------- argv
-
-_SIZE = re.compile(r"\d{1,15}[KkMmGg]?")
-_BINARY = re.compile(r"[A-Za-z0-9_./+-]{1,4096}")
-
-
-def nccl_tests_argv(
-    binary: str,
-    launcher: str = "plain",
-    gpus: int = 8,
-    min_bytes: Union[str, int] = "8",
-    max_bytes: Union[str, int] = "8G",
-    step_factor: int = 2,
-    iters: int = 20,
-    warmup_iters: int = 5,
-    check: int = 1,
-    extra: Sequence[str] = (),
-    launcher_args: Sequence[str] = (),
-) -> List[str]:
-    """The argv of one nccl-tests run over ``gpus`` local GPUs.
-
-    ``plain``: one process drives every GPU (``-g GPUS``). ``mpirun`` (``-np GPUS --bind-to
-    numa``) and ``srun`` (``--ntasks-per-node=GPUS --gpus-per-task=1``) start one process per
-    GPU (``-g 1``; the binary must be built with MPI=1). ``extra`` goes to the binary (e.g.
-    ``("-d", "bfloat16")``), ``launcher_args`` to mpirun/srun (e.g. ``--allow-run-as-root``).
-    Options (nccl-tests README): ``-b`` min bytes, ``-e`` max bytes, ``-f`` step factor, ``-g``
-    GPUs per thread, ``-n`` iterations, ``-w`` warm-up iterations, ``-c`` check (validation)
-    iterations. Sizes take nccl-tests' K/M/G suffixes ("8", "128M", "8G") or a byte count.
-    Raises ValueError on a bad argument.
-    """
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"unknown launcher {launcher!r}; one of {list(LAUNCHERS)}")
-    if not isinstance(binary, str) or not _BINARY.fullmatch(binary) or binary.startswith("-"):
-        raise ValueError(f"not a program path: {binary!r}")
-    sizes = []
-    for name, value in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            value = str(value)
-        if not isinstance(value, str) or not _SIZE.fullmatch(value):
-            raise ValueError(f"{name} must be like 8, '8', '128M' or '8G', not {value!r}")
-        sizes.append(value)
-    _check_int("gpus", gpus, 1, 1024)
-    _check_int("step_factor", step_factor, 2, 1024)
-    _check_int("iters", iters, 1, 1_000_000)
-    _check_int("warmup_iters", warmup_iters, 0, 1_000_000)
-    _check_int("check", check, 0, 1_000_000)
-    for name, values in (("extra", extra), ("launcher_args", launcher_args)):
-        if isinstance(values, str) or not all(
-            isinstance(v, str) and v and "\x00" not in v for v in values
-        ):
-            raise ValueError(f"{name} must be a sequence of non-empty strings, not {values!r}")
-    per_process = gpus if launcher == "plain" else 1
-    args = [
-        binary,
-        "-b",
-        sizes[0],
-        "-e",
-        sizes[1],
-        "-f",
-        str(step_factor),
-        "-g",
-        str(per_process),
-        "-n",
-        str(iters),
-        "-w",
-        str(warmup_iters),
-        "-c",
-        str(check),
-        *extra,
-    ]
-    if launcher == "mpirun":
-        return ["mpirun", "-np", str(gpus), "--bind-to", "numa", *launcher_args, *args]
-    if launcher == "srun":
-        return [
-            "srun",
-            f"--ntasks-per-node={gpus}",
-            "--gpus-per-task=1",
-            *launcher_args,
-            *args,
-        ]
-    return args
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
-
-
-# ---------------------------------------------------------------------------------- parse
 
 _CONFIG = re.compile(
     r"(?P<key>nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph"
@@ -710,13 +488,13 @@ def _side(values: Sequence[str], names: Sequence[str]) -> Union[NcclSide, str]:
     if "wrong" in fields:
         token = fields["wrong"]
         if token.upper() != "N/A":
-            if not _NUMBER.match(token) or float(token) < 0:
+            if not _NUMBER.match(token) or not 0 <= float(token) < math.inf:
                 return f"#wrong {token!r} is not a count"
             wrong = int(float(token))
     elif "error" in fields:
         token = fields["error"]
         if token.upper() != "N/A":
-            if not _NUMBER.match(token):
+            if not _NUMBER.match(token) or not math.isfinite(float(token)):
                 return f"error {token!r} is not a number"
             max_error = float(token)
     return NcclSide(
