@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import signal
-from typing import List, Optional, Tuple, Union
+from typing import Optional, Tuple
 
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 
@@ -40,23 +40,12 @@ _NOT_HERE = re.compile(
 _NOT_SUPPORTED = ("Operation not supported", "no stats available", "not supported")
 
 
-def usable_run(
-    snap: Snapshot, role: Union[str, List[str]]
-) -> Tuple[Optional[CommandRun], Optional[str]]:
+def usable_run(snap: Snapshot, role: str) -> Tuple[Optional[CommandRun], Optional[str]]:
     """(the run, None) when the run of ``role`` (``ibdiag.roles``) succeeded; else (None, why
-    not, in one line).
-
-    An argv list instead of a role finds the run by its command line: the old way, kept only
-    for the checks not yet reading typed fields (kernel_log, driver_inventory, topology).
-    """
-    if isinstance(role, str):
-        run = snap.run(role)
-        named = role
-    else:
-        run = snap.command(role)
-        named = " ".join(role)
+    not, in one line)."""
+    run = snap.run(role)
     if run is None:
-        return None, f"`{named}` was not collected (level quick, or an older bundle)"
+        return None, f"`{role}` was not collected (level quick, or an older bundle)"
     failure = run.failure()
     if failure is not None:
         return None, failure

@@ -161,10 +161,11 @@ class CommandRun(_Model):
     or error with the reason: not installed, permission denied, timed out (its whole process
     group was killed), non-zero exit, or never started because the run's deadline had passed.
 
-    ``role`` says what the run was for, recorded when it was planned ("nccl-tests",
-    "loopback client mlx5_0:1 attempt 1"): a check finds its run by role, never by the
-    program's name or argv (a site may configure any program, e.g. a wrapper script). None:
-    not recorded (a read-only command, or a run recorded before roles were kept).
+    ``role`` says what the run was for, recorded when it was planned (``ibdiag.roles``:
+    "perfquery-x mlx5_0:1", "nccl-tests", "loopback client mlx5_0:1 attempt 1"): the
+    interpreters and checks find a run by role, never by the program's name or argv (a site
+    may configure any program, e.g. a wrapper script). None: a run ibdiag did not plan, or
+    one recorded before roles were kept (``ibdiag.sources.legacy_roles`` gives those theirs).
     """
 
     argv: List[str]
@@ -257,10 +258,6 @@ class Snapshot(_Model):
 
     def device(self, name: str) -> Optional[Device]:
         return next((dev for dev in self.devices if dev.name == name), None)
-
-    def command(self, argv: List[str]) -> Optional[CommandRun]:
-        """The recorded run of ``argv`` (being replaced by ``run``: find a run by its role)."""
-        return self.commands.get(command_key(argv))
 
     def run(self, role: str) -> Optional[CommandRun]:
         """The run recorded for ``role`` (``ibdiag.roles``); None when it was not collected
