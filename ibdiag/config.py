@@ -284,6 +284,8 @@ def _validate_layer(label: str, source: str, data: Dict[str, Any], kind: str) ->
     for key in data:
         if key not in allowed:
             raise ConfigError(f"{label}: {_unknown_key(key, allowed, kind)}")
+    if not data:  # the usual profile (generic) and no flags: nothing to validate
+        return _Layer(label=label, source=source, thresholds=_defaults())
     _check_counter_names(label, data.get("counters"))
     _check_values(label, data)
     try:
@@ -291,6 +293,14 @@ def _validate_layer(label: str, source: str, data: Dict[str, Any], kind: str) ->
     except ValidationError as exc:
         raise ConfigError(f"{label}: {_describe(exc)}") from None
     return _Layer(label=label, source=source, thresholds=thresholds)
+
+
+def _defaults() -> Thresholds:
+    """``Thresholds()`` - every field its default, none set - without building the model's
+    validator: that costs more than the rest of a quick check's configuration (the build is
+    deferred to first use), and an empty layer has nothing to validate. Equal to
+    ``Thresholds.model_validate({})`` (``tests/test_config.py`` holds it to that)."""
+    return Thresholds.model_construct()
 
 
 def _unknown_key(key: str, allowed: Sequence[str], kind: str) -> str:
@@ -435,7 +445,7 @@ def _merge(profile_label: str, layers: List[_Layer]) -> Effective:
             sources[name], set_by[name] = layer.source, index
     if counters:
         merged["counters"] = counters
-    thresholds = Thresholds.model_validate(merged)
+    thresholds = Thresholds.model_validate(merged) if merged else _defaults()
     _check_consistent(thresholds, layers, sources, set_by)
     return Effective(thresholds=thresholds, profile=profile_label, sources=sources)
 
