@@ -17,6 +17,7 @@ documentation as summarised in ../shared/seeds/000 (meanings).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Dict, Optional, Tuple
 
@@ -455,6 +456,7 @@ _BY_ALIAS: Dict[str, CounterInfo] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)  # entries are frozen; renderers ask per sample, per scrape
 def lookup(name: str, directory: str = "counters") -> CounterInfo:
     """The catalogue entry (by name, perfquery alias or numbered family), or an ``unknown``
     entry: the counter is shown, never graded."""
@@ -472,10 +474,16 @@ def rule_for(name: str, thresholds: Thresholds) -> CounterRule:
 
     An override of ``symbol_error`` also applies to perfquery's ``SymbolErrorCounter``.
     """
-    info = lookup(name)
-    default = info.default_rule()
+    info, default = _default_rule(name)
     override = thresholds.counters.get(info.name) or thresholds.counters.get(name)
     if override is None:
         return default
     fields = {key: getattr(override, key) for key in override.model_fields_set}
     return default.model_copy(update=fields)
+
+
+@functools.lru_cache(maxsize=4096)
+def _default_rule(name: str) -> Tuple[CounterInfo, CounterRule]:
+    """``lookup(name)`` and its default rule, made once (CounterRule is frozen: shared safely)."""
+    info = lookup(name)
+    return info, info.default_rule()
