@@ -27,14 +27,13 @@ hold the model's default, or the counter catalogue's default rule).
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import math
 import os
 import re
 import stat
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, get_args
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -64,15 +63,14 @@ class ConfigError(Exception):
     """A bad profile, config file or flag. ``str()`` is one line: file, key, what was expected."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Effective:
+# NamedTuples, not dataclasses: as immutable, for a tenth of what making the class costs.
+class Effective(NamedTuple):
     thresholds: Thresholds
     profile: str  # the shipped profile's name, or the path of the profile file used
     sources: Dict[str, str]  # dotted key -> the layer that set it last; unset keys are absent
 
 
-@dataclasses.dataclass(frozen=True)
-class _Layer:
+class _Layer(NamedTuple):
     label: str  # how errors name it: the file's path, or "command line"
     source: str  # how Effective.sources names it
     thresholds: Thresholds
