@@ -7,6 +7,8 @@ then runs, as separate processes and round-robin so machine noise spreads evenly
 
     floor      python -c "import click, pydantic"
     basemodel  python -c "import click; from pydantic import BaseModel"
+    onemodel   the same, defining one model with a Field and validating it once: the least
+               a click + pydantic tool that validates anything pays
     ibdiag-8   python -m ibdiag check --level quick --sysfs <8-HCA tree>
     ibdiag-64  python -m ibdiag check --level quick --sysfs <64-HCA tree>
     baseline-64  the same with --baseline <a snapshot of that tree> (counter deltas graded)
@@ -49,11 +51,16 @@ FORBIDDEN_IBDIAG = ("ibdiag.render.html", "ibdiag.sources.commands", "ibdiag.bun
 TARGET_FLOOR_RATIO = 1.5
 TARGET_SCALE_RATIO = 2.0
 
+ONE_MODEL = (
+    "import click\nfrom pydantic import BaseModel, Field\n"
+    "class M(BaseModel):\n    x: int = Field(default=0, ge=0)\nM(x=1)\n"
+)
+
 IMPORT_PROBE = textwrap.dedent(
     """
     import contextlib, io, json, sys
     sys.argv = ["ibdiag", "check", "--level", "quick", "--sysfs", sys.argv[1]]
-    from ibdiag.cli import main
+    from ibdiag.entry import main  # what `ibdiag` and `python -m ibdiag` run
     code = None
     with contextlib.redirect_stdout(io.StringIO()):
         try:
@@ -197,6 +204,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--runs must be at least 1")
     global SOURCE
     SOURCE = os.path.abspath(args.source)
+    if args.json:
+        args.json = os.path.abspath(args.json)  # the runs chdir to SOURCE
 
     env = child_env()
     py = sys.executable
@@ -206,6 +215,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         cases = {
             "floor": [py, "-c", "import click, pydantic"],
             "basemodel": [py, "-c", "import click; from pydantic import BaseModel"],
+            "onemodel": [py, "-c", ONE_MODEL],
             "ibdiag-8": [py, "-m", "ibdiag", "check", "--level", "quick", "--sysfs", tree8],
             "ibdiag-64": [py, "-m", "ibdiag", "check", "--level", "quick", "--sysfs", tree64],
             "baseline-64": [
@@ -249,6 +259,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "ibdiag-8 / floor": med["ibdiag-8"] / med["floor"],
         "ibdiag-64 / ibdiag-8": med["ibdiag-64"] / med["ibdiag-8"],
         "ibdiag-8 / basemodel": med["ibdiag-8"] / med["basemodel"],
+        "onemodel / floor": med["onemodel"] / med["floor"],
         "baseline-64 / ibdiag-64": med["baseline-64"] / med["ibdiag-64"],
         "cpu: ibdiag-8 / floor": cpu["ibdiag-8"] / cpu["floor"],
         "cpu: ibdiag-64 / ibdiag-8": cpu["ibdiag-64"] / cpu["ibdiag-8"],
@@ -279,6 +290,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             goal = f"target {op} {limit}: {'met' if met else 'NOT met'}"
         elif label.startswith("baseline"):
             goal = "cost of loading and grading against a 64-HCA baseline"
+        elif label.startswith("onemodel"):
+            goal = "what any click + pydantic tool that validates a model pays"
         elif label.startswith("cpu"):
             goal = "the same in CPU time (user + system): steadier on a shared machine"
         else:
