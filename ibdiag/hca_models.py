@@ -12,16 +12,14 @@ Sources: NVIDIA ConnectX product briefs; PCI ids from the pci.ids database (vend
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Tuple
 
 from ibdiag.model import Device, LinkRate
 
 SPEED_ORDER: Tuple[str, ...] = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
 
-@dataclasses.dataclass(frozen=True)
-class HcaModel:
+class HcaModel(NamedTuple):  # immutable; a tenth of a frozen dataclass's cost to make
     name: str
     hca_types: Tuple[str, ...]
     pci_device_ids: Tuple[str, ...]

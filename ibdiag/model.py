@@ -16,7 +16,8 @@ already produce typed values - while anything read back from outside (a saved sn
 bundle, a test's JSON) goes through ``model_validate``/``model_validate_json``.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile() each string
+# annotation when the classes are made, on every run (benchmarks/results-issue13.md).
 
 import enum
 import re

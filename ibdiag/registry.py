@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib.util
 import inspect
 import os
@@ -54,7 +55,7 @@ class CheckSpec:
     func: Callable
     origin: str = "<unregistered>"  # file or entry point it was loaded from
 
-    @property
+    @functools.cached_property  # asked on every run of the check (a scrape, say): read once
     def takes_baseline(self) -> bool:
         """A check written ``(snapshot, thresholds, baseline)`` is also given the baseline.
 

@@ -6,7 +6,8 @@ counter catalogue's defaults, then a profile (ibdiag/profiles/*.toml), then the 
 keys of those TOML files.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would compile() each string
+# annotation when the classes are made, on every run (benchmarks/results-issue13.md).
 
 import fnmatch
 import functools

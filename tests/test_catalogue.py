@@ -346,6 +346,19 @@ def test_rule_for_without_override_is_the_default():
     assert rule_for("link_downed", Thresholds()) == CATALOGUE["link_downed"].default_rule()
 
 
+def test_the_default_rules_are_made_once_and_an_override_never_changes_them():
+    # Default rules and lookups are cached (every counter of every port asks, every scrape):
+    # shared, so they must stay what the catalogue says whatever an override did.
+    assert rule_for("symbol_error", Thresholds()) is rule_for("symbol_error", Thresholds())
+    assert lookup("rx_prio3_discards") is lookup("rx_prio3_discards")
+    th = Thresholds(counters={"symbol_error": CounterRule(rate_fail_per_hour=5)})
+    assert rule_for("symbol_error", th).rate_fail_per_hour == 5
+    assert rule_for("symbol_error", Thresholds()).rate_fail_per_hour == 120
+    with pytest.raises(ValueError):  # frozen: a caller cannot change the shared rule
+        rule_for("symbol_error", Thresholds()).rate_fail_per_hour = 1  # type: ignore[misc]
+    assert rule_for("symbol_error", Thresholds()) == CATALOGUE["symbol_error"].default_rule()
+
+
 def test_rule_for_setting_only_the_rate_keeps_on_increase():
     th = Thresholds(counters={"symbol_error": CounterRule(rate_fail_per_hour=10)})
     rule = rule_for("symbol_error", th)

@@ -654,6 +654,33 @@ def test_render_show_escapes_strings_and_round_trips(tmp_path):
 # --- the quick path -----------------------------------------------------------------------
 
 
+def test_nothing_set_is_the_validated_defaults_without_building_the_validator():
+    """The usual prolog (generic profile, no site config, no flags) has nothing to validate:
+    its Thresholds are made without building the model's validator (the largest cost of
+    reading the configuration), and are exactly what validating nothing gives."""
+    code = (
+        "from ibdiag.config import load_effective\n"
+        "from ibdiag.thresholds import Thresholds\n"
+        "th = load_effective(None, None, {}).thresholds\n"
+        "built = Thresholds.__pydantic_complete__\n"
+        "print(built, th.model_fields_set == set(), th == Thresholds.model_validate({}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert proc.stdout.split() == ["False", "True", "True"]
+
+
+def test_an_empty_site_config_and_profile_are_the_defaults(tmp_path):
+    empty = write(tmp_path, "empty.toml", "# nothing set\n")
+    site = write(tmp_path, "site.toml", f'profile = "{empty}"\n')
+    effective = load(None, site)
+    assert effective.thresholds == Thresholds.model_validate({})
+    assert effective.thresholds.model_fields_set == set()
+    assert effective.sources == {}
+    assert effective.profile == empty
+
+
 def test_config_module_imports_neither_jinja2_nor_sh():
     code = "import sys, ibdiag.config; print(sorted({'jinja2', 'sh'} & set(sys.modules)))"
     proc = subprocess.run(
