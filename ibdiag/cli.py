@@ -197,9 +197,9 @@ def check_command(
             sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
             thresholds=thresholds, progress=status.say, read_timeout=read_timeout,
         )  # fmt: skip
-    previous = read_baseline(snapshot, baseline_path, state_path)
+    snapshot, previous = read_baseline(snapshot, baseline_path, state_path)
     if state_path:  # before grading: a state that cannot be saved is a result, not a stderr line
-        replace_state(state_path, snapshot)
+        snapshot = replace_state(state_path, snapshot)
     report = grade(snapshot, registry, thresholds, level, baseline=previous)
 
     return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
@@ -243,7 +243,7 @@ def _grade_bundle(path, flags, checks_dirs, baseline_path=None, accept_altered=F
                 f"{path}: the thresholds it records are not valid: thresholds."
                 f"{describe_validation_error(exc)} (grade it with --profile or --config)"
             ) from None
-    previous = read_baseline(snapshot, baseline_path, None)
+    snapshot, previous = read_baseline(snapshot, baseline_path, None)
     report = grade(snapshot, registry, thresholds, level, baseline=previous)
     return report.model_copy(update={"altered_files": altered}) if altered else report
 

@@ -212,24 +212,26 @@ checks_dir_option = click.option(
 
 
 def read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[str]):
-    """The baseline Snapshot, or None; why it could not be used goes into snapshot.problems."""
+    """(snapshot, the baseline Snapshot or None): why a baseline could not be used is a
+    problem of the returned snapshot (a new one: models are frozen)."""
     from ibdiag import baseline
 
     path = baseline_path or state_path
     if path is None or (state_path and not os.path.exists(state_path)):
-        return None  # no baseline asked for, or the first run with this state file (or link)
+        return snapshot, None  # no baseline asked for, or the first run with this state file
     previous, problem = baseline.load(path)
     if problem is not None:
-        snapshot.problems[baseline.BASELINE_PROBLEM] = problem
-    return previous
+        snapshot = snapshot.with_problem(baseline.BASELINE_PROBLEM, problem)
+    return snapshot, previous
 
 
-def replace_state(path: str, snapshot) -> None:
-    """Save ``snapshot`` as the next run's baseline (--state), before it is graded.
+def replace_state(path: str, snapshot):
+    """Save ``snapshot`` as the next run's baseline (--state), before it is graded; the
+    snapshot to grade (``snapshot``, or a new one naming why it could not be saved).
 
     The state file's directory is created (0700) when its parent exists: the README's
     ``/var/lib/ibdiag/nhc-state.json`` works on a node where nothing made /var/lib/ibdiag yet.
-    When the file cannot be written, why goes into ``snapshot.problems`` and the
+    When the file cannot be written, why goes into the snapshot's ``problems`` and the
     ``counters.baseline`` check warns: NHC and Slurm discard stderr on success, and a state
     that silently never saves means counters are never graded on their change.
     """
@@ -244,4 +246,7 @@ def replace_state(path: str, snapshot) -> None:
         why = exc.strerror or str(exc)
         if not os.path.isdir(directory):
             why = f"its directory {directory} does not exist"
-        snapshot.problems[baseline.STATE_PROBLEM] = f"cannot write state file {path}: {why}"
+        return snapshot.with_problem(
+            baseline.STATE_PROBLEM, f"cannot write state file {path}: {why}"
+        )
+    return snapshot

@@ -210,7 +210,8 @@ def test_every_scenario_renders_strict_and_promtool_clean(name: str) -> None:
 
 def test_render_escapes_hostile_label_values(tmp_path: Path) -> None:
     report = _builder_report(tmp_path)
-    report.results[0].target = 'a"b\\c\nd'
+    hostile = report.results[0].model_copy(update={"target": 'a"b\\c\nd'})
+    report = report.model_copy(update={"results": [hostile, *report.results[1:]]})
     text = prometheus.render(report, 0.0)
     samples = parse(text)
     promtool_check(text)

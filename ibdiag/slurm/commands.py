@@ -210,9 +210,9 @@ def _grader(options: dict, flags: tuple):
             "deadline_s": max(1.0, seconds - 1.0),
         }
         snapshot = collect(options["sysfs_root"], options["procfs_root"], needs, limits)
-        previous = read_baseline(snapshot, baseline_path, None)
+        snapshot, previous = read_baseline(snapshot, baseline_path, None)
         if save_path:  # before grading: a baseline that cannot be saved is a warning result
-            replace_state(save_path, snapshot)
+            snapshot = replace_state(save_path, snapshot)
         return grade(snapshot, registry, thresholds, level, baseline=previous)
 
     return grade_node
