@@ -677,11 +677,13 @@ def _replay_inspector(opened: OpenedBundle) -> Optional[List[InspectorFile]]:
     if entries is None:
         return None
     return [
-        InspectorFile.model_construct(
-            name=entry.name,
-            modified_at=entry.modified_at,
-            text=_read_stream(opened, entry.file),
-            truncated=entry.truncated,
+        InspectorFile.model_validate(
+            dict(
+                name=entry.name,
+                modified_at=entry.modified_at,
+                text=_read_stream(opened, entry.file),
+                truncated=entry.truncated,
+            )
         )
         for entry in entries
     ]
@@ -711,8 +713,10 @@ def replay(opened: OpenedBundle) -> Snapshot:
 
     Files are parsed by the same code as a live collection (``collect.read_node``); identity
     and timing (host, boot_id, collected_at, tool_version, roots, sources) come from the
-    manifest, whose every field was validated when the bundle was opened. Runs nothing and
-    reads nothing outside the bundle.
+    manifest, whose every field was validated when the bundle was opened. What comes from the
+    bundle is validated again as the model it becomes (``model_validate``: the CommandRuns, the
+    Inspector files, the Snapshot's own fields), as a baseline file is; only what ibdiag's own
+    readers built from it is taken as built. Runs nothing and reads nothing outside the bundle.
     """
     from ibdiag.collect import read_node
 
@@ -734,7 +738,7 @@ def replay(opened: OpenedBundle) -> Snapshot:
             data["role"] = _role_before_roles(entry, manifest.thresholds or {}, planned)
         data["stdout"] = _read_stream(opened, entry.stdout_file)
         data["stderr"] = _read_stream(opened, entry.stderr_file)
-        run = CommandRun.model_construct(**data)  # every field typed by the manifest's model
+        run = CommandRun.model_validate(data)  # read from outside: validated, as a baseline is
         commands[entry.key or run.key] = run
     fields.update(
         host=header.host,
@@ -747,13 +751,17 @@ def replay(opened: OpenedBundle) -> Snapshot:
         from ibdiag.sources.interpret import interpret
 
         fields = interpret(fields, commands)
-    return Snapshot.model_construct(
-        schema_version=header.schema_version,
-        tool_version=header.tool_version,
-        collected_at=header.collected_at,
-        sysfs_root=header.sysfs_root,
-        procfs_root=header.procfs_root,
-        sources=sources,
-        commands=commands,
-        **fields,
+    # Validated: the header came from outside. What the readers and interpret built (devices,
+    # typed command fields) are model instances already, which pydantic takes as they are.
+    return Snapshot.model_validate(
+        dict(
+            schema_version=header.schema_version,
+            tool_version=header.tool_version,
+            collected_at=header.collected_at,
+            sysfs_root=header.sysfs_root,
+            procfs_root=header.procfs_root,
+            sources=sources,
+            commands=commands,
+            **fields,
+        )
     )
