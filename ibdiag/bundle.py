@@ -64,6 +64,7 @@ from ibdiag.bundle_manifest import (
     safe_relpath,
 )
 from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot, command_key
+from ibdiag.render.options import RenderOptions
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import Recording, SysfsReader, decode_attribute, natural_key
 
@@ -86,7 +87,7 @@ _RUN_FIELDS = (
     "error",
 )
 
-Renderer = Callable[[Report], str]
+Renderer = Callable[[Report, RenderOptions], str]  # ibdiag.render.*.render
 
 
 class BundleError(Exception):
@@ -97,10 +98,10 @@ class BundleError(Exception):
 # -- writing -----------------------------------------------------------------------------------
 
 
-def _render_html(report: Report) -> str:
+def _render_html(report: Report, options: RenderOptions) -> str:
     from ibdiag.render import html  # jinja2 only when a bundle is written
 
-    return html.render(report)
+    return html.render(report, options)
 
 
 def default_renderers() -> Dict[str, Renderer]:
@@ -254,7 +255,7 @@ def _fill(
     failures: Dict[str, str] = {}
     for filename, renderer in renderers.items():
         try:
-            text = renderer(report)
+            text = renderer(report, RenderOptions())
         except Exception as exc:  # noqa: BLE001 - a failing renderer must not lose the bundle
             failures[filename] = f"{type(exc).__name__}: {exc}"
             continue
@@ -339,7 +340,8 @@ def write_bundle(
     """Write the support bundle of ``snapshot``/``report`` under ``outdir``; its path.
 
     ``recording``: what ``collect(..., recording=Recording())`` read (None: no raw files).
-    ``renderers``: file name -> ``render(report) -> str`` (default ``default_renderers()``);
+    ``renderers``: file name -> ``render(report, options) -> str`` (default
+    ``default_renderers()``; each is given the default ``RenderOptions``);
     one that raises is recorded in the manifest's ``render_failures`` and its file left out.
     ``tarball``: write ``<name>.tar.gz`` (0600) and ``<name>.tar.gz.sha256`` instead of the
     directory (0700, files 0600). ``redactor``: every text file (raw files, command output,

@@ -299,9 +299,11 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
         if line:
             click.echo(line)
         return report.verdict.exit_code
+    from ibdiag.render.options import RenderOptions
+
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
-    text = _render(report, fmt, color=color, verbose=verbose)
+    text = _render(report, fmt, RenderOptions(color=color, verbose=verbose))
     if output and output != "-":
         from ibdiag.files import write_output
 
@@ -314,18 +316,19 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
     return report.verdict.exit_code
 
 
-def _render(report, fmt: str, color: bool, verbose: bool) -> str:
-    if fmt == "json":
-        from ibdiag.render import json as renderer
+# --format -> the renderer's module, imported when asked for (html: jinja2 only then)
+_RENDERERS = {
+    "text": "ibdiag.render.text",
+    "json": "ibdiag.render.json",
+    "html": "ibdiag.render.html",
+}
 
-        return renderer.render(report)
-    if fmt == "html":
-        from ibdiag.render import html as renderer  # jinja2 only when asked for
 
-        return renderer.render(report)
-    from ibdiag.render import text as renderer
+def _render(report, fmt: str, options) -> str:
+    """``render(report, options)`` of the format's renderer (they share one signature)."""
+    import importlib
 
-    return renderer.render(report, color=color, verbose=verbose)
+    return importlib.import_module(_RENDERERS[fmt]).render(report, options)
 
 
 @cli.command("collect")
@@ -491,11 +494,13 @@ def export_command(
 ) -> int:  # fmt: skip
     """Write the quick check's counters, gauges and results as Prometheus metrics."""
     from ibdiag.render import prometheus
+    from ibdiag.render.options import RenderOptions
 
     flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
     report, duration = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)()
+    options = RenderOptions(duration_s=duration, compat=compat)
     try:
-        prometheus.write_textfile(textfile, prometheus.render(report, duration, compat))
+        prometheus.write_textfile(textfile, prometheus.render(report, options))
     except OSError as exc:
         raise UsageFailure(f"cannot write {textfile}: {exc.strerror or exc}") from exc
     return 0
@@ -635,7 +640,7 @@ def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
         previous, problem = baseline.load(baseline_path)
         if problem is not None:
             raise UsageFailure(f"baseline {problem}")
-    click.echo(renderer.render(snapshot, previous, nonzero_only=not show_all), nl=False)
+    click.echo(renderer.table(snapshot, previous, nonzero_only=not show_all), nl=False)
     return 0
 
 

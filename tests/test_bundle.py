@@ -23,6 +23,7 @@ from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Report, Snapshot
 from ibdiag.registry import load_registry
+from ibdiag.render.options import RenderOptions
 from ibdiag.sources.commands import Runner
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
@@ -363,7 +364,7 @@ def test_names_are_sanitised_and_never_clobber(good, tmp_path):
 # -- failures while writing --------------------------------------------------------------------
 
 
-def failing_html(report: Report) -> str:
+def failing_html(report: Report, options: RenderOptions) -> str:
     raise RuntimeError("template exploded")
 
 
@@ -392,7 +393,7 @@ def test_failing_html_renderer_keeps_everything_else(good, tmp_path, tarball):
     assert json.loads(members["report.json"])["verdict"] == report.verdict.value
 
 
-def interrupt(report: Report) -> str:
+def interrupt(report: Report, options: RenderOptions) -> str:
     raise KeyboardInterrupt
 
 

@@ -67,6 +67,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ibdiag.catalogue import lookup
 from ibdiag.model import Report, Status
+from ibdiag.render.options import DEFAULT, RenderOptions
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -226,10 +227,12 @@ def _problem_count(device) -> int:
 COMPAT_CHOICES = ("moneo",)
 
 
-def render(report: Report, duration_s: float, compat: Optional[str] = None) -> str:
+def render(report: Report, options: RenderOptions = DEFAULT) -> str:
     """The Report as Prometheus text exposition format 0.0.4 (see the module docstring).
 
-    ``compat``: None, or ``"moneo"`` to add the Moneo / ib_hw_exporter names as well."""
+    ``options.duration_s``: how long collecting and grading took (``ibdiag_run_duration_seconds``);
+    ``options.compat``: None, or ``"moneo"`` to add the Moneo / ib_hw_exporter names as well."""
+    duration_s, compat = options.duration_s, options.compat
     if compat is not None and compat not in COMPAT_CHOICES:
         raise ValueError(f"unknown compat {compat!r}: choose from {', '.join(COMPAT_CHOICES)}")
     out = _Exposition()

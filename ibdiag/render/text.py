@@ -11,6 +11,7 @@ from typing import List
 
 from ibdiag.model import Report, Result, Status, Verdict
 from ibdiag.render.inert import inert
+from ibdiag.render.options import DEFAULT, RenderOptions
 
 _ANSI = {
     Status.FAIL: "\033[31m",
@@ -69,9 +70,10 @@ def reason_line(report: Report) -> str:
     return ""
 
 
-def render(report: Report, color: bool = False, verbose: bool = False) -> str:
-    """Fail, error and warn lines (with ``verbose`` every result and what checks printed),
-    worst first, then the verdict."""
+def render(report: Report, options: RenderOptions = DEFAULT) -> str:
+    """Fail, error and warn lines (with ``options.verbose`` every result and what checks
+    printed), worst first, then the verdict; in colour with ``options.color``."""
+    color, verbose = options.color, options.verbose
     shown = [
         r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR, Status.WARN)
     ]
