@@ -42,7 +42,18 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    BinaryIO,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+)
 
 from ibdiag import __version__
 from ibdiag import bundle_limits as limits
@@ -63,6 +74,7 @@ from ibdiag.bundle_manifest import (
     load_manifest,
     safe_relpath,
 )
+from ibdiag.files import atomic_file
 from ibdiag.model import CommandRun, InspectorFile, Report, Snapshot, command_key
 from ibdiag.render.options import RenderOptions
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
@@ -305,27 +317,30 @@ def _tar_filter(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _write_tarball(stage_dir: str, name: str, path: str) -> str:
-    """``stage_dir`` as ``path`` (gzip tar, top directory ``name``, mode 0600); its sha256."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "wb") as raw:
-        os.fchmod(raw.fileno(), 0o600)
-        with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=6) as tar:
+class _Hashing:
+    """A binary file that hashes what is written to it (the tarball's sha256, in one pass)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.out.write(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def _write_tarball(stage_dir: str, name: str, path: str, created: List[str]) -> str:
+    """``stage_dir`` as ``path`` (gzip tar, top directory ``name``, mode 0600), written by the
+    one atomic writer and never over an existing file; noted in ``created``; its sha256."""
+    with atomic_file(path, mode=0o600, replace=False) as raw:
+        hashing = _Hashing(raw)
+        with tarfile.open(fileobj=hashing, mode="w:gz", compresslevel=6) as tar:  # type: ignore[call-overload]
             tar.add(stage_dir, arcname=name, filter=_tar_filter)
-        raw.flush()
-        os.fsync(raw.fileno())
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _publish(temp: str, final: str, created: List[str]) -> None:
-    """Link ``temp`` to ``final`` (never replacing an existing file); note it in ``created``."""
-    os.link(temp, final)
-    created.append(final)
+    created.append(path)
+    return hashing.digest.hexdigest()
 
 
 def write_bundle(
@@ -369,15 +384,11 @@ def write_bundle(
             created.append(final)
             return final
         archive = f"{name}.tar.gz"
-        temp_archive = os.path.join(temp, archive)
-        digest = _write_tarball(stage_dir, name, temp_archive)
-        temp_sum = os.path.join(temp, archive + ".sha256")
-        fd = os.open(temp_sum, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(f"{digest}  {archive}\n")
         final = os.path.join(outdir, archive)
-        _publish(temp_archive, final, created)
-        _publish(temp_sum, final + ".sha256", created)
+        digest = _write_tarball(stage_dir, name, final, created)
+        with atomic_file(final + ".sha256", mode=0o600, replace=False) as handle:
+            handle.write(f"{digest}  {archive}\n".encode("ascii"))
+        created.append(final + ".sha256")
         return final
     except BaseException:
         for path in reversed(created):

@@ -493,14 +493,15 @@ def export_command(
     ignore_hcas, textfile, compat,
 ) -> int:  # fmt: skip
     """Write the quick check's counters, gauges and results as Prometheus metrics."""
+    from ibdiag.files import write_output
     from ibdiag.render import prometheus
     from ibdiag.render.options import RenderOptions
 
     flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
     report, duration = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)()
     options = RenderOptions(duration_s=duration, compat=compat)
-    try:
-        prometheus.write_textfile(textfile, prometheus.render(report, options))
+    try:  # atomically, mode 0644: node_exporter's textfile collector never reads half a file
+        write_output(textfile, prometheus.render(report, options), mode=0o644)
     except OSError as exc:
         raise UsageFailure(f"cannot write {textfile}: {exc.strerror or exc}") from exc
     return 0

@@ -428,20 +428,23 @@ def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monke
 def test_interrupt_while_publishing_the_tarball_leaves_nothing(
     good, tmp_path, monkeypatch, fail_at
 ):
+    """Ctrl-C as the tarball (1) or its .sha256 (2) is linked into place by the atomic writer:
+    neither the temp files nor a tarball without its checksum are left."""
     snapshot, report, recording = good
-    real_publish = bundle._publish
+    real_link = os.link
     calls = []
 
-    def publish(temp, final, created):
+    def link(temp, final):
         calls.append(final)
         if len(calls) == fail_at:
             raise KeyboardInterrupt
-        real_publish(temp, final, created)
+        real_link(temp, final)
 
-    monkeypatch.setattr(bundle, "_publish", publish)
+    monkeypatch.setattr(os, "link", link)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         write_bundle(snapshot, report, recording, str(out), tarball=True)
+    assert len(calls) == fail_at and calls[-1].endswith((".tar.gz", ".tar.gz.sha256")[fail_at - 1])
     assert os.listdir(str(out)) == []
 
 

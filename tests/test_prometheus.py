@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from sysfs_builder import mlx5_node, write_node
 
 from ibdiag import exporter
 from ibdiag.collect import collect
+from ibdiag.files import write_output
 from ibdiag.grade import grade
 from ibdiag.model import Report
 from ibdiag.registry import load_registry
@@ -290,18 +290,6 @@ def test_readme_names_every_family_that_is_not_a_counter(tmp_path: Path) -> None
 # --- textfile --------------------------------------------------------------------------------
 
 
-def test_write_textfile_is_atomic_and_complete(tmp_path: Path) -> None:
-    text = prometheus.render(_builder_report(tmp_path), RenderOptions(duration_s=0.1))
-    out = tmp_path / "out"
-    out.mkdir()
-    target = out / "ibdiag.prom"
-    target.write_text("old content\n")
-    prometheus.write_textfile(str(target), text)
-    assert target.read_text() == text
-    assert os.listdir(out) == ["ibdiag.prom"], "a temp file was left behind"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
-
-
 def _wait_for(what: str, probe, deadline_s: float, proc=None):
     end = time.monotonic() + deadline_s
     last = None
@@ -323,7 +311,7 @@ def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
     report = _builder_report(tmp_path)
     directory = tmp_path / "textfile"
     directory.mkdir()
-    prometheus.write_textfile(
+    write_output(
         str(directory / "ibdiag.prom"), prometheus.render(report, RenderOptions(duration_s=0.3))
     )
     port = free_port()

@@ -1,4 +1,6 @@
-"""Prometheus output: text exposition 0.0.4 and an atomic textfile writer.
+"""Prometheus output: text exposition 0.0.4 (``ibdiag export`` writes it with the one atomic
+writer, ``ibdiag.files.write_output``, so node_exporter's textfile collector never reads half a
+file; ``ibdiag serve``, ``ibdiag.exporter``, answers scrapes with it).
 
 Written by hand with the standard library only (no prometheus_client), so importing this module
 costs nothing on the quick check path and adds no dependency.
@@ -369,14 +371,6 @@ def _add_moneo(out: _Exposition, report: Report) -> None:
                     help_text = f"Moneo name, raw sysfs {directory}/{name}: "
                     help_text += lookup(name, directory).meaning
                     out.family(full, "gauge", help_text).add(labels, values[name])
-
-
-def write_textfile(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (mode 0644; ``ibdiag.files.write_output``), so
-    node_exporter's textfile collector never reads half a file."""
-    from ibdiag.files import write_output
-
-    write_output(path, text, mode=0o644)
 
 
 SCRAPE_TIMEOUT_HELP = (
