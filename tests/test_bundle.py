@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 import pytest
 from conftest import SCENARIOS_DIR, scenario_names
 
-from ibdiag import bundle
+from ibdiag import bundle, bundle_write
 from ibdiag.bundle import BundleError, open_bundle, replay, write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
@@ -408,7 +408,7 @@ def test_interrupt_while_rendering_leaves_nothing(good, tmp_path, tarball):
 
 def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monkeypatch):
     snapshot, report, recording = good
-    real_write = bundle._Stage.write
+    real_write = bundle_write._Stage.write
     calls = []
 
     def write(self, rel, data):
@@ -417,7 +417,7 @@ def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monke
             raise KeyboardInterrupt
         return real_write(self, rel, data)
 
-    monkeypatch.setattr(bundle._Stage, "write", write)
+    monkeypatch.setattr(bundle_write._Stage, "write", write)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         write_bundle(snapshot, report, recording, str(out), tarball=True)
