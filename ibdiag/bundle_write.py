@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -249,9 +250,19 @@ def _fill(
         render_failures=failures,
         **redaction,
     )
-    # exclude_unset: "redaction" only in a redacted bundle; the manifest does not list itself
-    text = manifest.model_dump_json(indent=1, exclude_unset=True) + "\n"
+    # exclude_unset: "redaction" only in a redacted bundle. Python mode and json.dumps, not
+    # pydantic's JSON: a name read from the node that is not UTF-8 (a lone surrogate, in a
+    # listing's key too) must be written \udcXX, not replaced, or replay could not find it.
+    fields = manifest.model_dump(exclude_unset=True)
+    text = json.dumps(fields, indent=1, default=_iso) + "\n"
     stage.write(MANIFEST, _encode(text), listed=False)
+
+
+def _iso(value: object) -> str:
+    """The manifest's datetimes (collected_at, boot_time, a dump's modified_at) as ISO 8601."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _free_name(outdir: str, name: str) -> str:
