@@ -46,7 +46,14 @@ from sysfs_builder import mlx5_node, write_node  # noqa: E402
 
 # Modules that must stay out of the quick path (DESIGN: lazy imports for HTML and commands).
 FORBIDDEN_TOP_LEVEL = ("jinja2", "markupsafe", "sh")
-FORBIDDEN_IBDIAG = ("ibdiag.render.html", "ibdiag.sources.commands", "ibdiag.bundle")
+FORBIDDEN_IBDIAG = (
+    "ibdiag.render.html",
+    "ibdiag.sources.commands",
+    "ibdiag.bundle",
+    "ibdiag.bundle_write",
+    "ibdiag.bundle_open",
+    "ibdiag.bundle_replay",
+)
 
 TARGET_FLOOR_RATIO = 1.5
 TARGET_SCALE_RATIO = 2.0

@@ -96,6 +96,23 @@ class FileEntry(_Entry):
         return path
 
 
+# The fields of ibdiag.model.CommandRun a CommandEntry records as they are (its output is in
+# the files stdout_file / stderr_file name): what the writer copies and replay copies back.
+RUN_FIELDS = (
+    "argv",
+    "role",
+    "rc",
+    "duration_s",
+    "timed_out",
+    "stdout_truncated",
+    "stderr_truncated",
+    "not_found",
+    "permission_denied",
+    "skipped",
+    "error",
+)
+
+
 class CommandEntry(_Entry):
     """A recorded run (ibdiag.model.CommandRun without its output) and where its output is."""
 
@@ -141,7 +158,7 @@ class SnapshotHeader(_Entry):
 
 
 class Manifest(_Entry):
-    """manifest.json as ``ibdiag.bundle`` writes it (fields added over time have defaults)."""
+    """manifest.json as ``ibdiag.bundle_write`` writes it (fields added over time have defaults)."""
 
     schema_version: int
     tool: Dict[str, Any] = Field(default_factory=dict)

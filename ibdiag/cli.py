@@ -25,9 +25,9 @@ from ibdiag.cli_options import (
     effective_config,
     expectation_options,
     output_options,
-    read_baseline,
+    pipeline_options,
+    prepare,
     registry_for,
-    replace_state,
     source_options,
 )
 from ibdiag.render.inert import inert
@@ -150,17 +150,6 @@ def cli(ctx: click.Context) -> Optional[int]:
     "2: INIT'), nothing when all is well: for drain reasons (NHC, Slurm).",
 )
 def check_command(
-    level,
-    deadline,
-    command_timeout,
-    sysfs_root,
-    procfs_root,
-    checks_dirs,
-    profile,
-    config_path,
-    expect_hcas,
-    expect_rate,
-    ignore_hcas,
     fmt,
     as_json,
     output,
@@ -168,40 +157,28 @@ def check_command(
     from_bundle,
     accept_altered,
     state_path,
-    read_timeout,
     quiet,
     verbose,
     reason_only,
+    **settings,  # where to read, level, expectations, checks, limits: PipelineOptions
 ) -> int:
     """Grade this node's InfiniBand health and exit with its Nagios code."""
+    options = pipeline_options(settings)
     if from_bundle:
         if state_path:
             raise click.UsageError("--state cannot be used with --from (a bundle is read-only)")
-        flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
-        report = _grade_bundle(from_bundle, flags, checks_dirs, baseline_path, accept_altered)
+        report = _grade_bundle(from_bundle, options, baseline_path, accept_altered)
         return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
     if accept_altered:
         raise click.UsageError("--accept-altered applies to a bundle: give it with --from")
-    from ibdiag.collect import collect
-    from ibdiag.grade import grade
-
-    thresholds = effective_config(
-        profile, config_path, expect_hcas, expect_rate, ignore_hcas
-    ).thresholds
-    registry = registry_for(checks_dirs)
+    pipeline = prepare(options)
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
-    needs = {need for spec in registry.for_level(level) for need in spec.needs}
+    if state_path:  # the previous run's state, when there is one (or a link to one); replaced
+        # before grading, so a state that cannot be saved is a result, not a stderr line
+        baseline_path = state_path if os.path.exists(state_path) else None
     with _status_line() as status:
-        snapshot = collect(
-            sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
-            thresholds=thresholds, progress=status.say, read_timeout=read_timeout,
-        )  # fmt: skip
-    previous = read_baseline(snapshot, baseline_path, state_path)
-    if state_path:  # before grading: a state that cannot be saved is a result, not a stderr line
-        replace_state(state_path, snapshot)
-    report = grade(snapshot, registry, thresholds, level, baseline=previous)
-
+        report = pipeline.run(baseline_path, state_path, progress=status.say)
     return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
 
 
@@ -212,7 +189,7 @@ def _status_line():
     return StatusLine(sys.stderr)
 
 
-def _grade_bundle(path, flags, checks_dirs, baseline_path=None, accept_altered=False):
+def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
     """Replay a bundle's raw files and outputs and grade them with today's checks.
 
     Thresholds: the bundle's own, unless --profile, --config or expectation flags are given
@@ -224,17 +201,17 @@ def _grade_bundle(path, flags, checks_dirs, baseline_path=None, accept_altered=F
     from pydantic import ValidationError
 
     from ibdiag.bundle_manifest import describe_validation_error
-    from ibdiag.grade import grade
+    from ibdiag.pipeline import Pipeline
     from ibdiag.thresholds import Thresholds
 
-    registry = registry_for(checks_dirs)
+    registry = registry_for(options.checks_dirs)
     altered = []
     if _is_saved_json(path):
         snapshot, level, recorded = _load_saved_json(path)
     else:
         snapshot, level, recorded, altered = _replay_bundle(path, accept_altered)
-    if any(flag for flag in flags) or recorded is None:
-        thresholds = effective_config(*flags).thresholds
+    if options.expectations_given or recorded is None:
+        thresholds = effective_config(options).thresholds
     else:
         try:
             thresholds = Thresholds.model_validate(recorded)
@@ -243,8 +220,8 @@ def _grade_bundle(path, flags, checks_dirs, baseline_path=None, accept_altered=F
                 f"{path}: the thresholds it records are not valid: thresholds."
                 f"{describe_validation_error(exc)} (grade it with --profile or --config)"
             ) from None
-    previous = read_baseline(snapshot, baseline_path, None)
-    report = grade(snapshot, registry, thresholds, level, baseline=previous)
+    pipeline = Pipeline(options._replace(level=level), thresholds, registry)
+    report = pipeline.grade_snapshot(snapshot, baseline_path)
     return report.model_copy(update={"altered_files": altered}) if altered else report
 
 
@@ -299,9 +276,11 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
         if line:
             click.echo(line)
         return report.verdict.exit_code
+    from ibdiag.render.options import RenderOptions
+
     fmt = _format_for(output, fmt, as_json)
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
-    text = _render(report, fmt, color=color, verbose=verbose)
+    text = _render(report, fmt, RenderOptions(color=color, verbose=verbose))
     if output and output != "-":
         from ibdiag.files import write_output
 
@@ -314,18 +293,19 @@ def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> in
     return report.verdict.exit_code
 
 
-def _render(report, fmt: str, color: bool, verbose: bool) -> str:
-    if fmt == "json":
-        from ibdiag.render import json as renderer
+# --format -> the renderer's module, imported when asked for (html: jinja2 only then)
+_RENDERERS = {
+    "text": "ibdiag.render.text",
+    "json": "ibdiag.render.json",
+    "html": "ibdiag.render.html",
+}
 
-        return renderer.render(report)
-    if fmt == "html":
-        from ibdiag.render import html as renderer  # jinja2 only when asked for
 
-        return renderer.render(report)
-    from ibdiag.render import text as renderer
+def _render(report, fmt: str, options) -> str:
+    """``render(report, options)`` of the format's renderer (they share one signature)."""
+    import importlib
 
-    return renderer.render(report, color=color, verbose=verbose)
+    return importlib.import_module(_RENDERERS[fmt]).render(report, options)
 
 
 @cli.command("collect")
@@ -356,29 +336,18 @@ def _render(report, fmt: str, color: bool, verbose: bool) -> str:
     help="Replace hostnames, IP addresses and GUIDs consistently in every file "
     "(hostnames,ips,guids or all); the mapping is written beside the bundle, not in it.",
 )
-def collect_command(
-    sysfs_root, procfs_root, level, deadline, command_timeout, checks_dirs, profile,
-    config_path, expect_hcas, expect_rate, ignore_hcas, tarball, output_dir, redact,
-) -> int:  # fmt: skip
+def collect_command(tarball, output_dir, redact, **settings) -> int:
     """Gather everything for a support ticket into one bundle, graded, with an HTML report."""
     from ibdiag.bundle import write_bundle
-    from ibdiag.collect import collect
-    from ibdiag.grade import grade
     from ibdiag.sources.sysfs import Recording
 
     redact_kinds = _redact_kinds(redact)
-    thresholds = effective_config(
-        profile, config_path, expect_hcas, expect_rate, ignore_hcas
-    ).thresholds
-    registry = registry_for(checks_dirs)
-    needs = {need for spec in registry.for_level(level) for need in spec.needs}
+    pipeline = prepare(pipeline_options(settings))
+    thresholds = pipeline.thresholds
     recording = Recording()
     with _status_line() as status:
-        snapshot = collect(
-            sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline},
-            recording=recording, thresholds=thresholds, progress=status.say,
-        )  # fmt: skip
-    report = grade(snapshot, registry, thresholds, level)
+        report = pipeline.run(recording=recording, progress=status.say)
+    snapshot = report.snapshot
     redactor = None
     if redact_kinds:
         from ibdiag.hostlist import named_in_launcher_args
@@ -443,31 +412,23 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
     help="Grade a bundle whose files differ from its manifest's sha256 (refused otherwise); "
     "the verdict line and the HTML banner then say so.",
 )
-def report_command(
-    bundle, checks_dirs, profile, config_path, expect_hcas, expect_rate, ignore_hcas,
-    fmt, as_json, output, quiet, verbose, accept_altered,
-) -> int:  # fmt: skip
+def report_command(bundle, fmt, as_json, output, quiet, verbose, accept_altered, **settings) -> int:
     """Re-grade a support bundle - or a saved report or snapshot JSON - offline, with today's
     checks (and your thresholds); render it as text, JSON or HTML."""
-    flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
-    report = _grade_bundle(bundle, flags, checks_dirs, accept_altered=accept_altered)
+    report = _grade_bundle(bundle, pipeline_options(settings), accept_altered=accept_altered)
     return _emit(report, fmt, as_json, output, quiet, verbose)
 
 
-def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
-    """A function making a fresh quick-level report: sysfs re-read every time, no command."""
+def _quick_reporter(settings):
+    """A function making a fresh quick-level report of the node ``settings`` name, and how
+    long it took: sysfs re-read every time, no command run; thresholds and checks settled once."""
     import time
 
-    from ibdiag.collect import collect
-    from ibdiag.grade import grade
-
-    thresholds = effective_config(*flags).thresholds
-    registry = registry_for(checks_dirs)
-    needs = {need for spec in registry.for_level("quick") for need in spec.needs}
+    pipeline = prepare(pipeline_options(settings, level="quick"))
 
     def make_report():
         start = time.monotonic()
-        report = grade(collect(sysfs_root, procfs_root, needs), registry, thresholds, "quick")
+        report = pipeline.run()
         return report, time.monotonic() - start
 
     return make_report
@@ -485,17 +446,16 @@ def _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags):
     "--collector.textfile.directory as ibdiag.prom.",
 )
 @compat_option
-def export_command(
-    sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
-    ignore_hcas, textfile, compat,
-) -> int:  # fmt: skip
+def export_command(textfile, compat, **settings) -> int:
     """Write the quick check's counters, gauges and results as Prometheus metrics."""
+    from ibdiag.files import write_output
     from ibdiag.render import prometheus
+    from ibdiag.render.options import RenderOptions
 
-    flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
-    report, duration = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)()
-    try:
-        prometheus.write_textfile(textfile, prometheus.render(report, duration, compat))
+    report, duration = _quick_reporter(settings)()
+    options = RenderOptions(duration_s=duration, compat=compat)
+    try:  # atomically, mode 0644: node_exporter's textfile collector never reads half a file
+        write_output(textfile, prometheus.render(report, options), mode=0o644)
     except OSError as exc:
         raise UsageFailure(f"cannot write {textfile}: {exc.strerror or exc}") from exc
     return 0
@@ -553,9 +513,8 @@ def _listen_address(ctx, param, value: str) -> str:
 )
 @compat_option
 def serve_command(
-    sysfs_root, procfs_root, checks_dirs, profile, config_path, expect_hcas, expect_rate,
-    ignore_hcas, listen, scrape_timeout, client_timeout, max_connections, compat,
-) -> int:  # fmt: skip
+    listen, scrape_timeout, client_timeout, max_connections, compat, **settings
+) -> int:
     """Serve the quick check as Prometheus metrics over HTTP.
 
     Concurrent scrapes share one collection; a scrape answers within --scrape-timeout even if
@@ -563,8 +522,7 @@ def serve_command(
     """
     from ibdiag import exporter
 
-    flags = (profile, config_path, expect_hcas, expect_rate, ignore_hcas)
-    make_report = _quick_reporter(sysfs_root, procfs_root, checks_dirs, flags)
+    make_report = _quick_reporter(settings)
     try:
         exporter.serve(
             listen,
@@ -635,7 +593,7 @@ def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
         previous, problem = baseline.load(baseline_path)
         if problem is not None:
             raise UsageFailure(f"baseline {problem}")
-    click.echo(renderer.render(snapshot, previous, nonzero_only=not show_all), nl=False)
+    click.echo(renderer.table(snapshot, previous, nonzero_only=not show_all), nl=False)
     return 0
 
 
@@ -700,13 +658,11 @@ def config_group() -> None:
 
 @config_group.command("show")
 @expectation_options
-def config_show(profile, config_path, expect_hcas, expect_rate, ignore_hcas) -> int:
+def config_show(**settings) -> int:
     """Print the effective configuration (TOML) and where each value came from."""
     from ibdiag.config import render_show
 
-    click.echo(
-        render_show(effective_config(profile, config_path, expect_hcas, expect_rate, ignore_hcas))
-    )
+    click.echo(render_show(effective_config(pipeline_options(settings))))
     return 0
 
 

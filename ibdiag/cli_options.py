@@ -1,5 +1,5 @@
-"""What the ``ibdiag`` commands share: option decorators, the thresholds they imply, the
-registry, baselines, and the one-line usage error (exit 3).
+"""What the ``ibdiag`` commands share: option decorators, the ``ibdiag.pipeline`` options they
+give and the one-line usage error (exit 3) a setting that cannot be used becomes.
 
 Kept apart from ``ibdiag.cli`` so that command groups in other modules (``ibdiag slurm``) can
 use the same options without importing the command line itself.
@@ -7,8 +7,7 @@ use the same options without importing the command line itself.
 
 from __future__ import annotations
 
-import os
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Mapping, Sequence
 
 import click
 
@@ -23,27 +22,13 @@ class UsageFailure(click.ClickException):
 
 
 def registry_for(checks_dirs: Sequence[str]):
-    from ibdiag.registry import RegistryError, default_dropin_dir, load_registry
+    """The checks (``ibdiag.pipeline.load_checks``); a bad checks directory is exit 3."""
+    from ibdiag.pipeline import SetupError, load_checks
 
-    default = default_dropin_dir()
-    dirs = list(checks_dirs) or ([default] if os.path.isdir(default) else [])
     try:
-        return load_registry(dirs)
-    except (RegistryError, OSError) as exc:
+        return load_checks(tuple(checks_dirs))
+    except SetupError as exc:
         raise UsageFailure(str(exc)) from exc
-
-
-def _parse_expect_hcas(value: Optional[str]) -> Tuple[Optional[int], List[str]]:
-    """ "8" -> a count; "mlx5_0,mlx5_1" -> names that must all be present."""
-    if value is None:
-        return None, []
-    value = value.strip()
-    if value.isascii() and value.isdigit():  # "²" is a digit to isdigit(), not to int()
-        return int(value), []
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    if not names:
-        raise click.BadParameter("give a count (8) or HCA names (mlx5_0,mlx5_1)")
-    return None, names
 
 
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
@@ -183,22 +168,60 @@ def expectation_options(command):
     return command
 
 
-def effective_config(profile, config_path, expect_hcas, expect_rate, ignore_hcas):
-    """Profile, then site config, then flags: the thresholds to grade with, and their sources.
+# A command's click parameter -> the PipelineOptions field it sets (the shared option
+# decorators above name them; a command passes what it has).
+_PIPELINE_PARAMS = {
+    "level": "level",
+    "sysfs_root": "sysfs_root",
+    "procfs_root": "procfs_root",
+    "profile": "profile",
+    "config_path": "config_path",
+    "expect_hcas": "expect_hcas",
+    "expect_rate": "expect_rate",
+    "ignore_hcas": "ignore_hcas",
+    "checks_dirs": "checks_dirs",
+    "deadline": "deadline_s",
+    "command_timeout": "command_timeout_s",
+    "read_timeout": "read_timeout_s",
+}
 
-    --ignore-hca adds to the patterns the profile and config set; the other flags replace.
-    """
-    from ibdiag.config import ConfigError, load_effective
 
-    count, names = _parse_expect_hcas(expect_hcas)
+def pipeline_options(params: Mapping[str, Any], **overrides: Any):
+    """The ``ibdiag.pipeline.PipelineOptions`` of a command's pipeline parameters (by their
+    click names), with ``overrides`` (field names) on top. A parameter it does not know is a
+    TypeError: a new option is mapped here, never silently dropped."""
+    from ibdiag.pipeline import PipelineOptions
+
+    unknown = sorted(set(params) - set(_PIPELINE_PARAMS))
+    if unknown:
+        raise TypeError(f"not a pipeline option: {', '.join(unknown)}")
+    fields = {
+        field: tuple(params[name]) if field in ("ignore_hcas", "checks_dirs") else params[name]
+        for name, field in _PIPELINE_PARAMS.items()
+        if name in params
+    }
+    return PipelineOptions(**{**fields, **overrides})
+
+
+def effective_config(options):
+    """The thresholds ``options`` imply and who set what (``ibdiag.pipeline.effective_config``);
+    a bad profile, config file or flag is exit 3."""
+    from ibdiag.pipeline import SetupError
+    from ibdiag.pipeline import effective_config as settle
+
     try:
-        flags = {"expect_hcas": count, "expect_hca_names": names, "expect_rate_gbps": expect_rate}
-        if ignore_hcas:  # added to what the profile and config ignore, so read those first
-            layered = load_effective(profile, config_path, {})
-            flags["ignore_hcas"] = [*layered.thresholds.ignore_hcas, *ignore_hcas]
-        return load_effective(profile, config_path, flags)
-    except ConfigError as exc:
+        return settle(options)
+    except SetupError as exc:
         raise UsageFailure(str(exc)) from exc
+
+
+def prepare(options):
+    """The ``ibdiag.pipeline.Pipeline`` for ``options``, its thresholds and checks settled;
+    a bad setting is exit 3."""
+    from ibdiag.pipeline import Pipeline
+
+    thresholds = effective_config(options).thresholds
+    return Pipeline(options, thresholds, registry_for(options.checks_dirs))
 
 
 checks_dir_option = click.option(
@@ -209,39 +232,3 @@ checks_dir_option = click.option(
     help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d, or "
     "$IBDIAG_CONFIG_DIR/checks.d].",
 )
-
-
-def read_baseline(snapshot, baseline_path: Optional[str], state_path: Optional[str]):
-    """The baseline Snapshot, or None; why it could not be used goes into snapshot.problems."""
-    from ibdiag import baseline
-
-    path = baseline_path or state_path
-    if path is None or (state_path and not os.path.exists(state_path)):
-        return None  # no baseline asked for, or the first run with this state file (or link)
-    previous, problem = baseline.load(path)
-    if problem is not None:
-        snapshot.problems[baseline.BASELINE_PROBLEM] = problem
-    return previous
-
-
-def replace_state(path: str, snapshot) -> None:
-    """Save ``snapshot`` as the next run's baseline (--state), before it is graded.
-
-    The state file's directory is created (0700) when its parent exists: the README's
-    ``/var/lib/ibdiag/nhc-state.json`` works on a node where nothing made /var/lib/ibdiag yet.
-    When the file cannot be written, why goes into ``snapshot.problems`` and the
-    ``counters.baseline`` check warns: NHC and Slurm discard stderr on success, and a state
-    that silently never saves means counters are never graded on their change.
-    """
-    from ibdiag import baseline
-
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        if not os.path.isdir(directory) and os.path.isdir(os.path.dirname(directory)):
-            os.mkdir(directory, 0o700)
-        baseline.save(path, snapshot)
-    except OSError as exc:  # the verdict stands; the next run will have no baseline
-        why = exc.strerror or str(exc)
-        if not os.path.isdir(directory):
-            why = f"its directory {directory} does not exist"
-        snapshot.problems[baseline.STATE_PROBLEM] = f"cannot write state file {path}: {why}"

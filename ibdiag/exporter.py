@@ -41,6 +41,7 @@ import threading
 from typing import Callable, Dict, Optional, Tuple
 
 from ibdiag.model import Report
+from ibdiag.render.options import RenderOptions
 from ibdiag.render.prometheus import CONTENT_TYPE, render, render_scrape_timeout
 
 DEFAULT_LISTEN = "127.0.0.1:9477"
@@ -400,7 +401,8 @@ class MetricsServer:
         collection blocked for good never holds up the process's exit."""
         try:
             report, duration = self.make_report()
-            outcome = _Outcome(render(report, duration, self.compat).encode("utf-8"))
+            options = RenderOptions(duration_s=duration, compat=self.compat)
+            outcome = _Outcome(render(report, options).encode("utf-8"))
         except Exception as exc:  # noqa: BLE001 - a failed collection is a 500, never a crash
             outcome = _Outcome(None, f"{type(exc).__name__}: {exc}")
         try:

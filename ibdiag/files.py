@@ -1,7 +1,13 @@
 """Writing files so that a reader never sees half of one, and never replacing what is not ours.
 
+The one atomic writer is :func:`atomic_file`: a temp file ``.ibdiag-*.tmp`` beside the
+destination, fsync'ed, then renamed over it - or, with ``replace=False``, linked to it, which
+fails rather than replace anything already there (a support bundle never overwrites a file, nor
+follows a link someone left in a shared directory). A killed run's temp files (over an hour old,
+ours) are removed first. The bundle writer streams its tarball into one.
+
 Every file ibdiag writes where a user points it (``-o``, ``snapshot -o``, ``export --textfile``,
-``--state``, the redaction map) goes through :func:`write_output`:
+``--state``, the redaction map) goes through :func:`write_output`, built on it:
 
 - a regular file (or none yet) is written atomically: a temp file ``.ibdiag-*.tmp`` beside it,
   fsync'ed, then renamed over it, so a reader (node_exporter, the next NHC run) sees the old
@@ -18,17 +24,21 @@ Every file ibdiag writes where a user points it (``-o``, ``snapshot -o``, ``expo
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import tempfile
+from typing import BinaryIO, Iterator, Union
 
 TEMP_PREFIX = ".ibdiag-"
 TEMP_SUFFIX = ".tmp"
 
 
-def write_output(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` (UTF-8) to ``path`` as the module docstring says. Raises OSError."""
+def write_output(path: str, data: Union[str, bytes], mode: int = 0o644) -> None:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` as the module docstring says.
+    Raises OSError."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
         found = os.stat(path)  # what the path leads to, through any symlinks
     except FileNotFoundError:
@@ -36,15 +46,16 @@ def write_output(path: str, text: str, mode: int = 0o644) -> None:
     if found is not None and stat.S_ISDIR(found.st_mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     if found is not None and not stat.S_ISREG(found.st_mode):
-        _write_into(path, text.encode("utf-8"), append=False)
+        _write_into(path, raw, append=False)
         return
     target = os.path.realpath(path)  # the link stays, its target is written
     if found is not None and not _is(target, found):
         # a "magic" link such as /dev/stdout -> /proc/self/fd/1 -> the file a shell opened:
         # write through the open file, appending (a `>` redirect left it empty; `>>` wants it)
-        _write_into(path, text.encode("utf-8"), append=True)
+        _write_into(path, raw, append=True)
         return
-    _replace_atomically(target, text, mode)
+    with atomic_file(target, mode) as out:
+        out.write(raw)
 
 
 def _is(path: str, found: os.stat_result) -> bool:
@@ -55,24 +66,31 @@ def _is(path: str, found: os.stat_result) -> bool:
     return (here.st_dev, here.st_ino) == (found.st_dev, found.st_ino)
 
 
-def _replace_atomically(path: str, text: str, mode: int) -> None:
-    """Write ``text`` to the regular file ``path`` via a temp file in the same directory,
-    fsync and ``os.replace`` (``path`` itself must not be a symlink or a device: see
-    :func:`write_output`, which callers use)."""
+@contextlib.contextmanager
+def atomic_file(path: str, mode: int = 0o644, replace: bool = True) -> Iterator[BinaryIO]:
+    """A binary file to write whose contents appear at ``path`` whole when the block ends, or
+    not at all when it raises (KeyboardInterrupt included): a temp file in ``path``'s directory
+    (mode ``mode`` from the start), fsync'ed, then ``os.replace``'d over ``path`` - or, with
+    ``replace=False``, hard-linked to ``path``: ``FileExistsError`` when anything is there,
+    a dangling symlink included, which is never followed. ``path`` is taken as it is: a
+    symlink or a device there is replaced, not written through (:func:`write_output` decides
+    that for the paths users give)."""
     directory = os.path.dirname(os.path.abspath(path))
     remove_stale_temps(directory)  # what a killed earlier run left here, once old enough
     handle, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            os.fchmod(out.fileno(), mode)
+            yield out
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
+        if replace:
+            os.replace(temp, path)
+        else:
+            os.link(temp, path)
+    finally:
         if os.path.lexists(temp):
             os.unlink(temp)
-        raise
 
 
 def _write_into(path: str, data: bytes, append: bool) -> None:

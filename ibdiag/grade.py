@@ -20,6 +20,7 @@ from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
 OUTPUT_KEPT = 4096  # characters of what one check printed, kept for `check -v` and the JSON
+REASON_PREFIX = "ibdiag:"  # every drain reason ibdiag gives (Slurm, NHC) starts with it
 
 
 def run_check(
@@ -82,6 +83,28 @@ def verdict_of(
         where = f"{snapshot.sysfs_root.rstrip('/')}/{INFINIBAND_CLASS}"
         return Verdict.UNKNOWN, f"no InfiniBand devices found under {where}"
     return Verdict.OK, f"{statuses.count(Status.PASS)} pass"
+
+
+def drain_reason(report: Report) -> str:
+    """One stable line naming the report's worst finding, for a drain reason (``check
+    --reason``, the Slurm hooks): "" when nothing is wrong.
+
+    Worst: the first fail, else the first error, else the first warning, in the order the
+    checks ran ("and more" when that status has others). Slurm groups drained nodes by their
+    reason, so it holds no counts, rates, times or line numbers: the target, the check, and the
+    observed value only when that is a word (a state, a kernel-log signature id), never a
+    number - else the result's subject (the counter). Printers make it inert
+    (``ibdiag.render.text.reason_line``).
+    """
+    for status in (Status.FAIL, Status.ERROR, Status.WARN):
+        hits = [result for result in report.results if result.status == status]
+        if hits:
+            first = hits[0]
+            word = first.observed if isinstance(first.observed, str) else first.subject
+            detail = f" {word}" if word else ""
+            more = " and more" if len(hits) > 1 else ""
+            return f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}"
+    return ""
 
 
 def grade(

@@ -44,7 +44,10 @@ Scalar = Union[int, float, str, None]
 class _Model(BaseModel):
     # Snapshot fields are facts read from the machine: reject unknown keys so a typo in a
     # hand-built test snapshot or a corrupt file fails loudly instead of being dropped.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+    # Frozen: a model is never changed once built - a stage that adds to one (the grader
+    # stamping a check id, a baseline problem noted on the snapshot) builds a new one with
+    # ``model_copy(update=...)``, so what a check saw is what the report says it saw.
+    model_config = ConfigDict(extra="forbid", defer_build=True, frozen=True)
 
 
 class LinkRate(_Model):
@@ -259,6 +262,11 @@ class Snapshot(_Model):
 
     def device(self, name: str) -> Optional[Device]:
         return next((dev for dev in self.devices if dev.name == name), None)
+
+    def with_problem(self, key: str, why: str) -> "Snapshot":
+        """This snapshot with one more node-level problem (``baseline``, ``state``): a new
+        Snapshot, as every model is frozen once built."""
+        return self.model_copy(update={"problems": {**self.problems, key: why}})
 
     def run(self, role: str) -> Optional[CommandRun]:
         """The run recorded for ``role`` (``ibdiag.roles``); None when it was not collected

@@ -218,6 +218,23 @@ def snapshot(
     )
 
 
+def replaced(snap: Snapshot, target: str, **update: object) -> Snapshot:
+    """A new Snapshot whose device (``mlx5_0``) or port (``mlx5_0:1``) ``target`` has the fields
+    ``update`` gives: models are frozen, so a test builds a changed copy, never edits one."""
+    name, _, number = target.partition(":")
+    assert snap.device(name) is not None, target
+
+    def changed(dev: Device) -> Device:
+        if not number:
+            return dev.model_copy(update=update)
+        assert any(p.number == int(number) for p in dev.ports), target
+        ports = [p.model_copy(update=update) if p.number == int(number) else p for p in dev.ports]
+        return dev.model_copy(update={"ports": ports})
+
+    devices = [changed(dev) if dev.name == name else dev for dev in snap.devices]
+    return snap.model_copy(update={"devices": devices})
+
+
 def devices(count: int, **kwargs: object) -> List[Device]:
     """``count`` healthy devices mlx5_0..mlx5_<count-1> with the same keyword arguments."""
     return [device(f"mlx5_{n}", **kwargs) for n in range(count)]  # type: ignore[arg-type]

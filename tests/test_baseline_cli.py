@@ -456,7 +456,7 @@ def test_state_older_than_an_hour_gives_rates(node, state_dir):
     state = str(state_dir / "ibdiag.json")
     assert node.check("--state", state).exit_code == 0
     snap = load_snapshot(state)
-    snap.collected_at = datetime.now(timezone.utc) - timedelta(hours=2)
+    snap = snap.model_copy(update={"collected_at": datetime.now(timezone.utc) - timedelta(hours=2)})
     with open(state, "w", encoding="utf-8") as handle:
         handle.write(snap.model_dump_json())
     node.bump("mlx5_0", "symbol_error", 300)  # ~150/hour: above 120/hour

@@ -17,12 +17,13 @@ from typing import Dict, List, Optional
 import pytest
 from conftest import SCENARIOS_DIR, scenario_names
 
-from ibdiag import bundle
+from ibdiag import bundle, bundle_write
 from ibdiag.bundle import BundleError, open_bundle, replay, write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Report, Snapshot
 from ibdiag.registry import load_registry
+from ibdiag.render.options import RenderOptions
 from ibdiag.sources.commands import Runner
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
@@ -364,7 +365,7 @@ def test_names_are_sanitised_and_never_clobber(good, tmp_path):
 # -- failures while writing --------------------------------------------------------------------
 
 
-def failing_html(report: Report) -> str:
+def failing_html(report: Report, options: RenderOptions) -> str:
     raise RuntimeError("template exploded")
 
 
@@ -393,7 +394,7 @@ def test_failing_html_renderer_keeps_everything_else(good, tmp_path, tarball):
     assert json.loads(members["report.json"])["verdict"] == report.verdict.value
 
 
-def interrupt(report: Report) -> str:
+def interrupt(report: Report, options: RenderOptions) -> str:
     raise KeyboardInterrupt
 
 
@@ -408,7 +409,7 @@ def test_interrupt_while_rendering_leaves_nothing(good, tmp_path, tarball):
 
 def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monkeypatch):
     snapshot, report, recording = good
-    real_write = bundle._Stage.write
+    real_write = bundle_write._Stage.write
     calls = []
 
     def write(self, rel, data):
@@ -417,7 +418,7 @@ def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monke
             raise KeyboardInterrupt
         return real_write(self, rel, data)
 
-    monkeypatch.setattr(bundle._Stage, "write", write)
+    monkeypatch.setattr(bundle_write._Stage, "write", write)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         write_bundle(snapshot, report, recording, str(out), tarball=True)
@@ -428,20 +429,23 @@ def test_interrupt_while_writing_root_files_leaves_nothing(good, tmp_path, monke
 def test_interrupt_while_publishing_the_tarball_leaves_nothing(
     good, tmp_path, monkeypatch, fail_at
 ):
+    """Ctrl-C as the tarball (1) or its .sha256 (2) is linked into place by the atomic writer:
+    neither the temp files nor a tarball without its checksum are left."""
     snapshot, report, recording = good
-    real_publish = bundle._publish
+    real_link = os.link
     calls = []
 
-    def publish(temp, final, created):
+    def link(temp, final):
         calls.append(final)
         if len(calls) == fail_at:
             raise KeyboardInterrupt
-        real_publish(temp, final, created)
+        real_link(temp, final)
 
-    monkeypatch.setattr(bundle, "_publish", publish)
+    monkeypatch.setattr(os, "link", link)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         write_bundle(snapshot, report, recording, str(out), tarball=True)
+    assert len(calls) == fail_at and calls[-1].endswith((".tar.gz", ".tar.gz.sha256")[fail_at - 1])
     assert os.listdir(str(out)) == []
 
 

@@ -325,8 +325,7 @@ def test_unknown_counter_looks_up_as_unknown_and_ungraded():
 
 def test_unknown_counter_is_never_graded_even_with_an_override():
     before = snapshot()
-    after = before.model_copy(deep=True)
-    after.collected_at = after.collected_at.replace(hour=14)
+    after = before.model_copy(update={"collected_at": before.collected_at.replace(hour=14)})
     th = Thresholds(counters={"vendor_magic_errors": CounterRule(on_increase="fail")})
     results = grade_errors(
         "mlx5_0:1",

@@ -1,6 +1,6 @@
 """Counter checks on before/after Snapshot pairs built from the real sysfs captures.
 
-"before" is a Snapshot collected from a scenario tree; "after" is a deep copy with counters
+"before" is a Snapshot collected from a scenario tree; "after" is a copy with counters
 changed and ``collected_at`` moved forward. The checks grade the change (delta, rate per hour,
 restarts) per the catalogue's rules and the thresholds' overrides.
 """
@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 
 import pytest
 from conftest import SCENARIOS_DIR
+from snapshots import replaced
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.collect import collect
@@ -49,8 +50,8 @@ def _collected(sysfs_root: str) -> Snapshot:
 
 
 def captured(sysfs_root: str = HWLOC) -> Snapshot:
-    """A fresh Snapshot of a capture (a deep copy: tests may change it)."""
-    return _collected(sysfs_root).model_copy(deep=True)
+    """A Snapshot of a capture (frozen: tests build changed copies of it)."""
+    return _collected(sysfs_root)
 
 
 def _owner(snap: Snapshot, target: str):
@@ -70,19 +71,25 @@ def later(
     hw: bool = False,
     **deltas: int,
 ) -> Snapshot:
-    """A copy of ``before`` ``hours`` later with counters of ``target`` increased by ``deltas``."""
-    after = before.model_copy(deep=True)
-    after.collected_at = before.collected_at + timedelta(hours=hours)
-    owner = _owner(after, target)
-    values = owner.hw_counters if hw else owner.counters
+    """``before`` ``hours`` later with counters of ``target`` increased by ``deltas``."""
+    values = dict(getattr(_owner(before, target), "hw_counters" if hw else "counters"))
     for name, delta in deltas.items():
         values[name] = values.get(name, 0) + delta
-    return after
+    after = replaced(before, target, **{"hw_counters" if hw else "counters": values})
+    return after.model_copy(update={"collected_at": before.collected_at + timedelta(hours=hours)})
 
 
-def set_counters(snap: Snapshot, target: str = HWLOC_PORT, hw: bool = False, **values: int):
-    owner = _owner(snap, target)
-    (owner.hw_counters if hw else owner.counters).update(values)
+def set_counters(
+    snap: Snapshot, target: str = HWLOC_PORT, hw: bool = False, **values: int
+) -> Snapshot:
+    """``snap`` with these counters of ``target`` set."""
+    field = "hw_counters" if hw else "counters"
+    return replaced(snap, target, **{field: {**getattr(_owner(snap, target), field), **values}})
+
+
+def renamed(snap: Snapshot, **update: object) -> Snapshot:
+    """``snap`` with node-level fields (host, boot_id, ...) replaced."""
+    return snap.model_copy(update=update)
 
 
 def check(
@@ -143,7 +150,7 @@ def test_captures_hold_the_documented_counters():
 
 def test_no_baseline_shows_lifetime_values_and_never_fails():
     snap = captured()
-    set_counters(snap, symbol_error=5000, link_downed=200, port_rcv_errors=77)
+    snap = set_counters(snap, symbol_error=5000, link_downed=200, port_rcv_errors=77)
     report = grade(snap, _registry(), Thresholds())
     counters = [r for r in report.results if r.check_id in COUNTER_CHECKS]
     assert not [r for r in counters if r.status in (Status.FAIL, Status.WARN, Status.ERROR)]
@@ -181,7 +188,7 @@ def test_port_with_no_readable_counters_is_a_skip_naming_why(with_baseline):
 @pytest.mark.parametrize("value,status", [(2, Status.PASS), (3, Status.FAIL)])
 def test_no_baseline_lifetime_limit_fails_above_it(value, status):
     snap = captured()
-    set_counters(snap, symbol_error=value)
+    snap = set_counters(snap, symbol_error=value)
     th = Thresholds(counters={"symbol_error": CounterRule(lifetime_limit=2)})
     result = one(check("counters.port_errors", snap, th=th), HWLOC_PORT)
     assert result.status == status
@@ -197,7 +204,7 @@ def test_no_baseline_lifetime_limit_fails_above_it(value, status):
 
 def test_lifetime_limit_is_not_used_with_a_baseline():
     before = captured()
-    set_counters(before, symbol_error=50)
+    before = set_counters(before, symbol_error=50)
     after = later(before)
     th = Thresholds(counters={"symbol_error": CounterRule(lifetime_limit=2)})
     assert one(check("counters.port_errors", after, before, th), HWLOC_PORT).status == Status.PASS
@@ -285,8 +292,8 @@ def test_hw_counters_per_port_and_device_level(mlx5_tree):
     assert before.device("mlx5_0").hw_counters["req_transport_retries_exceeded"] == 0
     assert "local_ack_timeout_err" in before.device("mlx5_0").ports[0].hw_counters
     after = later(before, 2.0, "mlx5_0:1", hw=True, local_ack_timeout_err=1)
-    set_counters(after, "mlx5_1", hw=True, req_transport_retries_exceeded=21)  # 10.5/hour
-    set_counters(after, "mlx5_1:1", hw=True, local_ack_timeout_err=201)  # 100.5/hour
+    after = set_counters(after, "mlx5_1", hw=True, req_transport_retries_exceeded=21)  # 10.5/hour
+    after = set_counters(after, "mlx5_1:1", hw=True, local_ack_timeout_err=201)  # 100.5/hour
     results = check("counters.hw_errors", after, before)
     port0 = one(results, "mlx5_0:1")
     assert port0.status == Status.WARN
@@ -310,7 +317,7 @@ def test_hw_counters_per_port_and_device_level(mlx5_tree):
 
 def test_hw_counters_without_baseline_are_lifetime_only(mlx5_tree):
     snap = collect(mlx5_tree, "/proc", {"sysfs"})
-    set_counters(snap, "mlx5_0:1", hw=True, req_transport_retries_exceeded=10**6)
+    snap = set_counters(snap, "mlx5_0:1", hw=True, req_transport_retries_exceeded=10**6)
     result = one(check("counters.hw_errors", snap), "mlx5_0:1")
     assert result.status == Status.PASS
     assert "req_transport_retries_exceeded 1000000" in result.message
@@ -351,9 +358,9 @@ def test_traffic_and_config_hw_counters_are_not_graded(mlx5_tree):
 
 def test_value_went_down_is_counted_from_zero_and_said():
     before = captured()
-    set_counters(before, symbol_error=40)
+    before = set_counters(before, symbol_error=40)
     after = later(before)
-    set_counters(after, symbol_error=3)
+    after = set_counters(after, symbol_error=3)
     result = one(check("counters.port_errors", after, before), HWLOC_PORT)
     assert result.status == Status.WARN
     assert result.observed == 3
@@ -363,9 +370,9 @@ def test_value_went_down_is_counted_from_zero_and_said():
 
 def test_reset_of_a_quiet_counter_is_said_in_the_pass():
     before = captured()
-    set_counters(before, link_downed=7)
+    before = set_counters(before, link_downed=7)
     after = later(before)
-    set_counters(after, link_downed=0)
+    after = set_counters(after, link_downed=0)
     result = one(check("counters.port_errors", after, before), HWLOC_PORT)
     assert result.status == Status.PASS
     assert "reset since the baseline (counted from zero): link_downed" in result.message
@@ -373,9 +380,9 @@ def test_reset_of_a_quiet_counter_is_said_in_the_pass():
 
 def test_new_boot_id_counts_from_zero_and_says_so():
     before = captured()
-    set_counters(before, symbol_error=9)
+    before = set_counters(before, symbol_error=9)
     after = later(before)  # same value, but the node rebooted: 9 errors since boot
-    after.boot_id = "11111111-2222-3333-4444-555555555555"
+    after = renamed(after, boot_id="11111111-2222-3333-4444-555555555555")
     result = one(check("counters.port_errors", after, before), HWLOC_PORT)
     assert result.status == Status.WARN
     assert "symbol_error +9 " in result.message
@@ -388,7 +395,7 @@ def test_new_boot_id_counts_from_zero_and_says_so():
 def test_reboot_with_zero_counters_is_a_pass_that_says_so():
     before = captured()
     after = later(before)
-    after.boot_id = "11111111-2222-3333-4444-555555555555"
+    after = renamed(after, boot_id="11111111-2222-3333-4444-555555555555")
     result = one(check("counters.port_errors", after, before), HWLOC_PORT)
     assert result.status == Status.PASS
     assert "the node rebooted since the baseline (counted from zero)" in result.message
@@ -421,7 +428,7 @@ def test_node_exporter_port_xmit_wait_is_saturated():
 )
 def test_saturation_boundaries(counter, value, status, text):
     snap = captured()
-    set_counters(snap, **{counter: value})
+    snap = set_counters(snap, **{counter: value})
     result = one(check("counters.saturation", snap), HWLOC_PORT)
     assert result.status == status
     assert text in result.message
@@ -429,7 +436,7 @@ def test_saturation_boundaries(counter, value, status, text):
 
 def test_saturated_counter_warns_through_the_whole_grade():
     snap = captured()
-    set_counters(snap, symbol_error=65535)
+    snap = set_counters(snap, symbol_error=65535)
     report = grade(snap, _registry(), Thresholds())
     warned = [r for r in report.results if r.check_id == "counters.saturation"]
     assert [r.status for r in warned] == [Status.WARN]
@@ -441,12 +448,12 @@ def test_saturated_counter_warns_through_the_whole_grade():
 
 def test_baseline_from_another_host_compares_nothing():
     before = captured()
-    before.host = "node-other-42"
-    before.devices[0].node_guid = "dead:beef:0000:0001"
-    set_counters(before, symbol_error=0, link_downed=0)
+    before = renamed(before, host="node-other-42")
+    before = replaced(before, before.devices[0].name, node_guid="dead:beef:0000:0001")
+    before = set_counters(before, symbol_error=0, link_downed=0)
     after = later(before, symbol_error=5000, link_downed=3)
-    after.host = "node-this-one"
-    after.devices[0].node_guid = _collected(HWLOC).devices[0].node_guid
+    after = renamed(after, host="node-this-one")
+    after = replaced(after, after.devices[0].name, node_guid=_collected(HWLOC).devices[0].node_guid)
     baseline = one(check("counters.baseline", after, before), "node")
     assert baseline.status == Status.WARN
     assert "it is from host node-other-42, not node-this-one" in baseline.message
@@ -463,10 +470,10 @@ def test_baseline_from_another_host_without_guids_compares_nothing():
     """mlx4_0 in the node_exporter capture has no node_guid: the host alone must tell."""
     before = captured(NODE_EXPORTER)
     assert before.device("mlx4_0").node_guid is None
-    before.host = "node-other-42"
-    set_counters(before, "mlx4_0:1", link_downed=0, port_xmit_discards=0)
+    before = renamed(before, host="node-other-42")
+    before = set_counters(before, "mlx4_0:1", link_downed=0, port_xmit_discards=0)
     after = later(before, 2.0, "mlx4_0:1", link_downed=3)
-    after.host = "node-this-one"
+    after = renamed(after, host="node-this-one")
     assert one(check("counters.baseline", after, before), "node").status == Status.WARN
     result = one(check("counters.port_errors", after, before), "mlx4_0:1")
     assert result.status == Status.PASS, result.message  # not "link_downed +3" from elsewhere
@@ -476,8 +483,8 @@ def test_baseline_from_another_host_without_guids_compares_nothing():
 def test_baseline_missing_a_device_compares_the_rest(mlx5_tree):
     before = collect(mlx5_tree, "/proc", {"sysfs"})
     after = later(before, 2.0, "mlx5_0:1", link_downed=1)
-    set_counters(after, "mlx5_1:1", link_downed=3)
-    before.devices = [dev for dev in before.devices if dev.name != "mlx5_1"]
+    after = set_counters(after, "mlx5_1:1", link_downed=3)
+    before = renamed(before, devices=[dev for dev in before.devices if dev.name != "mlx5_1"])
     baseline = one(check("counters.baseline", after, before), "node")
     assert baseline.status == Status.WARN
     assert baseline.message.endswith("not in it (lifetime values used): mlx5_1")
@@ -492,8 +499,8 @@ def test_baseline_missing_a_device_compares_the_rest(mlx5_tree):
 def test_baseline_missing_a_port_compares_the_rest():
     before = captured(NODE_EXPORTER)
     after = later(before, 2.0, "mlx4_0:1", link_downed=1)
-    set_counters(after, "mlx4_0:2", link_downed=4)
-    before.device("mlx4_0").ports = before.device("mlx4_0").ports[:1]
+    after = set_counters(after, "mlx4_0:2", link_downed=4)
+    before = replaced(before, "mlx4_0", ports=before.device("mlx4_0").ports[:1])
     baseline = one(check("counters.baseline", after, before), "node")
     assert baseline.status == Status.WARN
     assert "not in it (lifetime values used): mlx4_0:2" in baseline.message
@@ -524,7 +531,7 @@ def test_good_baseline_is_a_pass_with_its_age():
 
 def test_baseline_problem_recorded_by_the_cli_is_one_warn():
     snap = captured()
-    snap.problems["baseline"] = "state.json: not valid JSON (truncated or corrupt)"
+    snap = snap.with_problem("baseline", "state.json: not valid JSON (truncated or corrupt)")
     results = check("counters.baseline", snap)
     assert len(results) == 1
     assert results[0].status == Status.WARN
@@ -674,11 +681,11 @@ def test_result_targets(mlx5_tree):
 @pytest.mark.parametrize("with_baseline", [True, False])
 def test_checks_never_mutate_their_snapshots(with_baseline):
     before = captured(NODE_EXPORTER)
-    set_counters(before, "mlx4_0:1", symbol_error=10)
+    before = set_counters(before, "mlx4_0:1", symbol_error=10)
     after = later(before, 2.0, "mlx4_0:1", symbol_error=5, link_downed=2)
-    after.boot_id = "rebooted"
-    set_counters(after, "mlx4_0:2", link_downed=0)
-    set_counters(before, "mlx4_0:2", link_downed=5)  # a reset too
+    after = renamed(after, boot_id="rebooted")
+    after = set_counters(after, "mlx4_0:2", link_downed=0)
+    before = set_counters(before, "mlx4_0:2", link_downed=5)  # a reset too
     baseline = before if with_baseline else None
     snapshots_before = (after.model_dump(), before.model_dump())
     th = Thresholds(counters={"symbol_error": CounterRule(lifetime_limit=1)})

@@ -332,6 +332,7 @@ def test_quick_level_runs_no_command_and_stays_lean(tmp_path):
             code = exit.code
         lazy = ("jinja2", "sh", "markupsafe")
         loaded = sorted(m for m in sys.modules if m.split(".")[0] in lazy)
+        loaded += sorted(m for m in sys.modules if m.startswith("ibdiag.bundle"))
         print("LOADED", loaded, "EXIT", code)
         """
     )

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from snapshots import device, port, snapshot
+from snapshots import device, port, replaced, snapshot
 
 from ibdiag.counter_grading import format_interval, judge
 from ibdiag.deltas import MIN_RATE_WINDOW_HOURS, Change, change, compare
@@ -155,9 +155,7 @@ def test_format_interval():
 
 
 def _later(snap, hours=2.0):
-    after = snap.model_copy(deep=True)
-    after.collected_at = snap.collected_at + timedelta(hours=hours)
-    return after
+    return snap.model_copy(update={"collected_at": snap.collected_at + timedelta(hours=hours)})
 
 
 def test_compare_matches_devices_and_ports_by_name_and_guid():
@@ -186,20 +184,18 @@ def test_compare_a_swapped_hca_with_another_guid_is_unmatched():
 
 
 def test_compare_unknown_guid_on_one_side_matches_by_name():
-    before = snapshot(devices=[device("mlx5_0")])
-    before.devices[0].node_guid = None
+    before = replaced(snapshot(devices=[device("mlx5_0")]), "mlx5_0", node_guid=None)
     comparison = compare(_later(snapshot(devices=[device("mlx5_0")])), before)
     assert comparison.unmatched == []
     assert ("mlx5_0", 1) in comparison.ports
 
 
 def test_compare_flags_another_host():
-    before = snapshot()
-    before.host = "node999"
+    before = snapshot().model_copy(update={"host": "node999"})
     comparison = compare(_later(snapshot()), before)
     assert comparison.other_host is True
-    before.host = None  # unknown host: not "another" host
-    assert compare(_later(snapshot()), before).other_host is False
+    unknown = before.model_copy(update={"host": None})  # unknown host: not "another" host
+    assert compare(_later(snapshot()), unknown).other_host is False
 
 
 def test_compare_lists_ports_and_devices_missing_from_the_baseline():
@@ -220,17 +216,15 @@ def test_compare_clock_skew_means_no_interval(hours):
 
 def test_compare_detects_a_reboot_by_boot_id():
     before = snapshot()
-    after = _later(before)
-    after.boot_id = "00000000-0000-0000-0000-000000000000"
+    after = _later(before).model_copy(update={"boot_id": "00000000-0000-0000-0000-000000000000"})
     assert compare(after, before).rebooted is True
-    after.boot_id = None  # unknown boot id: no reboot claimed
+    after = after.model_copy(update={"boot_id": None})  # unknown boot id: no reboot claimed
     assert compare(after, before).rebooted is False
 
 
 def test_comparison_changes_use_interval_and_reboot():
     before = snapshot()
-    after = _later(before, 4.0)
-    after.boot_id = "new-boot"
+    after = _later(before, 4.0).model_copy(update={"boot_id": "new-boot"})
     comparison = compare(after, before)
     items = comparison.changes({"symbol_error": 8, "link_downed": 0}, {"symbol_error": 8})
     assert items[0].delta == 8 and items[0].restarted and items[0].per_hour == 2.0

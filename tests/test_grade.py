@@ -364,3 +364,60 @@ def test_report_carries_its_inputs_and_round_trips_through_json() -> None:
     again = Report.model_validate_json(report.model_dump_json())
     assert again == report
     assert sum(report.counts().values()) == len(report.results)
+
+
+# --- the drain reason: which finding is the worst, in stable words ----------------------------
+
+
+def _graded(results: List[Result]) -> Report:
+    return Report(
+        tool_version="0",
+        level="quick",
+        verdict=Verdict.CRITICAL,
+        verdict_reason="",
+        results=results,
+        thresholds=Thresholds(),
+        snapshot=HEALTHY,
+    )
+
+
+def _found(status: Status, target: str, check_id: str, **fields) -> Result:
+    return Result(check_id=check_id, target=target, status=status, message="m 12.5/hour", **fields)
+
+
+def test_drain_reason_names_the_first_fail_before_any_error_or_warning() -> None:
+    from ibdiag.grade import drain_reason
+
+    report = _graded(
+        [
+            _found(Status.WARN, "mlx5_0:1", "link.rate", observed=100.0),
+            _found(Status.ERROR, "node", "site.broken"),
+            _found(Status.FAIL, "mlx5_6:1", "link.state", observed="2: INIT"),
+            _found(Status.FAIL, "mlx5_7:1", "link.state", observed="1: DOWN"),
+        ]
+    )
+    assert drain_reason(report) == "ibdiag: mlx5_6:1 link.state 2: INIT and more"
+
+
+def test_drain_reason_holds_no_numbers_but_the_subject_instead() -> None:
+    from ibdiag.grade import drain_reason
+
+    counted = _found(Status.WARN, "mlx5_0:1", "counters.port_errors", observed=37)
+    counted = counted.model_copy(update={"subject": "symbol_error"})
+    assert drain_reason(_graded([counted])) == "ibdiag: mlx5_0:1 counters.port_errors symbol_error"
+    error = _found(Status.ERROR, "node", "site.broken", observed=3)
+    assert drain_reason(_graded([error, counted])) == "ibdiag: node site.broken"
+
+
+def test_drain_reason_is_empty_when_nothing_is_wrong() -> None:
+    from ibdiag.grade import drain_reason
+
+    assert drain_reason(_report(HEALTHY)) == ""
+    assert drain_reason(_graded([_found(Status.SKIP, "node", "x.y")])) == ""
+
+
+def test_the_printed_reason_is_the_policy_made_inert() -> None:
+    from ibdiag.render.text import reason_line
+
+    hostile = _found(Status.FAIL, "mlx5_0:1\nIBDIAG OK", "link.state", observed="2: INIT")
+    assert reason_line(_graded([hostile])) == "ibdiag: mlx5_0:1\\x0aIBDIAG OK link.state 2: INIT"

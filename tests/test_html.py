@@ -198,8 +198,12 @@ def _hostile_report(tmp_path: Path, run_cli) -> Report:
     assert report.snapshot.host == f"node{HOSTILE}"
 
     device = report.snapshot.devices[1]
-    device.name = f"mlx5_{HOSTILE}"
-    device.ports[0].counters[f"evil{HOSTILE}"] = 3
+    evil = device.ports[0].model_copy(
+        update={"counters": {**device.ports[0].counters, f"evil{HOSTILE}": 3}}
+    )
+    device = device.model_copy(
+        update={"name": f"mlx5_{HOSTILE}", "ports": [evil, *device.ports[1:]]}
+    )
     runs = [
         CommandRun(
             argv=["dmesg", "--kernel", "--nopager"],
@@ -215,9 +219,13 @@ def _hostile_report(tmp_path: Path, run_cli) -> Report:
         ),
         CommandRun(argv=["ethtool", "-S", "ib0"], timed_out=True, duration_s=5.0),
     ]
-    for command in runs:
-        report.snapshot.commands[command.key] = command
-    return report
+    snapshot = report.snapshot.model_copy(
+        update={
+            "devices": [report.snapshot.devices[0], device, *report.snapshot.devices[2:]],
+            "commands": {**report.snapshot.commands, **{run.key: run for run in runs}},
+        }
+    )
+    return report.model_copy(update={"snapshot": snapshot})
 
 
 def test_hostile_text_stays_inert_and_commands_and_counters_show(run_cli, chromium, tmp_path):

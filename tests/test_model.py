@@ -19,7 +19,9 @@ from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import (
     SCHEMA_VERSION,
+    CommandRun,
     Device,
+    InspectorFile,
     LinkRate,
     NetDev,
     Pci,
@@ -520,9 +522,39 @@ def test_snapshot_device_lookup_and_targets():
 
 
 def test_a_command_run_keeps_the_role_it_was_planned_for():
-    from ibdiag.model import CommandRun
-
     assert CommandRun(argv=["ibstat"]).role is None  # a run recorded before roles existed
     run = CommandRun(argv=["/opt/site/run-nccl.sh", "-g", "8"], rc=0, role="nccl-tests")
     assert CommandRun.model_validate_json(run.model_dump_json()) == run
     assert json.loads(run.model_dump_json())["role"] == "nccl-tests"
+
+
+# --- frozen: a model is never changed once built -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "model_cls",
+    [LinkRate, NetDev, Port, Pci, Device, CommandRun, InspectorFile, Snapshot, Result, Report],
+    ids=lambda cls: cls.__name__,
+)
+def test_every_model_is_frozen(model_cls):
+    assert model_cls.model_config.get("frozen") is True
+
+
+def test_assigning_a_field_of_a_built_model_raises():
+    snap = scenario_snapshot("gcm-8xCX6-HDR-good")
+    dev = snap.devices[0]
+    with pytest.raises(ValidationError, match="frozen"):
+        snap.host = "elsewhere"
+    with pytest.raises(ValidationError, match="frozen"):
+        dev.ports[0].state = 1
+    assert snap.host != "elsewhere" and dev.ports[0].state == 4
+
+
+def test_with_problem_builds_a_new_snapshot_and_leaves_the_old_one_alone():
+    snap = scenario_snapshot("gcm-8xCX6-HDR-good")
+    before = dict(snap.problems)
+    noted = snap.with_problem("baseline", "state.json: no such file")
+    assert noted is not snap
+    assert noted.problems == {**before, "baseline": "state.json: no such file"}
+    assert snap.problems == before
+    assert noted.devices == snap.devices

@@ -14,7 +14,7 @@ import threading
 import pytest
 from conftest import REPO, SCENARIOS_DIR
 
-from ibdiag.files import write_output
+from ibdiag.files import atomic_file, write_output
 
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 
@@ -116,6 +116,58 @@ def test_a_fifo_without_a_reader_is_an_error_not_a_hang(tmp_path):
 def test_a_directory_is_an_error(tmp_path):
     with pytest.raises(IsADirectoryError):
         write_output(str(tmp_path), "text")
+
+
+def test_bytes_are_written_as_they_are(tmp_path):
+    path = tmp_path / "bundle.bin"
+    data = bytes(range(256)) * 3
+    write_output(str(path), data, mode=0o600)
+    assert path.read_bytes() == data
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+# -- the atomic writer itself ----------------------------------------------------------------------
+
+
+def test_atomic_file_appears_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "out.tar.gz"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_file(str(path), mode=0o600) as out:
+            out.write(b"half of it")
+            assert not path.exists()  # nothing under the final name while it is written
+            raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == []  # and no temp file left
+    with atomic_file(str(path), mode=0o600) as out:
+        out.write(b"all of it")
+    assert path.read_bytes() == b"all of it"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert os.listdir(tmp_path) == ["out.tar.gz"]
+
+
+@pytest.mark.parametrize("there", ["file", "dangling symlink", "symlink to a file"])
+def test_atomic_file_without_replace_never_replaces_nor_follows(tmp_path, there):
+    """A bundle is linked into place: whatever is already under its name - a file, or a link
+    someone left in a shared directory - stays as it was, and nothing is written through it."""
+    path = tmp_path / "ibdiag-node-1.tar.gz"
+    aim = tmp_path / "elsewhere"
+    if there == "file":
+        path.write_bytes(b"an earlier bundle")
+    elif there == "dangling symlink":
+        path.symlink_to(aim)
+    else:
+        aim.write_bytes(b"someone's file")
+        path.symlink_to(aim)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(FileExistsError):
+        with atomic_file(str(path), mode=0o600, replace=False) as out:
+            out.write(b"new bundle")
+    assert sorted(os.listdir(tmp_path)) == before  # no temp file left, nothing created
+    if there == "file":
+        assert path.read_bytes() == b"an earlier bundle"
+    elif there == "dangling symlink":
+        assert path.is_symlink() and not aim.exists()
+    else:
+        assert aim.read_bytes() == b"someone's file"
 
 
 # -- through the command line ----------------------------------------------------------------------

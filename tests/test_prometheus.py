@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import threading
@@ -31,10 +30,12 @@ from sysfs_builder import mlx5_node, write_node
 
 from ibdiag import exporter
 from ibdiag.collect import collect
+from ibdiag.files import write_output
 from ibdiag.grade import grade
 from ibdiag.model import Report
 from ibdiag.registry import load_registry
 from ibdiag.render import prometheus
+from ibdiag.render.options import RenderOptions
 from ibdiag.thresholds import Thresholds
 
 ODD_COUNTER = 'TxWait, total "x"\\y z'  # hfi1-style: spaces, a comma - plus a quote, backslash
@@ -159,7 +160,7 @@ def _value(samples, name: str, **labels: str) -> float:
 
 def test_builder_tree_renders_strict_and_promtool_clean(tmp_path: Path) -> None:
     report = _builder_report(tmp_path)
-    text = prometheus.render(report, 0.25)
+    text = prometheus.render(report, RenderOptions(duration_s=0.25))
     samples = parse(text)
     promtool_check(text)
 
@@ -193,7 +194,7 @@ def test_builder_tree_renders_strict_and_promtool_clean(tmp_path: Path) -> None:
 def test_every_scenario_renders_strict_and_promtool_clean(name: str) -> None:
     root = os.path.join(SCENARIOS_DIR, name, "root")
     report = _report(os.path.join(root, "sys"), os.path.join(root, "proc"))
-    text = prometheus.render(report, 1.5)
+    text = prometheus.render(report, RenderOptions(duration_s=1.5))
     samples = parse(text)
     promtool_check(text)
     assert _value(samples, "ibdiag_verdict") == report.verdict.exit_code
@@ -210,8 +211,9 @@ def test_every_scenario_renders_strict_and_promtool_clean(name: str) -> None:
 
 def test_render_escapes_hostile_label_values(tmp_path: Path) -> None:
     report = _builder_report(tmp_path)
-    report.results[0].target = 'a"b\\c\nd'
-    text = prometheus.render(report, 0.0)
+    hostile = report.results[0].model_copy(update={"target": 'a"b\\c\nd'})
+    report = report.model_copy(update={"results": [hostile, *report.results[1:]]})
+    text = prometheus.render(report)
     samples = parse(text)
     promtool_check(text)
     assert (
@@ -224,7 +226,7 @@ def test_render_escapes_hostile_label_values(tmp_path: Path) -> None:
 def test_moneo_compat_names_strict_and_promtool_clean(name: str) -> None:
     root = os.path.join(SCENARIOS_DIR, name, "root")
     report = _report(os.path.join(root, "sys"), os.path.join(root, "proc"))
-    text = prometheus.render(report, 1.5, compat="moneo")
+    text = prometheus.render(report, RenderOptions(duration_s=1.5, compat="moneo"))
     samples = parse(text)
     promtool_check(text)
     assert _value(samples, "ibdiag_verdict") == report.verdict.exit_code
@@ -243,7 +245,7 @@ def test_moneo_compat_names_strict_and_promtool_clean(name: str) -> None:
 
 def test_moneo_compat_builder_tree(tmp_path: Path) -> None:
     report = _builder_report(tmp_path)
-    text = prometheus.render(report, 0.1, compat="moneo")
+    text = prometheus.render(report, RenderOptions(duration_s=0.1, compat="moneo"))
     samples = parse(text)
     promtool_check(text)
     labels = {"instance": report.snapshot.host or "", "ib_port": "mlx5_0:1"}
@@ -251,7 +253,7 @@ def test_moneo_compat_builder_tree(tmp_path: Path) -> None:
     assert _value(samples, "ib_port_xmit_data", **labels) == 9912377104
     assert not any(name.startswith("ib_") and " " in name for name, _ in samples)
     with pytest.raises(ValueError):
-        prometheus.render(report, 0.1, compat="nope")
+        prometheus.render(report, RenderOptions(duration_s=0.1, compat="nope"))
 
 
 def test_renderer_renders_only(tmp_path: Path) -> None:
@@ -266,7 +268,9 @@ def test_renderer_renders_only(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     ).stdout.strip()
     assert loaded == "[]"
-    assert "ibdiag_scrape_timeout" not in prometheus.render(_builder_report(tmp_path), 0.1)
+    assert "ibdiag_scrape_timeout" not in prometheus.render(
+        _builder_report(tmp_path), RenderOptions(duration_s=0.1)
+    )
 
 
 def test_readme_names_every_family_that_is_not_a_counter(tmp_path: Path) -> None:
@@ -274,7 +278,7 @@ def test_readme_names_every_family_that_is_not_a_counter(tmp_path: Path) -> None
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme[readme.index("## Prometheus") :]
     section = section[: section.index("\n## ", 1)]
-    text = prometheus.render(_builder_report(tmp_path), 0.1)
+    text = prometheus.render(_builder_report(tmp_path), RenderOptions(duration_s=0.1))
     text += prometheus.render_scrape_timeout(False)
     helps = dict(re.findall(r"^# HELP (\S+) (.*)$", text, re.M))
     listed = [name for name, help_text in helps.items() if "counters/" not in help_text]
@@ -284,18 +288,6 @@ def test_readme_names_every_family_that_is_not_a_counter(tmp_path: Path) -> None
 
 
 # --- textfile --------------------------------------------------------------------------------
-
-
-def test_write_textfile_is_atomic_and_complete(tmp_path: Path) -> None:
-    text = prometheus.render(_builder_report(tmp_path), 0.1)
-    out = tmp_path / "out"
-    out.mkdir()
-    target = out / "ibdiag.prom"
-    target.write_text("old content\n")
-    prometheus.write_textfile(str(target), text)
-    assert target.read_text() == text
-    assert os.listdir(out) == ["ibdiag.prom"], "a temp file was left behind"
-    assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
 
 def _wait_for(what: str, probe, deadline_s: float, proc=None):
@@ -319,7 +311,9 @@ def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
     report = _builder_report(tmp_path)
     directory = tmp_path / "textfile"
     directory.mkdir()
-    prometheus.write_textfile(str(directory / "ibdiag.prom"), prometheus.render(report, 0.3))
+    write_output(
+        str(directory / "ibdiag.prom"), prometheus.render(report, RenderOptions(duration_s=0.3))
+    )
     port = free_port()
     log = open(tmp_path / "node_exporter.log", "wb")
     proc = subprocess.Popen(

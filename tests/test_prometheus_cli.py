@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -29,13 +30,16 @@ STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "
 
 def test_export_writes_the_metrics_file_atomically(run_cli, tmp_path):
     target = tmp_path / "ibdiag.prom"
+    target.write_text("old content\n")
+    target.chmod(0o600)
     result = run_cli("export", "--sysfs", STUCK, "--textfile", str(target), "--compat", "moneo")
     assert result.exit_code == 0, result.output
     text = target.read_text()
     assert "ibdiag_verdict 2" in text
     assert 'ibdiag_check_status{check="link.state",target="mlx5_6:1"} 2' in text
     assert "ib_port_physical_state{" in text  # the moneo names too
-    assert sorted(os.listdir(tmp_path)) == ["ibdiag.prom"]
+    assert sorted(os.listdir(tmp_path)) == ["ibdiag.prom"], "a temp file was left behind"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # node_exporter may run as anyone
 
 
 def test_export_to_an_unwritable_place_is_one_line_exit_3(run_cli, tmp_path):

@@ -242,7 +242,7 @@ def test_dripping_client_is_dropped_even_though_it_keeps_sending(serving) -> Non
 def test_client_that_does_not_read_its_answer_is_dropped(serving, monkeypatch) -> None:
     # An answer far larger than the kernel's socket buffers (tcp_wmem allows 4 MiB), so most of
     # it waits in the server for a client that never reads.
-    monkeypatch.setattr(exporter, "render", lambda report, duration, compat: "#" * (32 << 20))
+    monkeypatch.setattr(exporter, "render", lambda report, options: "#" * (32 << 20))
     running, _ = serving(client_timeout=1)
     size = 32 << 20
     sock = socket.socket()

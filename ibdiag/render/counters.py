@@ -2,6 +2,11 @@
 
 One line per counter: target, name, category from the catalogue (``unknown`` for counters it
 does not know), the value (data counters also in bytes), and with a baseline the change since.
+
+Not a Report renderer (those share ``render(report, options)``, ``ibdiag.render.options``):
+``ibdiag counters`` grades nothing - it shows a Snapshot's raw values beside a baseline's - so
+it takes the two Snapshots. Making it take a Report would mean running every check only to
+throw the results away, or faking a Report; hence its own name, ``table``.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ def _rows(target: str, values: Dict[str, int], previous: Optional[Dict[str, int]
         yield target, name, info.category, shown, delta
 
 
-def render(snapshot: Snapshot, baseline: Optional[Snapshot], nonzero_only: bool) -> str:
+def table(snapshot: Snapshot, baseline: Optional[Snapshot], nonzero_only: bool) -> str:
     comparison: Optional[Comparison] = compare(snapshot, baseline) if baseline else None
     rows: List[tuple] = []
     for dev in snapshot.devices:

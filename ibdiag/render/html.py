@@ -16,6 +16,7 @@ import jinja2
 from ibdiag import resources
 from ibdiag.catalogue import lookup
 from ibdiag.model import CommandRun, Report, Result, Status
+from ibdiag.render.options import DEFAULT, RenderOptions
 
 # For colouring a cell: a skip (not applicable) never hides that the rest passed.
 _SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
@@ -145,7 +146,8 @@ def _problems(report: Report) -> List[Tuple[str, str, str]]:
     return rows
 
 
-def render(report: Report) -> str:
+def render(report: Report, options: RenderOptions = DEFAULT) -> str:
+    """The self-contained page (no option applies: the page shows every result)."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(resources.templates_dir()),
         autoescape=True,

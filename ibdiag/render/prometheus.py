@@ -1,4 +1,6 @@
-"""Prometheus output: text exposition 0.0.4 and an atomic textfile writer.
+"""Prometheus output: text exposition 0.0.4 (``ibdiag export`` writes it with the one atomic
+writer, ``ibdiag.files.write_output``, so node_exporter's textfile collector never reads half a
+file; ``ibdiag serve``, ``ibdiag.exporter``, answers scrapes with it).
 
 Written by hand with the standard library only (no prometheus_client), so importing this module
 costs nothing on the quick check path and adds no dependency.
@@ -67,6 +69,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ibdiag.catalogue import lookup
 from ibdiag.model import Report, Status
+from ibdiag.render.options import DEFAULT, RenderOptions
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -226,10 +229,12 @@ def _problem_count(device) -> int:
 COMPAT_CHOICES = ("moneo",)
 
 
-def render(report: Report, duration_s: float, compat: Optional[str] = None) -> str:
+def render(report: Report, options: RenderOptions = DEFAULT) -> str:
     """The Report as Prometheus text exposition format 0.0.4 (see the module docstring).
 
-    ``compat``: None, or ``"moneo"`` to add the Moneo / ib_hw_exporter names as well."""
+    ``options.duration_s``: how long collecting and grading took (``ibdiag_run_duration_seconds``);
+    ``options.compat``: None, or ``"moneo"`` to add the Moneo / ib_hw_exporter names as well."""
+    duration_s, compat = options.duration_s, options.compat
     if compat is not None and compat not in COMPAT_CHOICES:
         raise ValueError(f"unknown compat {compat!r}: choose from {', '.join(COMPAT_CHOICES)}")
     out = _Exposition()
@@ -366,14 +371,6 @@ def _add_moneo(out: _Exposition, report: Report) -> None:
                     help_text = f"Moneo name, raw sysfs {directory}/{name}: "
                     help_text += lookup(name, directory).meaning
                     out.family(full, "gauge", help_text).add(labels, values[name])
-
-
-def write_textfile(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (mode 0644; ``ibdiag.files.write_output``), so
-    node_exporter's textfile collector never reads half a file."""
-    from ibdiag.files import write_output
-
-    write_output(path, text, mode=0o644)
 
 
 SCRAPE_TIMEOUT_HELP = (

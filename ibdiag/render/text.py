@@ -11,6 +11,7 @@ from typing import List
 
 from ibdiag.model import Report, Result, Status, Verdict
 from ibdiag.render.inert import inert
+from ibdiag.render.options import DEFAULT, RenderOptions
 
 _ANSI = {
     Status.FAIL: "\033[31m",
@@ -48,30 +49,18 @@ def verdict_line(report: Report, color: bool = False) -> str:
     return f"{verdict} - {inert(report.verdict_reason)} {where}{altered}"
 
 
-REASON_PREFIX = "ibdiag:"
-
-
 def reason_line(report: Report) -> str:
-    """One stable line naming the worst finding, for a drain reason: "" when nothing is wrong.
+    """The report's drain reason (``ibdiag.grade.drain_reason``, which decides it) as printed:
+    inert, so a name read from the node can neither steer a terminal nor add a line."""
+    from ibdiag.grade import drain_reason
 
-    Slurm groups drained nodes by their reason, so it holds no counts, rates, times or line
-    numbers: the target, the check, and the observed value only when that is a word (a state,
-    a kernel-log signature id), never a number - else the result's subject (the counter).
-    """
-    for status in (Status.FAIL, Status.ERROR, Status.WARN):
-        hits = [result for result in report.results if result.status == status]
-        if hits:
-            first = hits[0]
-            word = first.observed if isinstance(first.observed, str) else first.subject
-            detail = f" {word}" if word else ""
-            more = " and more" if len(hits) > 1 else ""
-            return inert(f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}")
-    return ""
+    return inert(drain_reason(report))
 
 
-def render(report: Report, color: bool = False, verbose: bool = False) -> str:
-    """Fail, error and warn lines (with ``verbose`` every result and what checks printed),
-    worst first, then the verdict."""
+def render(report: Report, options: RenderOptions = DEFAULT) -> str:
+    """Fail, error and warn lines (with ``options.verbose`` every result and what checks
+    printed), worst first, then the verdict; in colour with ``options.color``."""
+    color, verbose = options.color, options.verbose
     shown = [
         r for r in report.results if verbose or r.status in (Status.FAIL, Status.ERROR, Status.WARN)
     ]

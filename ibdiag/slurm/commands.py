@@ -32,11 +32,9 @@ from ibdiag.cli_options import (
     UsageFailure,
     checks_dir_option,
     command_timeout_option,
-    effective_config,
     expectation_options,
-    read_baseline,
-    registry_for,
-    replace_state,
+    pipeline_options,
+    prepare,
     source_options,
 )
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S, DEFAULT_STATE_DIR
@@ -161,20 +159,17 @@ def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
     from ibdiag.slurm import hooks
     from ibdiag.slurm.scontrol import Scontrol
 
-    deadline_at = time.monotonic() + options["deadline"]
-    node = options["node"] or socket.gethostname().split(".")[0]
-    flags = tuple(
-        options[key]
-        for key in ("profile", "config_path", "expect_hcas", "expect_rate", "ignore_hcas")
-    )
-    grade = _grader(options, flags)
-    scontrol = Scontrol(node, options["scontrol_program"], options["scontrol_timeout"], deadline_at)
+    hook = {key: options.pop(key) for key in _HOOK_PARAMS}  # the rest: how to grade the node
+    deadline_at = time.monotonic() + hook["deadline"]
+    node = hook["node"] or socket.gethostname().split(".")[0]
+    grade = _grader(options)
+    scontrol = Scontrol(node, hook["scontrol_program"], hook["scontrol_timeout"], deadline_at)
     ctx = hooks.HookContext(
-        state_dir=options["state_dir"],
+        state_dir=hook["state_dir"],
         scontrol=scontrol,
         deadline_at=deadline_at,
         log=_logger(name, node),
-        strict=options["strict"],
+        strict=hook["strict"],
     )
     try:
         if name == "prolog":
@@ -194,26 +189,23 @@ def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
     return code
 
 
-def _grader(options: dict, flags: tuple):
-    """Collect and grade this node as ``ibdiag check`` would, at the hook's level."""
-    from ibdiag.collect import collect
-    from ibdiag.grade import grade
+# The hook's own parameters; the others (level, sources, expectations, checks, the command
+# timeout) say how to grade the node: ibdiag.pipeline.PipelineOptions.
+_HOOK_PARAMS = ("node", "state_dir", "scontrol_program", "scontrol_timeout", "deadline", "strict")
 
-    thresholds = effective_config(*flags).thresholds
-    registry = registry_for(options["checks_dirs"])
-    level = options["level"]
-    needs = {need for spec in registry.for_level(level) for need in spec.needs}
+
+def _grader(settings: dict):
+    """Collect and grade this node as ``ibdiag check`` would, at the hook's level, within the
+    seconds the hook has left (``hooks.Grader``)."""
+    pipeline = prepare(pipeline_options(settings))
 
     def grade_node(baseline_path: Optional[str], save_path: Optional[str], seconds: float):
         limits = {
-            "timeout_s": min(options["command_timeout"], seconds),
+            "timeout_s": min(pipeline.options.command_timeout_s, seconds),
             "deadline_s": max(1.0, seconds - 1.0),
         }
-        snapshot = collect(options["sysfs_root"], options["procfs_root"], needs, limits)
-        previous = read_baseline(snapshot, baseline_path, None)
-        if save_path:  # before grading: a baseline that cannot be saved is a warning result
-            replace_state(save_path, snapshot)
-        return grade(snapshot, registry, thresholds, level, baseline=previous)
+        # the baseline saved before grading: one that cannot be saved is a warning result
+        return pipeline.run(baseline_path, save_path, runner_options=limits)
 
     return grade_node
 

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
+from ibdiag.grade import REASON_PREFIX
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
 
-REASON_PREFIX = "ibdiag:"
 # The epilog's reasons: errors a job's traffic drove. A drained node carries no traffic, so the
 # health check cannot see them go away: only an admin resumes these.
 EPILOG_PREFIX = f"{REASON_PREFIX} epilog:"
