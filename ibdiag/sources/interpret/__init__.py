@@ -20,9 +20,9 @@ top-level field). They run in order; a later one sees the earlier ones' updates.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Dict
+from typing import Any, Callable, Dict, List, Optional
 
-from ibdiag.model import CommandRun, Snapshot
+from ibdiag.model import CommandRun, Device, Port, Snapshot
 
 # Modules of this package, each with ``interpret(fields, commands) -> Dict[str, Any]``.
 FAMILIES: tuple = (
@@ -71,3 +71,30 @@ def reinterpret(snapshot: Snapshot) -> Snapshot:
     fields = {name: getattr(snapshot, name) for name in type(snapshot).model_fields}
     del fields["commands"]
     return snapshot.model_copy(update={"commands": commands, **interpret(fields, commands)})
+
+
+def runs_by_role(commands: Dict[str, CommandRun], prefix: str) -> Dict[str, CommandRun]:
+    """role -> run for every run whose role starts with ``prefix`` (``"perfquery-"``); the
+    first run of a role when two share it, as ``Snapshot.run`` finds it."""
+    found: Dict[str, CommandRun] = {}
+    for run in commands.values():
+        if run.role and run.role.startswith(prefix):
+            found.setdefault(run.role, run)
+    return found
+
+
+def with_ports(
+    devices: List[Device], port_update: Callable[[Device, Port], Optional[Dict[str, Any]]]
+) -> List[Device]:
+    """``devices`` with each port updated by ``port_update(device, port)`` (the fields to set,
+    or None to keep the port as it is): new Device and Port models, as models are frozen; a
+    device none of whose ports changed is the same object."""
+    rebuilt = []
+    for dev in devices:
+        ports = []
+        for port in dev.ports:
+            update = port_update(dev, port)
+            ports.append(port if update is None else port.model_copy(update=update))
+        changed = any(new is not old for new, old in zip(ports, dev.ports))
+        rebuilt.append(dev.model_copy(update={"ports": ports}) if changed else dev)
+    return rebuilt

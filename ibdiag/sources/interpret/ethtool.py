@@ -7,38 +7,30 @@ failed leaves ``NetDev.ethtool`` None, and ``Snapshot.run(role)`` says why.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from ibdiag import roles
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.model import CommandRun, Device, Port
+from ibdiag.sources.interpret import runs_by_role, with_ports
 
 _PREFIX = "ethtool-S "
 
 
 def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
-    by_role: Dict[str, CommandRun] = {}
-    for run in commands.values():
-        if run.role and run.role.startswith(_PREFIX):
-            by_role.setdefault(run.role, run)  # the first, as Snapshot.run finds it
+    by_role = runs_by_role(commands, _PREFIX)
     if not by_role:
         return {}
-    return {"devices": [_device(dev, by_role) for dev in fields.get("devices") or []]}
 
+    def netdev_stats(dev: Device, port: Port) -> Optional[Dict[str, Any]]:
+        if port.netdev is None:
+            return None
+        stats = stats_of(by_role.get(roles.ethtool_stats(port.netdev.name)))
+        if stats is None:
+            return None
+        return {"netdev": port.netdev.model_copy(update={"ethtool": stats})}
 
-def _device(dev: Device, by_role: Dict[str, CommandRun]) -> Device:
-    ports: List[Port] = []
-    changed = False
-    for port in dev.ports:
-        stats = None
-        if port.netdev is not None:
-            stats = stats_of(by_role.get(roles.ethtool_stats(port.netdev.name)))
-        if stats is not None:
-            netdev = port.netdev.model_copy(update={"ethtool": stats})
-            port = port.model_copy(update={"netdev": netdev})
-            changed = True
-        ports.append(port)
-    return dev.model_copy(update={"ports": ports}) if changed else dev
+    return {"devices": with_ports(fields.get("devices") or [], netdev_stats)}
 
 
 def stats_of(run: Optional[CommandRun]) -> Optional[EthtoolStats]:

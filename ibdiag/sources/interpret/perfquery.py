@@ -10,35 +10,26 @@ collected" (None).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 from ibdiag import roles
 from ibdiag.facts.perfquery import PmaReading, PortPma
 from ibdiag.model import CommandRun, Device, Port
+from ibdiag.sources.interpret import runs_by_role, with_ports
 
 _PREFIX = "perfquery-"
 
 
 def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
-    by_role: Dict[str, CommandRun] = {}
-    for run in commands.values():
-        if run.role and run.role.startswith(_PREFIX):
-            by_role.setdefault(run.role, run)  # the first, as Snapshot.run finds it
+    by_role = runs_by_role(commands, _PREFIX)
     if not by_role:
         return {}
-    return {"devices": [_device(dev, by_role) for dev in fields.get("devices") or []]}
 
-
-def _device(dev: Device, by_role: Dict[str, CommandRun]) -> Device:
-    ports: List[Port] = []
-    changed = False
-    for port in dev.ports:
+    def pma_of(dev: Device, port: Port) -> Optional[Dict[str, Any]]:
         pma = port_pma(dev.target(port), by_role)
-        if pma is not None:
-            port = port.model_copy(update={"perfquery": pma})
-            changed = True
-        ports.append(port)
-    return dev.model_copy(update={"ports": ports}) if changed else dev
+        return None if pma is None else {"perfquery": pma}
+
+    return {"devices": with_ports(fields.get("devices") or [], pma_of)}
 
 
 def port_pma(target: str, by_role: Dict[str, CommandRun]) -> Optional[PortPma]:
