@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, NamedTuple, Optional
 
 from ibdiag import roles
 from ibdiag.command_results import command_line, skipped, symptom, symptom_result, usable_run
@@ -30,8 +29,7 @@ def _has_pma(port: Port) -> bool:
     return not any("no PMA" in str(why) for why in port.problems.values())
 
 
-@dataclasses.dataclass(frozen=True)
-class _PmaRead:
+class _PmaRead(NamedTuple):
     counters: Dict[str, int]  # empty when nothing usable was read
     why: Optional[str]  # why nothing was read
     evidence: str  # the command line the counters came from (or would have)

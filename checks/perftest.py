@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.model import CommandRun, Result, Snapshot, Status
@@ -11,8 +10,7 @@ from ibdiag.registry import check
 from ibdiag.thresholds import Thresholds
 
 
-@dataclass(frozen=True)
-class _Attempt:
+class _Attempt(NamedTuple):
     """One attempt as recorded (``Snapshot.loopback``) and its client run: where the traffic
     started, whether it ran at all, how long it took (the evidence names it)."""
 

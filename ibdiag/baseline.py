@@ -17,7 +17,6 @@ from typing import Optional, Tuple
 
 from pydantic import ValidationError
 
-from ibdiag.files import write_output
 from ibdiag.model import SCHEMA_VERSION, Snapshot
 from ibdiag.regular_files import read_regular_file
 
@@ -65,4 +64,6 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
 
 def save(path: str, snapshot: Snapshot) -> None:
     """Write the snapshot as JSON, atomically (a concurrent reader sees the old or the new)."""
+    from ibdiag.files import write_output  # tempfile & co.: not on a quick check's path
+
     write_output(path, snapshot.model_dump_json(indent=1) + "\n", mode=0o600)

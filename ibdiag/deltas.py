@@ -13,17 +13,15 @@ another host (or with a swapped HCA) matches nothing there and is graded on life
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ibdiag.model import Device, Port, Snapshot
 
 MIN_RATE_WINDOW_HOURS = 1.0  # rates over shorter intervals are judged as if over one hour
 
 
-@dataclasses.dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One counter now versus at the baseline."""
 
     name: str
@@ -75,8 +73,7 @@ def _same_device(now: Device, then: Device, strict: bool) -> bool:
     return now.node_guid == then.node_guid
 
 
-@dataclasses.dataclass(frozen=True)
-class Comparison:
+class Comparison(NamedTuple):
     """A Snapshot against its baseline: what matched, the interval, and whether it rebooted."""
 
     baseline: Snapshot

@@ -6,7 +6,7 @@ restarted from zero) from a counter that really went backwards.
 
 from __future__ import annotations
 
-import socket
+import os
 from datetime import datetime, timezone
 from typing import List, Optional, Tuple
 
@@ -27,7 +27,7 @@ def read_identity(
     host, problem = reader.read_text("sys/kernel/hostname")
     if problem is not None:
         problems["procfs:sys/kernel/hostname"] = problem
-        host = socket.gethostname()
+        host = os.uname().nodename  # the kernel's own, as gethostname(2) gives it
     boot_id, problem = reader.read_text("sys/kernel/random/boot_id")
     if problem is not None:
         problems["procfs:sys/kernel/random/boot_id"] = problem
