@@ -359,7 +359,7 @@ def plan_loopback(
                 client_port=port.number,
                 server_device=server_dev.name,
                 server_port=server_port.number,
-                tcp_port=thresholds.perftest_base_port + index,
+                tcp_port=loopback_tcp_port(thresholds.perftest_base_port, index),
                 gpu=gpu_near(dev.name) if gdr else None,
                 server_gpu=gpu_near(server_dev.name) if gdr else None,
                 client_pin=tuple(pin_for(numa)),
@@ -368,6 +368,20 @@ def plan_loopback(
             )
         )
     return tests
+
+
+TCP_PORTS = (1024, 65535)  # the unprivileged TCP ports (perftest_base_port's least is 1024)
+
+
+def loopback_tcp_port(base: int, index: int) -> int:
+    """The TCP port of the ``index``-th test's server: ``base + index``, brought back round to
+    1024 past 65535 - ``RETRY_PORT_OFFSET`` so that its retry's port is a TCP port too.
+
+    ``perftest_base_port`` is 1024..65000 (``Thresholds``), so nothing wraps below 436 tests
+    (a node has tens of ports); with more, every port stays 1024..65535 and distinct among
+    the first 64412 tests (a TCP port perftest cannot take would fail a healthy port)."""
+    low, high = TCP_PORTS
+    return low + (base - low + index) % (high - RETRY_PORT_OFFSET - low + 1)
 
 
 def _slower(*ports) -> Optional[float]:
