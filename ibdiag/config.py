@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 from pydantic import BaseModel, ValidationError
 
 from ibdiag.catalogue import CATALOGUE, rule_for
-from ibdiag.thresholds import CounterRule, Thresholds
+from ibdiag.thresholds import PATTERN_MEANS, CounterRule, Thresholds
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -364,6 +364,7 @@ _EXPECTATIONS = {
     "bool_type": "expected true or false",
     "bool_parsing": "expected true or false",
     "string_type": "expected a string",
+    "string_too_short": "expected a non-empty string",
     "list_type": "expected a list of strings",
     "dict_type": "expected a table",
     "model_type": "expected a table",
@@ -397,6 +398,8 @@ def _describe(exc: ValidationError) -> str:
         expected = f"expected {number} of at most {_num(ctx.get('le'))}"
     elif kind == "literal_error":
         expected = f"expected one of {ctx.get('expected')}"
+    elif kind == "string_pattern_mismatch" and ctx.get("pattern") in PATTERN_MEANS:
+        expected = f"expected {PATTERN_MEANS[ctx['pattern']]}"
     elif kind in ("int_type", "int_parsing", "int_from_float") or (
         whole and kind in ("float_type", "float_parsing")
     ):

@@ -12,9 +12,9 @@ keys of those TOML files.
 import fnmatch
 import functools
 import re
-from typing import Callable, Dict, List, Literal, Optional, Tuple
+from typing import Annotated, Callable, Dict, List, Literal, Optional, Tuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 Severity = Literal["fail", "warn", "info"]
 
@@ -25,6 +25,21 @@ MAX_HCAS = 1024
 MAX_RATE_GBPS = 100_000.0
 MAX_MTU = 65_535
 MAX_IGNORE_PATTERNS = 1000
+
+# What may go on a command line (level full's argv builders, ibdiag.sources.active, take these
+# values as they are: this is the one place they are checked). Each pattern with what it means,
+# for the one-line config error (ibdiag.config).
+PROGRAM_PATH = r"^[A-Za-z0-9_./+][A-Za-z0-9_./+-]{0,4095}$"
+BYTE_COUNT = r"^\d{1,15}[KkMmGg]?$"
+NO_NUL = r"^[^\x00]*$"
+PATTERN_MEANS = {
+    PROGRAM_PATH: "a program path (letters, digits and _ . / + -, at most 4096, not starting "
+    "with -)",
+    BYTE_COUNT: "a byte count like 8, 1M or 8G (nccl-tests' K/M/G suffixes)",
+    NO_NUL: "an argument without a NUL character",
+}
+# One argument for mpirun/srun: any text but empty or holding NUL (an argv item cannot).
+LauncherArgument = Annotated[str, StringConstraints(min_length=1, pattern=NO_NUL)]
 
 
 class CounterRule(BaseModel):
@@ -126,7 +141,7 @@ class Thresholds(BaseModel):
     )
     nccl_tests: Optional[str] = Field(
         default=None,
-        pattern=r"^[A-Za-z0-9_./+-]{1,4096}$",
+        pattern=PROGRAM_PATH,
         description="Path of nccl-tests' all_reduce_perf (or another *_perf) to run at level "
         "full; unset: nccl-tests are not run.",
     )
@@ -136,16 +151,16 @@ class Thresholds(BaseModel):
     nccl_gpus: Optional[int] = Field(
         default=None, ge=1, le=64, description="GPUs for nccl-tests; unset: every NVIDIA GPU."
     )
-    nccl_launcher_args: List[str] = Field(
+    nccl_launcher_args: List[LauncherArgument] = Field(
         default_factory=list,
         description='Options for mpirun or srun, e.g. ["--allow-run-as-root", "-H", '
-        '"gpu1:8,gpu2:8"] (a cross-node run: 16 ranks).',
+        '"gpu1:8,gpu2:8"] (a cross-node run: 16 ranks); each one argument, not empty.',
     )
     nccl_min_bytes: str = Field(
-        default="8", pattern=r"^\d{1,15}[KkMmGg]?$", description="nccl-tests -b (e.g. 8, 1M)."
+        default="8", pattern=BYTE_COUNT, description="nccl-tests -b (e.g. 8, 1M)."
     )
     nccl_max_bytes: str = Field(
-        default="8G", pattern=r"^\d{1,15}[KkMmGg]?$", description="nccl-tests -e (e.g. 8G)."
+        default="8G", pattern=BYTE_COUNT, description="nccl-tests -e (e.g. 8G)."
     )
     nccl_timeout_s: int = Field(
         default=600, ge=10, le=7200, description="Kill nccl-tests after this many seconds."

@@ -291,8 +291,54 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         ("expect_rates = 400\n", "unknown key 'expect_rates' (did you mean 'expect_rate_gbps'?)"),
         (
             'nccl_max_bytes = "lots"\n',
-            "nccl_max_bytes: expected string should match pattern '^\\d{1,15}[KkMmGg]?$', "
-            'got "lots"',
+            "nccl_max_bytes: expected a byte count like 8, 1M or 8G (nccl-tests' K/M/G "
+            'suffixes), got "lots"',
+        ),
+        (
+            'nccl_min_bytes = "8X"\n',
+            "nccl_min_bytes: expected a byte count like 8, 1M or 8G (nccl-tests' K/M/G "
+            'suffixes), got "8X"',
+        ),
+        ("nccl_min_bytes = 8\n", "nccl_min_bytes: expected a string, got 8"),
+        (
+            'nccl_tests = "-rf"\n',
+            "nccl_tests: expected a program path (letters, digits and _ . / + -, at most 4096, "
+            'not starting with -), got "-rf"',
+        ),
+        (
+            'nccl_tests = "all reduce"\n',
+            "nccl_tests: expected a program path (letters, digits and _ . / + -, at most 4096, "
+            'not starting with -), got "all reduce"',
+        ),
+        (
+            'nccl_tests = "a;b"\n',
+            "nccl_tests: expected a program path (letters, digits and _ . "
+            '/ + -, at most 4096, not starting with -), got "a;b"',
+        ),
+        (
+            'nccl_launcher_args = "-H a"\n',
+            'nccl_launcher_args: expected a list of strings, got "-H a"',
+        ),
+        (
+            'nccl_launcher_args = ["-H", ""]\n',
+            'nccl_launcher_args[1]: expected a non-empty string, got ""',
+        ),
+        (
+            'nccl_launcher_args = ["a\\u0000b"]\n',
+            'nccl_launcher_args[0]: expected an argument without a NUL character, got "a\\u0000b"',
+        ),
+        ("nccl_launcher_args = [1]\n", "nccl_launcher_args[0]: expected a string, got 1"),
+        ("nccl_gpus = 0\n", "nccl_gpus: expected a whole number of 1 or more, got 0"),
+        ("nccl_gpus = true\n", "nccl_gpus: expected a whole number, got true"),
+        ("perftest_size = 1\n", "perftest_size: expected a whole number of 2 or more, got 1"),
+        (
+            "perftest_duration_s = 0\n",
+            "perftest_duration_s: expected a whole number of 1 or more, got 0",
+        ),
+        ("perftest_qps = 65\n", "perftest_qps: expected a whole number of at most 64, got 65"),
+        (
+            "perftest_base_port = 70000\n",
+            "perftest_base_port: expected a whole number of at most 65000, got 70000",
         ),
         (
             'nccl_launcher = "pdsh"\n',
@@ -704,6 +750,11 @@ BIG = "100000000000000000000000000"  # 10^26
         ("[counters.symbol_error]\nrate_fail_per_hour = inf", "expected a finite number, got inf"),
         ("expect_rate_gbps = nan", "expect_rate_gbps: expected a finite number"),
         ("expect_ipoib_mtu = 1000000", "expect_ipoib_mtu: expected a whole number of at most"),
+        # what goes on level full's command lines is refused here, not when the argv is built
+        ('nccl_tests = "-rf"', "nccl_tests: expected a program path"),
+        ('nccl_launcher_args = ["-H", ""]', "nccl_launcher_args[1]: expected a non-empty string"),
+        ('nccl_launcher_args = ["\\u0000"]', "nccl_launcher_args[0]: expected an argument without"),
+        ("perftest_qps = 100000", "perftest_qps: expected a whole number of at most 64"),
     ],
 )  # fmt: skip
 def test_a_value_beyond_any_real_setting_is_one_line_exit_3(run_cli, tmp_path, line, said):
@@ -736,3 +787,21 @@ def test_thousands_of_ignore_patterns_are_refused_and_a_thousand_match_like_fnma
     for name in ("mlx5_an17", "mlx5_an9999", "ib0", "ib10", "bond_roce_1", "x7", "xa", "mlx5_0"):
         expected = any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
         assert th.ignores(name) is expected, name
+
+
+def test_every_pattern_a_config_value_must_match_says_what_it_means():
+    """A config value that does not match a pattern is refused as "expected <what it
+    means>", never as the bare regular expression."""
+    from ibdiag.thresholds import PATTERN_MEANS
+
+    def patterns(node):
+        if isinstance(node, dict):
+            yield from ([node["pattern"]] if isinstance(node.get("pattern"), str) else [])
+            for value in node.values():
+                yield from patterns(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from patterns(value)
+
+    found = set(patterns(Thresholds.model_json_schema()))
+    assert found == set(PATTERN_MEANS), found ^ set(PATTERN_MEANS)

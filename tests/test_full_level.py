@@ -464,3 +464,20 @@ def test_a_slow_first_run_whose_retry_had_no_time_left_warns_rather_than_fails(r
     assert slow["status"] == "warn", slow
     assert "retry was not run" in slow["message"] or "not judged" in slow["message"], slow
     assert code == 1
+
+
+def test_every_planned_tcp_port_and_its_retrys_is_a_tcp_port_however_many_ports():
+    """perftest_base_port + index (+ RETRY_PORT_OFFSET): at the highest base Thresholds allows,
+    a node with more than 435 ACTIVE ports would pass 65535; the port wraps round to 1024."""
+    from ibdiag.model import Device, LinkRate, Port
+
+    rate = LinkRate(raw="200 Gb/sec (4X HDR)", gbps=200.0)
+    port = Port(number=1, path="p", state=4, link_layer="InfiniBand", rate=rate)
+    devices = [Device(name=f"mlx5_{i}", path=f"d{i}", ports=[port]) for i in range(600)]
+    th = Thresholds(perftest_base_port=65000)
+    tests = active.plan_loopback(devices, th, lambda dev: True, lambda name: None, lambda n: [])
+    ports = [test.tcp_port for test in tests]
+    assert ports[:436] == list(range(65000, 65436)) and ports[436] == 1024
+    assert len(set(ports)) == 600
+    assert all(1024 <= p and p + active.RETRY_PORT_OFFSET <= 65535 for p in ports)
+    assert [active.loopback_tcp_port(18515, i) for i in range(3)] == [18515, 18516, 18517]

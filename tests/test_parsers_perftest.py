@@ -537,30 +537,58 @@ def test_other_bw_tools():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    "setting",
     [
-        {"device": ""},
-        {"device": "-d"},
-        {"device": "mlx5 0"},
-        {"device": "mlx5_0;reboot"},
-        {"ib_port": 0},
-        {"ib_port": True},
-        {"ib_port": "1"},
-        {"tcp_port": 70000},
-        {"size": 0},
-        {"duration_s": 0},
-        {"qps": 0},
-        {"use_cuda": -1},
-        {"server": "-x"},
-        {"server": "a b"},
+        {"perftest_size": 0},
+        {"perftest_size": 1},
+        {"perftest_size": 2**31},
+        {"perftest_duration_s": 0},
+        {"perftest_duration_s": 3600},
+        {"perftest_qps": 0},
+        {"perftest_qps": True},
+        {"perftest_qps": "1"},
+        {"perftest_base_port": 80},
+        {"perftest_base_port": 70000},
     ],
 )
-def test_argv_rejects_bad_arguments(kwargs):
-    arguments = {"device": "mlx5_0", "ib_port": 1, "tcp_port": 18515, **kwargs}
-    with pytest.raises(ValueError):
-        ib_write_bw_argv(**arguments)
+def test_the_config_refuses_what_the_argv_builder_used_to(setting):
+    """ib_write_bw_argv only builds; the perftest values it takes from Thresholds are refused
+    once, by the config (one line, exit 3: tests/test_config.py)."""
+    from ibdiag.config import ConfigError, load_effective
+
+    (key,) = setting
+    with pytest.raises(ConfigError) as info:
+        load_effective(None, None, setting)
+    assert str(info.value).startswith(f"command line: {key}: expected")
 
 
-def test_argv_rejects_unknown_tool():
-    with pytest.raises(ValueError):
-        perftest_bw_argv("ib_write_lat", "mlx5_0", 1)
+@pytest.mark.parametrize("name", ["", "-d", "mlx5 0", "mlx5_0;reboot", "x" * 65])
+def test_a_device_name_the_builder_used_to_refuse_is_refused_at_plan_time(name):
+    """A device name goes on ib_write_bw's command line only when names.py passed it; a
+    device with a name problem gets no loopback test planned."""
+    from ibdiag.model import Device, Port
+    from ibdiag.sources.active import plan_loopback
+    from ibdiag.sources.names import device_name_problem
+    from ibdiag.thresholds import Thresholds
+
+    assert device_name_problem(name) is not None
+    port = Port(number=1, path="p", state=4, link_layer="InfiniBand")
+    devices = [Device(name=name, path="a", ports=[port]), Device(name="mlx5_1", path="b",
+               ports=[port])]  # fmt: skip
+    tests = plan_loopback(devices, Thresholds(), lambda d: True, lambda n: None, lambda n: [])
+    assert [test.client_device for test in tests] == ["mlx5_1"]
+
+
+def test_port_numbers_and_gpu_indexes_are_what_the_builder_used_to_require():
+    """ib_port: a port directory names.py reads as 1..254; use_cuda: a GPU nvidia-smi named
+    GPU<digits>, never negative."""
+    from ibdiag.facts.topology import GpuNic
+    from ibdiag.sources.names import port_number
+
+    assert [port_number(name) for name in ("0", "1", "254", "255", "01", "-1")] == [
+        None, 1, 254, None, None, None,
+    ]  # fmt: skip
+    assert [GpuNic(gpu=g, nic="mlx5_0", link="PIX").gpu_index for g in ("GPU3", "GPU-1")] == [
+        3,
+        None,
+    ]

@@ -36,13 +36,12 @@ run by role alone, whatever the configured program is called.
 
 from __future__ import annotations
 
-import re
 import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ibdiag.bandwidth import below_floor, perftest_floor
 from ibdiag.model import CommandRun, Device
@@ -125,28 +124,27 @@ def perftest_bw_argv(
     (or a host) the client that connects to it. Both sides need the same size/duration/qps.
     ``-F`` (``ignore_cpu_freq``) stops perftest from refusing to report ("Can't produce a
     report") on a host whose CPU frequency is not pinned. ``use_cuda``: GPU index for
-    GPUDirect RDMA (``--use_cuda=N``; needs a CUDA-enabled perftest build). Raises ValueError on
-    a bad argument (names come from sysfs or config: a bad one is a programming error).
+    GPUDirect RDMA (``--use_cuda=N``; needs a CUDA-enabled perftest build).
+
+    It only builds: every value was vetted where it came from, once.
+
+    - ``size``, ``duration_s``, ``qps``: ``Thresholds`` (perftest_size 2..2^30,
+      perftest_duration_s 1..600, perftest_qps 1..64; a config outside is refused, exit 3).
+    - ``device``: a name from sysfs that ``ibdiag.sources.names.device_name_problem`` passed
+      at plan time (``plan_loopback`` plans no test on a device with a name problem): letters,
+      digits and ``_.:-``, at most 64, not starting with ``-``.
+    - ``ib_port``: a port directory ``names.port_number`` read as 1..254 (``plan_loopback``
+      takes only those).
+    - ``tcp_port``: ``loopback_tcp_port`` (perftest_base_port 1024..65000 + the test's
+      index, + ``RETRY_PORT_OFFSET`` for a retry; stays 1024..65535).
+    - ``use_cuda``: the index of a GPU nvidia-smi named ``GPU<digits>``
+      (``GpuNic.gpu_index``), or None.
+    - ``tool`` and ``server``: literals of the code (``ib_write_bw``, ``"localhost"``).
+
+    No type is checked either: those sources give ints and strs (Thresholds strictly
+    validated, the Snapshot's models), and a value that is not a str would make
+    ``subprocess`` refuse the argv (TypeError) before anything ran.
     """
-    if tool not in BW_TOOLS:
-        raise ValueError(f"unknown perftest BW tool {tool!r}; one of {list(BW_TOOLS)}")
-    if not isinstance(device, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", device):
-        raise ValueError(f"not an RDMA device name: {device!r}")
-    if device.startswith("-"):
-        raise ValueError(f"device name looks like an option: {device!r}")
-    _check_int("ib_port", ib_port, 1, 255)
-    _check_int("tcp_port", tcp_port, 1, 65535)
-    _check_int("size", size, 1, 2**31)
-    _check_int("duration_s", duration_s, 1, 3600)
-    _check_int("qps", qps, 1, 16384)
-    if use_cuda is not None:
-        _check_int("use_cuda", use_cuda, 0, 1023)
-    if server is not None and (
-        not isinstance(server, str)
-        or not re.fullmatch(r"[A-Za-z0-9_.:%-]{1,255}", server)
-        or server.startswith("-")
-    ):
-        raise ValueError(f"not a host name or address: {server!r}")
     argv = [tool, "-d", device, "-i", str(ib_port), "-p", str(tcp_port)]
     if report_gbits:
         argv.append("--report_gbits")
@@ -274,11 +272,6 @@ def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str
     return found
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
-
-
 @dataclass(frozen=True)
 class LoopbackTest:
     """One ib_write_bw run: the client's port sends RDMA writes to the server's port."""
@@ -359,7 +352,7 @@ def plan_loopback(
                 client_port=port.number,
                 server_device=server_dev.name,
                 server_port=server_port.number,
-                tcp_port=thresholds.perftest_base_port + index,
+                tcp_port=loopback_tcp_port(thresholds.perftest_base_port, index),
                 gpu=gpu_near(dev.name) if gdr else None,
                 server_gpu=gpu_near(server_dev.name) if gdr else None,
                 client_pin=tuple(pin_for(numa)),
@@ -368,6 +361,20 @@ def plan_loopback(
             )
         )
     return tests
+
+
+TCP_PORTS = (1024, 65535)  # the unprivileged TCP ports (perftest_base_port's least is 1024)
+
+
+def loopback_tcp_port(base: int, index: int) -> int:
+    """The TCP port of the ``index``-th test's server: ``base + index``, brought back round to
+    1024 past 65535 - ``RETRY_PORT_OFFSET`` so that its retry's port is a TCP port too.
+
+    ``perftest_base_port`` is 1024..65000 (``Thresholds``), so nothing wraps below 436 tests
+    (a node has tens of ports); with more, every port stays 1024..65535 and distinct among
+    the first 64412 tests (a TCP port perftest cannot take would fail a healthy port)."""
+    low, high = TCP_PORTS
+    return low + (base - low + index) % (high - RETRY_PORT_OFFSET - low + 1)
 
 
 def _slower(*ports) -> Optional[float]:
@@ -487,16 +494,14 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
 # -- nccl-tests --------------------------------------------------------------------------------
 
 LAUNCHERS = ("plain", "mpirun", "srun")  # how nccl-tests start: see nccl_tests_argv
-_SIZE = re.compile(r"\d{1,15}[KkMmGg]?")
-_BINARY = re.compile(r"[A-Za-z0-9_./+-]{1,4096}")
 
 
 def nccl_tests_argv(
     binary: str,
     launcher: str = "plain",
     gpus: int = 8,
-    min_bytes: Union[str, int] = "8",
-    max_bytes: Union[str, int] = "8G",
+    min_bytes: str = "8",
+    max_bytes: str = "8G",
     step_factor: int = 2,
     iters: int = 20,
     warmup_iters: int = 5,
@@ -513,36 +518,22 @@ def nccl_tests_argv(
     Options (nccl-tests README): ``-b`` min bytes, ``-e`` max bytes, ``-f`` step factor, ``-g``
     GPUs per thread, ``-n`` iterations, ``-w`` warm-up iterations, ``-c`` check (validation)
     iterations. Sizes take nccl-tests' K/M/G suffixes ("8", "128M", "8G") or a byte count.
-    Raises ValueError on a bad argument.
+
+    It only builds: ``binary``, ``launcher``, ``min_bytes``, ``max_bytes`` and
+    ``launcher_args`` are ``Thresholds``' nccl_tests (a program path, not starting with
+    ``-``), nccl_launcher (one of ``LAUNCHERS``), nccl_min_bytes/nccl_max_bytes (a byte count)
+    and nccl_launcher_args (each non-empty, no NUL), refused by the config when they are not
+    (exit 3). ``gpus`` is nccl_gpus (1..64), else the number of NVIDIA GPUs sysfs listed, else
+    1 (``run_nccl_tests``). The iteration counts and ``extra`` are the code's own (their
+    defaults: ``run_nccl_tests`` passes none of them).
     """
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"unknown launcher {launcher!r}; one of {list(LAUNCHERS)}")
-    if not isinstance(binary, str) or not _BINARY.fullmatch(binary) or binary.startswith("-"):
-        raise ValueError(f"not a program path: {binary!r}")
-    sizes = []
-    for name, value in (("min_bytes", min_bytes), ("max_bytes", max_bytes)):
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            value = str(value)
-        if not isinstance(value, str) or not _SIZE.fullmatch(value):
-            raise ValueError(f"{name} must be like 8, '8', '128M' or '8G', not {value!r}")
-        sizes.append(value)
-    _check_int("gpus", gpus, 1, 1024)
-    _check_int("step_factor", step_factor, 2, 1024)
-    _check_int("iters", iters, 1, 1_000_000)
-    _check_int("warmup_iters", warmup_iters, 0, 1_000_000)
-    _check_int("check", check, 0, 1_000_000)
-    for name, values in (("extra", extra), ("launcher_args", launcher_args)):
-        if isinstance(values, str) or not all(
-            isinstance(v, str) and v and "\x00" not in v for v in values
-        ):
-            raise ValueError(f"{name} must be a sequence of non-empty strings, not {values!r}")
     per_process = gpus if launcher == "plain" else 1
     args = [
         binary,
         "-b",
-        sizes[0],
+        min_bytes,
         "-e",
-        sizes[1],
+        max_bytes,
         "-f",
         str(step_factor),
         "-g",
@@ -568,11 +559,6 @@ def nccl_tests_argv(
     return args
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
-
-
 def run_nccl_tests(
     thresholds: Thresholds,
     gpu_count: int,
@@ -587,20 +573,14 @@ def run_nccl_tests(
         return {}
     limits = limits or _unlimited()
     gpus = thresholds.nccl_gpus or gpu_count or 1
-    try:
-        argv = nccl_tests_argv(
-            thresholds.nccl_tests,
-            launcher=thresholds.nccl_launcher,
-            gpus=gpus,
-            min_bytes=thresholds.nccl_min_bytes,
-            max_bytes=thresholds.nccl_max_bytes,
-            launcher_args=thresholds.nccl_launcher_args,
-        )
-    except ValueError as exc:  # the config passed validation, so this is a launcher argument
-        run = CommandRun.model_construct(
-            argv=[thresholds.nccl_tests], role=NCCL_TESTS_ROLE, error=f"not run: {exc}"
-        )
-        return {run.key: run}
+    argv = nccl_tests_argv(
+        thresholds.nccl_tests,
+        launcher=thresholds.nccl_launcher,
+        gpus=gpus,
+        min_bytes=thresholds.nccl_min_bytes,
+        max_bytes=thresholds.nccl_max_bytes,
+        launcher_args=thresholds.nccl_launcher_args,
+    )
     runner = limits.runner(float(thresholds.nccl_timeout_s), budget)
     if time.monotonic() < limits.deadline_at:
         _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
