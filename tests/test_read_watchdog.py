@@ -93,7 +93,7 @@ def test_a_hung_counter_read_fails_its_hca_naming_it_and_the_rest_is_graded(node
 def test_a_hung_hostname_read_falls_back_and_names_it(node, hang, monkeypatch):
     sys_root, proc = node
     hang.append("sys/kernel/hostname")
-    monkeypatch.setattr("socket.gethostname", lambda: "kernel-name")
+    monkeypatch.setattr("ibdiag.sources.procfs.kernel_hostname", lambda: "kernel-name")
     snap, seconds = timed_collect(sys_root, proc, {"sysfs"}, read_timeout=TIMEOUT)
     assert seconds < TIMEOUT + SLACK
     assert snap.host == "kernel-name"

@@ -318,7 +318,7 @@ def test_collect_reads_relocated_sysfs_and_procfs_roots(fs):
 
 
 def test_collect_falls_back_to_kernel_hostname_when_procfs_lacks_identity(fs, monkeypatch):
-    monkeypatch.setattr("ibdiag.sources.procfs.socket.gethostname", lambda: "from-uname")
+    monkeypatch.setattr("ibdiag.sources.procfs.kernel_hostname", lambda: "from-uname")
     write_node(SYS, lean_node(1))
     os.makedirs(PROC)  # an empty procfs: neither hostname nor boot_id
 
@@ -334,7 +334,7 @@ def test_collect_falls_back_to_kernel_hostname_when_procfs_lacks_identity(fs, mo
 
 
 def test_collect_empty_hostname_file_is_a_problem_and_boot_id_still_read(fs, monkeypatch):
-    monkeypatch.setattr("ibdiag.sources.procfs.socket.gethostname", lambda: "from-uname")
+    monkeypatch.setattr("ibdiag.sources.procfs.kernel_hostname", lambda: "from-uname")
     write_node(SYS, lean_node(1))
     write_procfs(PROC, host="")
 
@@ -1397,7 +1397,7 @@ def test_a_fifo_in_place_of_the_hostname_falls_back_to_the_kernels(tmp_path, mon
     write_node(root, lean_node(1))
     write_procfs(proc)
     _fifo_in_place_of(os.path.join(proc, "sys", "kernel", "hostname"))
-    monkeypatch.setattr("socket.gethostname", lambda: "kernel-name")
+    monkeypatch.setattr("ibdiag.sources.procfs.kernel_hostname", lambda: "kernel-name")
     snap = finishes(lambda: collect(root, proc, {"sysfs"}))
     assert snap.host == "kernel-name"
     assert snap.problems == {"procfs:sys/kernel/hostname": "not a regular file (a FIFO): not read"}
@@ -1518,7 +1518,7 @@ def test_a_hostname_linked_out_of_procfs_is_refused(tmp_path, monkeypatch):
     write_procfs(proc)
     shadow = _outside(tmp_path)
     _link_in_place_of(os.path.join(proc, "sys", "kernel", "hostname"), shadow)
-    monkeypatch.setattr("socket.gethostname", lambda: "kernel-name")
+    monkeypatch.setattr("ibdiag.sources.procfs.kernel_hostname", lambda: "kernel-name")
     snap = collect(root, proc, {"sysfs"})
     assert snap.host == "kernel-name"
     assert snap.problems == {

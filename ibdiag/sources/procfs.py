@@ -27,7 +27,7 @@ def read_identity(
     host, problem = reader.read_text("sys/kernel/hostname")
     if problem is not None:
         problems["procfs:sys/kernel/hostname"] = problem
-        host = os.uname().nodename  # the kernel's own, as gethostname(2) gives it
+        host = kernel_hostname()
     boot_id, problem = reader.read_text("sys/kernel/random/boot_id")
     if problem is not None:
         problems["procfs:sys/kernel/random/boot_id"] = problem
@@ -59,3 +59,9 @@ def read_modules(
         problems["procfs:modules"] = problem
         return None
     return sorted({line.split()[0] for line in text.splitlines() if line.strip()})
+
+
+def kernel_hostname() -> str:
+    """The kernel's own hostname, as gethostname(2) gives it (``uname -n``), without importing
+    ``socket`` on a quick check's path."""
+    return os.uname().nodename
