@@ -334,7 +334,7 @@ def plan_loopback(
         for dev in devices
         if graded(dev) and device_name_problem(dev.name) is None
         for port in dev.ports
-        if port.state == 4 and port.link_layer in ("InfiniBand", None) and 1 <= port.number <= 254
+        if port.state == 4 and port.is_infiniband and 1 <= port.number <= 254
     ]
     partner = {index: index for index in range(len(ports))}
     if thresholds.perftest_pairing == "pairs":
