@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator, List, Optional, Set
 
 from ibdiag import roles
-from ibdiag.command_results import symptom, symptom_result
+from ibdiag.command_results import command_line, symptom, symptom_result
 from ibdiag.facts.inventory import Listing
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
@@ -47,7 +47,7 @@ def driver_inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for tool, role, stack in _TOOLS:
         listing = _listing(snap, tool)
         run = snap.run(role)
-        command = " ".join(run.argv) if run is not None else tool
+        command = command_line(snap, role, otherwise=tool)
         if listing is None:
             yield Result(target="node", status=Status.SKIP,
                          message=f"`{tool}` was not collected (level quick, or an older bundle)",

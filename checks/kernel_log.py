@@ -6,7 +6,7 @@ from collections import OrderedDict
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from ibdiag import roles
-from ibdiag.command_results import symptom, symptom_result
+from ibdiag.command_results import command_line, symptom, symptom_result
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
@@ -31,12 +31,6 @@ def _cutoff(snap: Snapshot, baseline: Optional[Snapshot]) -> Tuple[Optional[floa
         return None, "since boot"
     seconds = (baseline.collected_at - snap.boot_time).total_seconds()
     return seconds, "since the baseline"
-
-
-def _command(snap: Snapshot, role: str) -> str:
-    """The command line of the run for ``role`` (its role when it was not recorded)."""
-    run = snap.run(role)
-    return " ".join(run.argv) if run is not None else role
 
 
 @check(
@@ -76,7 +70,7 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
             why = "; ".join(log.unusable) if log is not None else _NOT_COLLECTED
             yield Result(target="node", status=Status.SKIP,
                          message=f"kernel log unavailable: {why}",
-                         evidence=[_command(snap, roles.KERNEL_LOG)])  # fmt: skip
+                         evidence=[command_line(snap, roles.KERNEL_LOG)])  # fmt: skip
         return
     signatures = _signatures()
     cutoff, since = _cutoff(snap, baseline)
@@ -88,7 +82,7 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
         if finding.device is not None and finding.device not in graded:
             continue  # an ignored HCA (every HCA is mapped, so its lines are not the node's)
         grouped.setdefault((finding.signature, finding.device), []).append(finding)
-    evidence = [_command(snap, log.role)]
+    evidence = [command_line(snap, log.role)]
     for (signature_id, device), findings in grouped.items():
         signature = signatures.get(signature_id)
         title = signature.title if signature else signature_id

@@ -14,7 +14,6 @@ from ibdiag.targets import (
     evidence,
     graded_devices,
     graded_ports,
-    is_infiniband,
 )
 from ibdiag.thresholds import Thresholds
 
@@ -90,9 +89,9 @@ def port_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=evidence(port.path, "state"),
             )
             continue
-        hints = IB_STATE_HINTS if is_infiniband(port) else ETH_STATE_HINTS
+        hints = IB_STATE_HINTS if port.is_infiniband else ETH_STATE_HINTS
         hint = hints.get(port.state, "port is not ACTIVE: check cable, peer port and SM")
-        if port.state == 2 and is_infiniband(port) and port.sm_lid == 0:
+        if port.state == 2 and port.is_infiniband and port.sm_lid == 0:
             hint += " (sm_lid is 0: no SM has ever reached it)"
         yield Result(
             target=target,
@@ -177,7 +176,7 @@ def link_layer(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev, port in graded_ports(snap, th):
         target = dev.target(port)
         source = evidence(port.path, "link_layer")
-        if is_infiniband(port):
+        if port.is_infiniband:
             layer = port.link_layer or "InfiniBand (no link_layer file: pre-RoCE kernel)"
             yield Result(
                 target=target,
@@ -214,11 +213,17 @@ def _active_rated_ports(snap: Snapshot, th: Thresholds) -> List[Tuple[Device, Po
     ]
 
 
+def _layer(port: Port) -> str:
+    """The link layer ports are compared within: InfiniBand by ``Port.is_infiniband`` (a
+    missing link_layer file included), else what sysfs said ("unknown": unreadable)."""
+    return "InfiniBand" if port.is_infiniband else (port.link_layer or "unknown")
+
+
 def _fastest_peer_rates(snap: Snapshot, th: Thresholds) -> Dict[Tuple[str, str], float]:
     """For each (HCA model, link layer) on this node, the best rate any ACTIVE port runs at."""
     best: Dict[Tuple[str, str], float] = defaultdict(float)
     for dev, port in _active_rated_ports(snap, th):
-        key = (hca_models.model_key(dev), port.link_layer or "InfiniBand")
+        key = (hca_models.model_key(dev), _layer(port))
         best[key] = max(best[key], port.rate.gbps)  # type: ignore[union-attr]
     return best
 
@@ -264,7 +269,7 @@ def link_rate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 def _grade_rate(dev, port, th, peers, source) -> Result:
     target, rate = dev.target(port), port.rate
     observed = rate.describe()
-    if th.expect_rate_gbps is not None and is_infiniband(port):
+    if th.expect_rate_gbps is not None and port.is_infiniband:
         if rate.gbps < th.expect_rate_gbps:
             return Result(
                 target=target,
@@ -284,7 +289,7 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
             expected=th.expect_rate_gbps,
             evidence=source,
         )
-    key = (hca_models.model_key(dev), port.link_layer or "InfiniBand")
+    key = (hca_models.model_key(dev), _layer(port))
     best = peers.get(key, rate.gbps)
     if rate.gbps < best:
         return Result(
@@ -298,7 +303,7 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
             evidence=source,
         )
     model = hca_models.identify(dev)
-    if is_infiniband(port) and model is not None and hca_models.below_capability(model, rate):
+    if port.is_infiniband and model is not None and hca_models.below_capability(model, rate):
         return Result(
             target=target,
             status=Status.WARN,
@@ -329,7 +334,7 @@ def link_width(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: reseat or replace the cable/transceiver; ibstat shows the same width.
     """
     for dev, port in graded_ports(snap, th):
-        if not is_infiniband(port) or port.state != ACTIVE or port.rate is None:
+        if not port.is_infiniband or port.state != ACTIVE or port.rate is None:
             continue
         if port.rate.lanes is None:
             continue

@@ -9,7 +9,7 @@ from ibdiag import roles
 from ibdiag.facts.nccl import InspectorSample
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.targets import graded_ports, is_infiniband
+from ibdiag.targets import graded_ports
 from ibdiag.thresholds import Thresholds
 
 MIN_GRADED_MESSAGE_BYTES = 1 << 20  # small messages are latency-bound: their bandwidth says little
@@ -188,7 +188,7 @@ def _cross_node_floor(snap: Snapshot, th: Thresholds, hosts: int) -> Tuple[Optio
         return th.nccl_busbw_floor_gbytes, "nccl_busbw_floor_gbytes"
     if hosts < 2:
         return None, "one node: NVLink-bound, no floor unless nccl_busbw_floor_gbytes is set"
-    rates = [p.rate.gbps for _, p in graded_ports(snap, th) if is_infiniband(p) and p.rate]
+    rates = [p.rate.gbps for _, p in graded_ports(snap, th) if p.is_infiniband and p.rate]
     if not rates:
         return None, "no InfiniBand link rate to judge by"
     floor = round(max(rates) / 8 * th.nccl_min_fraction, 1)

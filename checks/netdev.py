@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.targets import ACTIVE, graded_ports, is_infiniband
+from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
 
 
@@ -27,7 +27,7 @@ def netdev_operstate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         if netdev is None or port.state != ACTIVE:
             continue
         target = dev.target(port)
-        kind = "IPoIB" if netdev.is_ipoib or is_infiniband(port) else "RoCE"
+        kind = "IPoIB" if netdev.is_ipoib or port.is_infiniband else "RoCE"
         source = [f"class/net/{netdev.name}/operstate"]
         if netdev.operstate == "up":
             yield Result(

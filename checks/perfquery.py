@@ -11,7 +11,7 @@ from ibdiag.deltas import compare
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.targets import ACTIVE, graded_ports, is_infiniband
+from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
 
 _MEANING = "a hung or failing MAD agent, HCA firmware or path to the subnet manager?"
@@ -76,7 +76,7 @@ def perfquery_errors(
     """
     comparison = compare(snap, baseline) if baseline is not None else None
     for dev, port in graded_ports(snap, th):
-        if not is_infiniband(port) or port.state != ACTIVE:
+        if not port.is_infiniband or port.state != ACTIVE:
             continue  # perfquery needs an ACTIVE InfiniBand port (a LID); link.state judges it
         target = dev.target(port)
         where = f"ACTIVE port {target}"
@@ -124,7 +124,7 @@ def sl_traffic(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: compare with the SLs your QoS policy and NCCL_IB_SL intend.
     """
     for dev, port in graded_ports(snap, th):
-        if not is_infiniband(port) or port.state != ACTIVE:
+        if not port.is_infiniband or port.state != ACTIVE:
             continue
         target = dev.target(port)
         role = roles.perfquery("X", target)

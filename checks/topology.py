@@ -6,7 +6,7 @@ from typing import Iterator
 
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.targets import graded_devices, graded_ports, is_infiniband
+from ibdiag.targets import graded_devices, graded_ports
 from ibdiag.thresholds import Thresholds
 
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
@@ -104,10 +104,10 @@ def mtu(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         netdev = port.netdev
         if netdev is None:
             continue
-        expected = th.expect_ipoib_mtu if is_infiniband(port) else th.expect_roce_mtu
+        expected = th.expect_ipoib_mtu if port.is_infiniband else th.expect_roce_mtu
         if expected is None:
             continue
-        kind = "IPoIB" if is_infiniband(port) else "RoCE"
+        kind = "IPoIB" if port.is_infiniband else "RoCE"
         source = [f"class/net/{netdev.name}/mtu"]
         if netdev.mtu == expected:
             yield Result(target=dev.target(port), status=Status.PASS,
@@ -143,7 +143,7 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: check the BIOS PCIe/ACS settings and that every HCA is present (hca.inventory);
     an HCA reported on the wrong NUMA node is a firmware (ACPI SRAT) problem.
     """
-    from ibdiag.command_results import symptom, symptom_result
+    from ibdiag.command_results import command_line, symptom, symptom_result
 
     if snap.gpus is not None and not snap.gpus:
         yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node")
@@ -155,7 +155,7 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                      "or an older bundle)")  # fmt: skip
         return
     run = snap.run(topology.role)
-    evidence = [" ".join(run.argv) if run is not None else TOPO_COMMAND]
+    evidence = [command_line(snap, topology.role, otherwise=TOPO_COMMAND)]
     if topology.failure is not None:
         what = symptom(run)  # hung or crashed: a GPU fallen off the bus, a stuck driver
         if run is not None and what:

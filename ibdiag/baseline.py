@@ -44,7 +44,11 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
         return None, f"{path}: not valid JSON (truncated or corrupt): {exc}"
     except RecursionError:
         return None, f"{path}: not valid JSON (nested too deeply)"
+    nccl_program = None
     if isinstance(data, dict) and isinstance(data.get("snapshot"), dict) and "results" in data:
+        thresholds = data.get("thresholds")
+        if isinstance(thresholds, dict) and isinstance(thresholds.get("nccl_tests"), str):
+            nccl_program = thresholds["nccl_tests"]  # how a run from before roles is known
         data = data["snapshot"]  # a report written by `ibdiag check -o FILE.json`
     if not isinstance(data, dict):
         return None, f"{path}: not an ibdiag snapshot (a JSON object is expected)"
@@ -59,7 +63,7 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
         return None, f"{path}: not an ibdiag snapshot ({where}: {first['msg']})"
     from ibdiag.sources.interpret import reinterpret
 
-    return reinterpret(snapshot), None  # typed fields from today's parsers, as a bundle's
+    return reinterpret(snapshot, nccl_program), None  # today's parsers, as for a bundle
 
 
 def save(path: str, snapshot: Snapshot) -> None:

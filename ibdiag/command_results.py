@@ -52,11 +52,13 @@ def usable_run(snap: Snapshot, role: str) -> Tuple[Optional[CommandRun], Optiona
     return run, None
 
 
-def command_line(snap: Snapshot, role: str) -> str:
+def command_line(snap: Snapshot, role: str, otherwise: Optional[str] = None) -> str:
     """The evidence a result about ``role`` names: the command line of its run, as it ran;
-    the role itself when no run was recorded for it."""
+    ``otherwise`` (else the role itself) when no run was recorded for it."""
     run = snap.run(role)
-    return " ".join(run.argv) if run is not None else role
+    if run is not None:
+        return " ".join(run.argv)
+    return otherwise if otherwise is not None else role
 
 
 def skipped(target: str, reason: str, evidence: str) -> Result:

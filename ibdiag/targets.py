@@ -30,11 +30,6 @@ def graded_ports(snapshot: Snapshot, thresholds: Thresholds) -> Iterator[Tuple[D
     return ((dev, port) for dev in graded_devices(snapshot, thresholds) for port in dev.ports)
 
 
-def is_infiniband(port: Port) -> bool:
-    """InfiniBand link layer (``Port.is_infiniband``: missing means IB, unreadable does not)."""
-    return port.is_infiniband
-
-
 def evidence(owner_path: str, *attributes: str) -> list:
     """sysfs paths (relative to the sysfs root) a result was read from."""
     return [f"{owner_path}/{attribute}" for attribute in attributes]

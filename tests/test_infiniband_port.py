@@ -2,7 +2,7 @@
 
 ``Port.is_infiniband``: link layer InfiniBand, or no ``link_layer`` file at all (kernels without
 it predate RoCE); a link layer that could not be read is not assumed to be anything. The checks
-(``targets.is_infiniband``), the command plan (perfquery runs) and level full's loopback plan
+(``port.is_infiniband``), the command plan (perfquery runs) and level full's loopback plan
 used to disagree on the unreadable case.
 """
 
@@ -12,7 +12,6 @@ import pytest
 
 from ibdiag.model import Device, Port
 from ibdiag.sources import active, plan
-from ibdiag.targets import is_infiniband
 from ibdiag.thresholds import Thresholds
 
 CASES = [
@@ -34,7 +33,7 @@ def test_the_checks_the_plan_and_the_loopback_agree(link_layer, problems, expect
     dev = _device(link_layer, problems)
     port = dev.ports[0]
     assert port.is_infiniband is expected
-    assert is_infiniband(port) is expected
+    assert port.is_infiniband is expected
     perfquery = [item for item in plan.commands_for([dev], {"perfquery"})]
     assert bool(perfquery) is expected
     tests = active.plan_loopback(

@@ -55,12 +55,39 @@ def test_every_planned_argv_gets_its_role_back_and_foreign_runs_get_none():
     assert restored["perfquery -x -C mlx5_9 -P 1"].role is None
 
 
-def test_runs_recorded_with_roles_are_kept_as_they_are():
-    """A run without a role beside runs with one was recorded so (not planned by ibdiag)."""
-    site = CommandRun(argv=["ibstat"], role="inventory ibstat (site)", rc=0)
-    plain = CommandRun(argv=["ibv_devinfo"], rc=0)
-    commands = {site.key: site, plain.key: plain}
-    assert restore_roles(commands, _devices(), NEEDS) is commands
+def test_runs_recorded_with_roles_are_kept_and_the_others_restored_run_by_run():
+    """ibdiag recorded roles for nccl-tests and the loopback runs (a8e7a2d) before it did for
+    the read-only commands: one snapshot holds both kinds, and each unnamed run is restored."""
+    site = CommandRun(argv=["/opt/site/nccl.sh"], role=roles.NCCL_TESTS, rc=0)
+    planned = CommandRun(argv=["ibv_devinfo"], rc=0)
+    foreign = CommandRun(argv=["ibv_devinfo", "-v"], rc=0)
+    commands = {run.key: run for run in (site, planned, foreign)}
+    restored = restore_roles(commands, _devices(), NEEDS)
+    assert restored[site.key] is site
+    assert restored[planned.key].role == roles.IBV_DEVINFO
+    assert restored[foreign.key] is foreign  # not a command today's plan would run
+    named = {key: run.model_copy(update={"role": "x"}) for key, run in commands.items()}
+    assert restore_roles(named, _devices(), NEEDS) is named
+
+
+def test_a_saved_snapshot_is_parsed_anew_and_stale_facts_are_dropped():
+    """reinterpret: typed fields come from today's parsers only; an older ibdiag's value of a
+    field no run supports any more is not kept."""
+    from ibdiag.facts.kernel_log import KernelLog
+    from ibdiag.sources.interpret import fact_fields, reinterpret
+
+    assert "kernel_log" in fact_fields(Snapshot) and "perfquery" in fact_fields(Port)
+    assert fact_fields(NetDev) == ["ethtool"]
+    stale = KernelLog(role=roles.KERNEL_LOG, unusable=["from an older ibdiag"])
+    runs = {key: run for key, run in _old_runs().items() if run.argv[0] == "ibstat"}
+    snapshot = Snapshot(
+        tool_version="0.0-old", collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        sysfs_root="/sys", procfs_root="/proc", sources=sorted(NEEDS), devices=_devices(),
+        commands=runs, kernel_log=stale,
+    )  # fmt: skip
+    again = reinterpret(snapshot)
+    assert again.kernel_log is None  # no kernel-log run: nothing to parse, nothing kept
+    assert again.inventory is not None and again.inventory.ibstat.role == roles.IBSTAT
 
 
 def test_a_state_file_written_before_roles_loads_with_its_roles(tmp_path):

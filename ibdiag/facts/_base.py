@@ -1,7 +1,5 @@
 """The base of every typed fact: frozen, strict about keys, built on first use."""
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict
 
 

@@ -6,8 +6,6 @@ it was not collected or gave no usable output - ``Snapshot.run(role)`` then says
 discards, ``link_down_events_phy``) increasing between two snapshots.
 """
 
-from __future__ import annotations
-
 from typing import Dict, List, Optional
 
 from pydantic import Field

@@ -6,8 +6,6 @@ ibstat misses has no MAD access. Values are kept as each tool prints them: ibsta
 ``Active`` and ``0x58a2e10300a7820e``, ibv_devinfo ``PORT_ACTIVE`` and ``58a2:e103:00a7:820e``.
 """
 
-from __future__ import annotations
-
 from typing import List, Optional
 
 from pydantic import Field

@@ -6,8 +6,6 @@ say (``checks/kernel_log.py``); here are the findings as the log gave them, each
 once against ``ibdiag.kernel_signatures`` and attributed to the HCA it concerns.
 """
 
-from __future__ import annotations
-
 from typing import List, Optional
 
 from pydantic import Field

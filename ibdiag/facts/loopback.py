@@ -8,8 +8,6 @@ An attempt is its client run and the server run it wrote to, found by their role
 (``loopback client mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``).
 """
 
-from __future__ import annotations
-
 from typing import List, Optional
 
 from pydantic import Field

@@ -16,8 +16,6 @@ out-of-bounds value, the run ``finished()``, no NCCL ``NET/...`` warning, busbw 
 size near what the fabric carries; every GPU in the Inspector dumps near its peers.
 """
 
-from __future__ import annotations
-
 from typing import Dict, List, Optional
 
 from pydantic import Field

@@ -9,8 +9,6 @@ A reading is made only of a run that exited 0: a run that failed, hung or never 
 reading, and ``Snapshot.run(role)`` says why (``ibdiag.command_results``).
 """
 
-from __future__ import annotations
-
 from typing import Dict, List, Optional
 
 from pydantic import Field

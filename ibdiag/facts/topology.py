@@ -9,8 +9,6 @@ applied), with what the interpreter derived from it once: the one-to-one rail pa
 the loopback tests also use to pick each HCA's ``--use_cuda`` GPU) and each GPU's nearest NIC.
 """
 
-from __future__ import annotations
-
 from typing import Dict, List, Optional
 
 from pydantic import Field

@@ -23,7 +23,6 @@ from typing import AbstractSet, Dict, Iterator, List, NamedTuple, Optional, Tupl
 from ibdiag import roles
 from ibdiag.model import CommandRun, Device, Pci
 from ibdiag.sources import names
-from ibdiag.targets import is_infiniband
 
 # perfquery mode -> its flag. "basic" is perfquery's default PortCounters query, run only as
 # the fallback of "x" (HCAs without extended counters). Never a reset flag (-r/-R).
@@ -33,7 +32,7 @@ PERFQUERY_FLAGS: Dict[str, Tuple[str, ...]] = {
     "E": ("-E",),  # PortRcvErrorDetails
     "X": ("-X",),  # PortXmitDataSL (transmit data per SL)
 }
-PERFQUERY_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
+PLANNED_PERFQUERY_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
 
 IBSTAT_ARGV = ("ibstat",)
 IBV_DEVINFO_ARGV = ("ibv_devinfo",)
@@ -50,24 +49,15 @@ def perfquery_argv(device: str, port: int, mode: str) -> List[str]:
     """The argv for one read-only perfquery of the local port ``device``/``port``.
 
     ``mode``: "basic" (PortCounters), "x" (extended), "E" (PortRcvErrorDetails), "X"
-    (PortXmitDataSL). Raises ValueError for an unknown mode, a device that is not a non-empty
-    string or a port that is not an int (programming errors). Whether a name may be *run* is
-    decided by ``commands_for``: only names ``ibdiag.sources.names`` calls safe, ports 1..254.
+    (PortXmitDataSL); an unknown mode is a KeyError (a programming error). The name and the
+    port are vetted where the plan is made (``commands_for``: only names
+    ``ibdiag.sources.names`` calls safe, ports 1..254), not again here.
     """
-    if mode not in PERFQUERY_FLAGS:
-        raise ValueError(f"unknown perfquery mode {mode!r}; one of {sorted(PERFQUERY_FLAGS)}")
-    if not isinstance(device, str) or not device:
-        raise ValueError(f"not an RDMA device name: {device!r}")
-    if isinstance(port, bool) or not isinstance(port, int):
-        raise ValueError(f"not a port number: {port!r}")
     return ["perfquery", *PERFQUERY_FLAGS[mode], "-C", device, "-P", str(port)]
 
 
 def ethtool_argv(netdev: str) -> List[str]:
-    """``ethtool -S NETDEV`` (read-only statistics). Raises ValueError for a name that is not a
-    non-empty string."""
-    if not isinstance(netdev, str) or not netdev:
-        raise ValueError(f"not a network interface name: {netdev!r}")
+    """``ethtool -S NETDEV`` (read-only statistics); the name is vetted by ``commands_for``."""
     return ["ethtool", "-S", netdev]
 
 
@@ -94,7 +84,7 @@ def nvidia_smi_topo_argv() -> List[str]:
 
 
 def _ib_active(port) -> bool:
-    return port.state == 4 and is_infiniband(port)
+    return port.state == 4 and port.is_infiniband
 
 
 def port_problem(number: int) -> Optional[str]:
@@ -117,7 +107,7 @@ def _perfquery_runs(device: str, number: int) -> List[Planned]:
     target = f"{device}:{number}"
     return [
         Planned(roles.perfquery(mode, target), perfquery_argv(device, number, mode))
-        for mode in PERFQUERY_MODES
+        for mode in PLANNED_PERFQUERY_MODES
     ]
 
 
@@ -189,8 +179,8 @@ def roles_by_argv(
     devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
 ) -> Dict[str, str]:
     """command key -> role for every read-only command this node would plan, fallbacks
-    included: how a bundle written before runs kept their role gets them back
-    (``ibdiag.bundle.replay``). Nowhere else is a run known by its argv."""
+    included: how a run recorded before runs kept their role gets it back
+    (``ibdiag.sources.legacy_roles``, the only caller)."""
     from ibdiag.model import command_key
 
     found: Dict[str, str] = {}

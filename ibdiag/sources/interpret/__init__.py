@@ -56,21 +56,52 @@ def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[s
     return result
 
 
-def reinterpret(snapshot: Snapshot) -> Snapshot:
+def reinterpret(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
     """A saved snapshot (a baseline, a state file, a saved report's) with its typed fields
     parsed anew from its recorded runs by today's parsers, exactly as a live run or a replayed
-    bundle would; runs recorded before roles were kept get theirs back
-    (``ibdiag.sources.legacy_roles``). A snapshot without runs is returned as it is."""
+    bundle would: what an older ibdiag stored in those fields is dropped first, and runs
+    recorded before roles were kept get theirs back (``ibdiag.sources.legacy_roles``;
+    ``nccl_program``: the ``nccl_tests`` of the thresholds the snapshot was graded with, when
+    known). A snapshot without runs is returned as it is."""
     if not snapshot.commands and snapshot.nccl_inspector is None:
         return snapshot
     from ibdiag.sources.legacy_roles import restore_roles
 
     commands = restore_roles(
-        snapshot.commands, snapshot.devices, set(snapshot.sources), snapshot.gpus
+        snapshot.commands, snapshot.devices, set(snapshot.sources), snapshot.gpus, nccl_program
     )
+    fields = without_facts(snapshot)
+    return snapshot.model_copy(update={"commands": commands, **interpret(fields, commands)})
+
+
+def without_facts(snapshot: Snapshot) -> Dict[str, Any]:
+    """The Snapshot's fields but its commands, every typed fact (``ibdiag.facts``: on the
+    Snapshot, its ports and their netdevs) left unset, as the files alone give them."""
     fields = {name: getattr(snapshot, name) for name in type(snapshot).model_fields}
     del fields["commands"]
-    return snapshot.model_copy(update={"commands": commands, **interpret(fields, commands)})
+    fields.update(dict.fromkeys(fact_fields(Snapshot)))
+
+    def cleared(dev: Device, port: Port) -> Optional[Dict[str, Any]]:
+        update: Dict[str, Any] = dict.fromkeys(fact_fields(Port))
+        if port.netdev is not None:
+            netdev = port.netdev.model_copy(update=dict.fromkeys(fact_fields(type(port.netdev))))
+            update["netdev"] = netdev
+        return update
+
+    fields["devices"] = with_ports(snapshot.devices, cleared)
+    return fields
+
+
+def fact_fields(model: type) -> List[str]:
+    """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type)."""
+    from ibdiag.facts._base import Fact
+
+    def holds_fact(annotation: Any) -> bool:
+        if isinstance(annotation, type) and issubclass(annotation, Fact):
+            return True
+        return any(holds_fact(arg) for arg in getattr(annotation, "__args__", ()))
+
+    return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]
 
 
 def runs_by_role(commands: Dict[str, CommandRun], prefix: str) -> Dict[str, CommandRun]:
