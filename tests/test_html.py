@@ -274,3 +274,27 @@ def test_an_altered_bundle_says_so_in_the_banner(run_cli, chromium, tmp_path):
     assert "<script" not in dom.lower()
     assert f"<code>{names[9]}</code> and 1 more." in banner
     assert names[10] not in banner
+
+
+def test_what_a_parser_could_not_read_is_in_the_raw_problems_table():
+    """Typed command facts keep their parser's problems; the page lists them beside the files',
+    naming the run's role, escaped."""
+    from snapshots import builtin_registry, device, port, snapshot
+
+    from ibdiag.facts.kernel_log import KernelLog
+    from ibdiag.facts.perfquery import PmaReading, PortPma
+    from ibdiag.grade import grade
+    from ibdiag.thresholds import Thresholds
+
+    reading = PmaReading(role="perfquery-x mlx5_0:1", problems=["line 3: <odd> 'Lid x'"])
+    dev = device("mlx5_0", ports=[port(1)])
+    ports = [dev.ports[0].model_copy(update={"perfquery": PortPma(counters=reading)})]
+    log = KernelLog(role="kernel-log dmesg", problems=["log cut to its newest 1 MiB"])
+    snap = snapshot([dev.model_copy(update={"ports": ports})]).model_copy(
+        update={"kernel_log": log}
+    )
+    page = html.render(grade(snap, builtin_registry(), Thresholds(), "standard"))
+    rows = re.findall(r"<tr><td><code>([^<]*)</code></td><td><code>([^<]*)</code></td>"
+                      r"<td>([^<]*)</td></tr>", page)  # fmt: skip
+    assert ("node", "kernel-log dmesg", "log cut to its newest 1 MiB") in rows
+    assert ("mlx5_0:1", "perfquery-x mlx5_0:1", "line 3: &lt;odd&gt; &#39;Lid x&#39;") in rows

@@ -11,3 +11,18 @@ Conventions every family follows:
   run to say why it failed) and the ``problems`` its parser had with the text (capped);
 - values are what the tool printed, typed (int counters, float Gb/s), never re-derived.
 """
+
+from typing import Any, List
+
+from ibdiag.facts._base import Fact
+
+
+def fact_fields(model: type) -> List[str]:
+    """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type)."""
+
+    def holds_fact(annotation: Any) -> bool:
+        if isinstance(annotation, type) and issubclass(annotation, Fact):
+            return True
+        return any(holds_fact(arg) for arg in getattr(annotation, "__args__", ()))
+
+    return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]

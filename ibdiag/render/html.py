@@ -15,6 +15,7 @@ import jinja2
 
 from ibdiag import resources
 from ibdiag.catalogue import lookup
+from ibdiag.facts import Fact, fact_fields
 from ibdiag.model import CommandRun, Report, Result, Status
 from ibdiag.render.options import DEFAULT, RenderOptions
 
@@ -143,6 +144,26 @@ def _problems(report: Report) -> List[Tuple[str, str, str]]:
                     (target, f"{port.netdev.name}:{key}", why)
                     for key, why in port.netdev.problems.items()
                 ]
+                rows += _fact_problems(target, "ethtool", port.netdev.ethtool)
+            rows += _fact_problems(target, "perfquery", port.perfquery)
+    for name in fact_fields(type(snapshot)):
+        rows += _fact_problems("node", name, getattr(snapshot, name))
+    return rows
+
+
+def _fact_problems(where: str, field: str, fact: object) -> List[Tuple[str, str, str]]:
+    """(where, the run's role or the field, what the parser could not make sense of) for a
+    typed command fact and every fact inside it (``ibdiag.facts``: each keeps ``problems``)."""
+    if isinstance(fact, list):
+        return [row for item in fact for row in _fact_problems(where, field, item)]
+    if not isinstance(fact, Fact):
+        return []
+    label = getattr(fact, "role", None) or field
+    rows = [(where, label, str(why)) for why in getattr(fact, "problems", None) or []]
+    for name in type(fact).model_fields:
+        value = getattr(fact, name)
+        if isinstance(value, (Fact, list)):
+            rows += _fact_problems(where, label, value)
     return rows
 
 

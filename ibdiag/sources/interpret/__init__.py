@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Dict, List, Optional
 
+from ibdiag.facts import fact_fields
 from ibdiag.model import CommandRun, Device, Port, Snapshot
 
 # Modules of this package, each with ``interpret(fields, commands) -> Dict[str, Any]``.
@@ -90,18 +91,6 @@ def without_facts(snapshot: Snapshot) -> Dict[str, Any]:
 
     fields["devices"] = with_ports(snapshot.devices, cleared)
     return fields
-
-
-def fact_fields(model: type) -> List[str]:
-    """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type)."""
-    from ibdiag.facts._base import Fact
-
-    def holds_fact(annotation: Any) -> bool:
-        if isinstance(annotation, type) and issubclass(annotation, Fact):
-            return True
-        return any(holds_fact(arg) for arg in getattr(annotation, "__args__", ()))
-
-    return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]
 
 
 def runs_by_role(commands: Dict[str, CommandRun], prefix: str) -> Dict[str, CommandRun]:
