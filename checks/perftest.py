@@ -156,9 +156,9 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
 
 def _allowance(th: Thresholds) -> float:
-    from ibdiag.sources.active import STARTUP_ALLOWANCE_S
+    from ibdiag.bandwidth import perftest_timeout_s
 
-    return th.perftest_duration_s + STARTUP_ALLOWANCE_S
+    return perftest_timeout_s(th)
 
 
 def _cut_short(run: CommandRun, th: Thresholds) -> bool:

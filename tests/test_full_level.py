@@ -16,6 +16,7 @@ import pytest
 import stubs as S
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
+from ibdiag import bandwidth
 from ibdiag.sources import active
 from ibdiag.thresholds import Thresholds
 
@@ -212,7 +213,7 @@ def test_no_ib_write_bw_installed_is_a_skip(run_cli, node):
 
 
 def test_a_hung_client_and_server_are_killed_within_their_limit(run_cli, node, monkeypatch):
-    monkeypatch.setattr(active, "STARTUP_ALLOWANCE_S", 1.0)
+    monkeypatch.setattr(bandwidth, "STARTUP_ALLOWANCE_S", 1.0)
     mark = S.marker()
     node["bin"].add("ib_write_bw", S.hangs(mark))
     _, results, _ = full_check(run_cli, node)
@@ -446,7 +447,7 @@ def test_without_deadline_level_full_keeps_its_own_documented_bound():
 def test_the_default_deadline_does_not_cut_level_full_short(run_cli, node, monkeypatch):
     """--deadline's default (25 s) bounds the read-only commands; the traffic tests run to
     their own timeouts (here shortened) and a hung one fails as before."""
-    monkeypatch.setattr(active, "STARTUP_ALLOWANCE_S", 1.0)
+    monkeypatch.setattr(bandwidth, "STARTUP_ALLOWANCE_S", 1.0)
     mark = S.marker()
     node["bin"].add("ib_write_bw", S.hangs(mark))
     _, results, report = full_check(run_cli, node)

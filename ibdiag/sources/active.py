@@ -21,10 +21,11 @@ ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
   (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
 
 The traffic phase is bounded (``Limits``, made by ``ibdiag.collect``): nothing starts after its
-deadline, and every process's timeout - ``perftest_duration_s`` + ``STARTUP_ALLOWANCE_S`` for an
-ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at most ``--command-timeout`` when one
-was given - is capped by the time left. A run the deadline left no time for is recorded as never
-started, with the reason; a retry is only started while time is left.
+deadline, and every process's timeout - ``bandwidth.perftest_timeout_s`` (duration + start-up
+allowance) for an ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at most
+``--command-timeout`` when one was given - is capped by the time left. A run the deadline left
+no time for is recorded as never started, with the reason; a retry is only started while time
+is left.
 
 Every process is recorded as a CommandRun with the role it was planned for (``loopback client
 mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
@@ -43,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ibdiag.bandwidth import below_floor, perftest_floor
+from ibdiag.bandwidth import below_floor, perftest_floor, perftest_timeout_s
 from ibdiag.model import CommandRun, Device
 from ibdiag.sources import interruptible
 from ibdiag.thresholds import Thresholds
@@ -51,7 +52,6 @@ from ibdiag.thresholds import Thresholds
 RETRY_PORT_OFFSET = 100
 SERVER_START_S = 1.0  # the server listens well within this; the client then connects
 SERVER_GRACE_S = 5.0  # after the client ends, the server has this long to end too
-STARTUP_ALLOWANCE_S = 30.0  # beyond -D: connection setup, warm-up, memory registration
 
 Progress = Callable[[str], None]
 
@@ -88,7 +88,7 @@ def full_level_bound(thresholds: Thresholds, perftest: bool, nccl_tests: bool) -
     then nccl-tests' timeout when they are configured."""
     bound = 0.0
     if perftest:
-        bound += 2 * (SERVER_START_S + thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S)
+        bound += 2 * (SERVER_START_S + perftest_timeout_s(thresholds))
     if nccl_tests and thresholds.nccl_tests:
         bound += thresholds.nccl_timeout_s
     return max(bound, 1.0)
@@ -434,7 +434,7 @@ def run_loopback(
 
 def _not_started(test: LoopbackTest, thresholds: Thresholds, limits: Limits):
     """(server run, client run) of a test the deadline left no time for."""
-    runner = limits.runner(thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S)
+    runner = limits.runner(perftest_timeout_s(thresholds))
     return tuple(
         _with_role(runner.run(test.argv(thresholds, side)), test.role(side))
         for side in ("server", "client")
@@ -455,7 +455,7 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
     """Every test of the wave at once; [(server run, client run)] in the tests' order."""
     from ibdiag.sources.commands import Runner
 
-    own = thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
+    own = perftest_timeout_s(thresholds)
     # Made before anything starts, so an interrupt at any moment reaches every one of them.
     runners = [limits.runner(own, budget) for _ in tests]
 
