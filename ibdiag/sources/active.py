@@ -27,12 +27,14 @@ allowance) for an ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at mos
 no time for is recorded as never started, with the reason; a retry is only started while time
 is left.
 
-Every process is recorded as a CommandRun with the role it was planned for (``loopback client
-mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
-interpret step turns the loopback runs into ``Snapshot.loopback`` (``interpret.loopback``:
-ports and attempt from the roles, TCP port and GPU read back from what ran by
-``read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests check finds its
-run by role alone, whatever the configured program is called.
+Every process is recorded as a CommandRun with the role it was planned for, saying what the
+plan knew (``loopback client mlx5_0:1 attempt 1 gpu 0``, ``loopback server mlx5_1:1 for
+mlx5_0:1 attempt 1 gpu 1``, ``nccl-tests``); the interpret step turns the loopback runs into
+``Snapshot.loopback`` (``interpret.loopback``: ports, attempt and GPU from the roles, the
+bandwidth from what the client printed), so a bundle is re-graded from what ran; the
+nccl-tests check finds its run by role alone, whatever the configured program is called. Only
+runs recorded before roles were kept are read back from their argv
+(``loopback_roles_before_roles``).
 """
 
 from __future__ import annotations
@@ -204,10 +206,9 @@ def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
     """Read back an argv ``LoopbackTest.argv`` built (after any numactl/taskset prefix); None
     when it is not an ib_write_bw run or lacks -d/-p.
 
-    The inverse of ``ib_write_bw_argv``, kept beside it so the two agree. Runs are found by
-    their role (``ibdiag.roles``); this reads what a role does not say - the TCP port and the
-    ``--use_cuda`` GPU of the run a role found (``ibdiag.sources.interpret.loopback``) - and
-    the roles of runs recorded before roles were (``loopback_roles_before_roles``).
+    The inverse of ``ib_write_bw_argv``, kept beside it so the two agree, and used only for
+    runs recorded before roles were kept (``loopback_roles_before_roles``): today a run's role
+    says all the interpreter needs (ports, attempt, GPU), and nothing reads its argv.
     """
     start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
     if start is None:
@@ -297,9 +298,9 @@ class LoopbackTest:
         from ibdiag import roles
 
         if side == "client":
-            return roles.loopback_client(self.target, self.attempt)
+            return roles.loopback_client(self.target, self.attempt, self.gpu)
         server = f"{self.server_device}:{self.server_port}"
-        return roles.loopback_server(server, self.target, self.attempt)
+        return roles.loopback_server(server, self.target, self.attempt, self.server_gpu)
 
     def argv(self, thresholds: Thresholds, role: str) -> List[str]:
         server = role == "server"
