@@ -254,7 +254,8 @@ def test_read_loopback_argv_reads_back_what_plan_built():
 def _old_bundle_argvs():
     """What a pairs run with one retry recorded before roles: (argv, the role it had)."""
     th = Thresholds()
-    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, client_pin=NUMACTL_0)
+    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
+                                client_pin=NUMACTL_0)  # fmt: skip
     second = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
     retry = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
     recorded = [(test.argv(th, side), test.role(side)) for test in (retry, second, first)
@@ -264,7 +265,8 @@ def _old_bundle_argvs():
 
 def test_a_bundle_from_before_roles_gets_its_loopback_roles_back():
     """Read together as the perftest check read them before roles: a server and its client
-    share a TCP port; a port's attempts go in TCP port order; pinning prefixes are skipped."""
+    share a TCP port; a port's attempts go in TCP port order; pinning prefixes are skipped;
+    each side's --use_cuda GPU goes into its role, as today's plan puts it there."""
     from ibdiag.model import command_key
 
     recorded = _old_bundle_argvs()

@@ -248,8 +248,9 @@ def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str
     (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's
     argvs are read together, as the perftest check read them before roles: a server and its
     client share a TCP port, and a client port's attempts are its runs in TCP port order (a
-    retry runs ``RETRY_PORT_OFFSET`` above its first attempt). A server whose client was not
-    recorded gets no role.
+    retry runs ``RETRY_PORT_OFFSET`` above its first attempt); each role names the
+    ``--use_cuda`` GPU its argv ran with, as today's plan names it. A server whose client was
+    not recorded gets no role.
     """
     from ibdiag import roles
     from ibdiag.model import command_key
@@ -266,10 +267,10 @@ def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str
             continue
         key, client = sides[tcp_port]["client"]
         attempt = attempts[client.target] = attempts.get(client.target, 0) + 1
-        found[key] = roles.loopback_client(client.target, attempt)
+        found[key] = roles.loopback_client(client.target, attempt, client.gpu)
         if "server" in sides[tcp_port]:
             key, server = sides[tcp_port]["server"]
-            found[key] = roles.loopback_server(server.target, client.target, attempt)
+            found[key] = roles.loopback_server(server.target, client.target, attempt, server.gpu)
     return found
 
 
