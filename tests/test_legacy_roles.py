@@ -156,3 +156,26 @@ def test_loopback_runs_recorded_before_roles_keep_their_gpu(tmp_path):
         ("mlx5_0:1", "mlx5_0:1", 1, 3, 3),
         ("mlx5_0:1", "mlx5_0:1", 2, 3, 3),
     ]
+
+
+def test_a_state_file_whose_facts_have_another_shape_still_loads(tmp_path):
+    """Typed facts are derived data: a file from an ibdiag whose facts had other fields (here
+    a field that no longer exists, on the Snapshot, a port and a netdev) loads, and its facts
+    are parsed anew from its runs."""
+    snapshot = Snapshot(
+        tool_version="0.0-other", collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        sysfs_root="/sys", procfs_root="/proc", sources=sorted(NEEDS | {"procfs"}),
+        devices=_devices(), commands=_old_runs(),
+    )  # fmt: skip
+    data = json.loads(snapshot.model_dump_json())
+    data["loopback"] = [{"client_device": "mlx5_0", "tcp_port": 18515}]
+    port = data["devices"][0]["ports"][0]
+    port["perfquery"] = {"counters": {"role": "x", "counters": {}, "dropped_field": 1}}
+    port["netdev"]["ethtool"] = {"role": "ethtool-S ib0", "renamed": {}}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loaded, problem = baseline.load(str(path))
+    assert problem is None
+    assert loaded.loopback is None  # no loopback run among its runs
+    assert loaded.devices[0].ports[0].perfquery is not None  # parsed anew from its -x run
+    assert loaded.devices[0].ports[0].netdev.ethtool is not None
