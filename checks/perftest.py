@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
+from ibdiag.command_results import command_line
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.model import CommandRun, Result, Snapshot, Status
 from ibdiag.registry import check
@@ -16,11 +17,6 @@ class _Attempt(NamedTuple):
 
     fact: LoopbackAttempt
     client_run: Optional[CommandRun]  # None: not in the Snapshot's commands (hand-built)
-
-    @property
-    def evidence(self) -> str:
-        run = self.client_run
-        return " ".join(run.argv) if run is not None else self.fact.client_role
 
     @property
     def skipped(self) -> bool:
@@ -74,7 +70,7 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         return
     for (device, number), recorded in tests.items():
         target = f"{device}:{number}"
-        evidence = [attempt.evidence for attempt in recorded]
+        evidence = [command_line(snap, attempt.fact.client_role) for attempt in recorded]
         attempts = [attempt for attempt in recorded if not attempt.skipped]
         not_run = [attempt.client_run for attempt in recorded if attempt.skipped]
         if not attempts:  # the deadline left no time for it
@@ -156,9 +152,9 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
 
 def _allowance(th: Thresholds) -> float:
-    from ibdiag.sources.active import STARTUP_ALLOWANCE_S
+    from ibdiag.bandwidth import perftest_timeout_s
 
-    return th.perftest_duration_s + STARTUP_ALLOWANCE_S
+    return perftest_timeout_s(th)
 
 
 def _cut_short(run: CommandRun, th: Thresholds) -> bool:

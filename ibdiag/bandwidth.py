@@ -8,7 +8,7 @@ port's own link rate (``perftest_min_fraction``, 90% by default: an ib_write_bw 
 healthy HDR port gives 95-98% of 200 Gb/s).
 
 The collection (one retry of a run below its floor) and the check use the same function, so a
-run is retried exactly when it would fail.
+run is retried exactly when it would fail; they share each run's own timeout the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +16,16 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from ibdiag.thresholds import Thresholds
+
+STARTUP_ALLOWANCE_S = 30.0  # beyond -D: connection setup, warm-up, memory registration
+
+
+def perftest_timeout_s(thresholds: Thresholds) -> float:
+    """An ib_write_bw process's own timeout: its timed run (``perftest_duration_s``, -D) and
+    the start-up allowance. The collection kills a run past it (``sources.active``); the check
+    tells a run killed sooner - by the run's deadline or --command-timeout, a limit the caller
+    chose - from one that hung on its own."""
+    return thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
 
 
 def perftest_floor(

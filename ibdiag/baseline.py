@@ -56,7 +56,7 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
     if isinstance(version, int) and version > SCHEMA_VERSION:
         return None, f"{path}: written by a newer ibdiag (schema {version} > {SCHEMA_VERSION})"
     try:
-        snapshot = Snapshot.model_validate(data)
+        snapshot = Snapshot.model_validate(_without_facts(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "top level"
@@ -71,3 +71,34 @@ def save(path: str, snapshot: Snapshot) -> None:
     from ibdiag.files import write_output  # tempfile & co.: not on a quick check's path
 
     write_output(path, snapshot.model_dump_json(indent=1) + "\n", mode=0o600)
+
+
+def _without_facts(data: dict) -> dict:
+    """The saved snapshot without its typed command facts: they are derived from its runs and
+    parsed anew on load (``reinterpret``), so a fact whose shape changed since the file was
+    written (a field added or dropped in ``ibdiag.facts``) never makes the baseline unusable."""
+    from ibdiag.facts import fact_fields
+
+    data = {key: value for key, value in data.items() if key not in fact_fields(Snapshot)}
+    devices = data.get("devices")
+    if isinstance(devices, list):
+        data["devices"] = [_device_without_facts(dev) for dev in devices]
+    return data
+
+
+def _device_without_facts(device: object) -> object:
+    from ibdiag.facts import fact_fields
+    from ibdiag.model import NetDev, Port
+
+    if not isinstance(device, dict) or not isinstance(device.get("ports"), list):
+        return device
+    ports = []
+    for port in device["ports"]:
+        if isinstance(port, dict):
+            port = {key: value for key, value in port.items() if key not in fact_fields(Port)}
+            netdev = port.get("netdev")
+            if isinstance(netdev, dict):
+                netdev = {k: v for k, v in netdev.items() if k not in fact_fields(NetDev)}
+                port["netdev"] = netdev
+        ports.append(port)
+    return {**device, "ports": ports}

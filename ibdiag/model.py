@@ -10,6 +10,13 @@ never drops a port, a device or the run.
 Type annotations use ``typing.Optional``/``List``/``Dict`` because pydantic evaluates them at
 runtime and the ``X | None`` form does not exist on Python 3.9.
 
+What commands printed is here twice: as recorded (``commands``: each run with its role and raw
+output, what a bundle and the HTML show) and parsed once into typed facts (``ibdiag.facts``:
+``Port.perfquery``, ``NetDev.ethtool``, ``Snapshot.kernel_log`` ...) by
+``ibdiag.sources.interpret``; checks read the facts, never the text.
+
+Every model is frozen: built once, changed only by making a new one (``model_copy``).
+
 Speed: ``ibdiag check --level quick`` runs in every Slurm prolog, so models defer building their
 validators until first used. Sources build models with ``model_construct`` - their parsers
 already produce typed values - while anything read back from outside (a saved snapshot, a
@@ -250,15 +257,17 @@ class Snapshot(_Model):
     devices: List[Device] = Field(default_factory=list)
     gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)
     kernel_modules: Optional[List[str]] = None  # loaded modules (None: not collected)
-    commands: Dict[str, CommandRun] = Field(default_factory=dict)  # by command_key(argv)
-    gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m (None: not run)
-    loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts (None: none ran)
+    # Every run as recorded, by command_key(argv); found by role with ``run(role)``.
+    commands: Dict[str, CommandRun] = Field(default_factory=dict)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
-    kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings (None: not run)
-    inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings (None: not run)
-    # Typed (ibdiag.sources.interpret): the run of role "nccl-tests" parsed (None: not run, or
-    # it never started), and each nccl_inspector file parsed, in the same order and by name.
+    # Typed facts parsed from the runs and files above (ibdiag.sources.interpret); None: not run.
+    kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings
+    inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings
+    gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m
+    loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts
+    # The run of role "nccl-tests" parsed (None too when it never started), and each
+    # nccl_inspector file parsed, in the same order and by name.
     nccl_tests: Optional[NcclTestsResult] = None
     nccl_inspector_dumps: Optional[List[InspectorDump]] = None
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing

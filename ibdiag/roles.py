@@ -13,7 +13,7 @@ here. This module imports nothing of ibdiag's, so a check may use it at no cost.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 # perfquery modes: "x" extended PortCounters, "basic" plain PortCounters (the fallback when -x
 # fails), "E" PortRcvErrorDetails, "X" PortXmitDataSL.
@@ -64,28 +64,39 @@ def ethtool_stats(netdev: str) -> str:
     return f"ethtool-S {netdev}"
 
 
-def loopback_client(target: str, attempt: int) -> str:
-    """``loopback client mlx5_0:1 attempt 2``: the ib_write_bw client sending from ``target``."""
-    return f"loopback client {target} attempt {attempt}"
+def loopback_client(target: str, attempt: int, gpu: Optional[int] = None) -> str:
+    """``loopback client mlx5_0:1 attempt 2 gpu 3``: the ib_write_bw client sending from
+    ``target``, with ``gpu`` its ``--use_cuda`` GPU (GPUDirect RDMA; no ``gpu`` part: none)."""
+    return f"loopback client {target} attempt {attempt}{_gpu(gpu)}"
 
 
-def loopback_server(server: str, client_target: str, attempt: int) -> str:
-    """The ib_write_bw server on ``server`` that ``client_target``'s attempt writes to."""
-    return f"loopback server {server} for {client_target} attempt {attempt}"
+def loopback_server(
+    server: str, client_target: str, attempt: int, gpu: Optional[int] = None
+) -> str:
+    """``loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 1``: the ib_write_bw server on
+    ``server`` that ``client_target``'s attempt writes to, with the server's own GPU."""
+    return f"loopback server {server} for {client_target} attempt {attempt}{_gpu(gpu)}"
+
+
+def _gpu(gpu: Optional[int]) -> str:
+    return "" if gpu is None else f" gpu {gpu}"
 
 
 class LoopbackRole(NamedTuple):
     """What a loopback role says: ``side`` "client" or "server", the client's port (the test's
-    target), the server's port (None in a client's role: it does not name it), the attempt."""
+    target), the server's port (None in a client's role: it does not name it), the attempt,
+    and the ``--use_cuda`` GPU of this side (None: no GPUDirect RDMA, or a role recorded
+    before roles named it)."""
 
     side: str
     client: str
     server: Optional[str]
     attempt: int
+    gpu: Optional[int] = None
 
 
 _PORT = r"\S+:\d{1,3}"  # mlx5_0:1, as Device.target names a port
-_ATTEMPT = r"attempt (?P<attempt>\d{1,6})"
+_ATTEMPT = r"attempt (?P<attempt>\d{1,6})(?: gpu (?P<gpu>\d{1,6}))?"
 _LOOPBACK_CLIENT = re.compile(rf"loopback client (?P<client>{_PORT}) {_ATTEMPT}")
 _LOOPBACK_SERVER = re.compile(
     rf"loopback server (?P<server>{_PORT}) for (?P<client>{_PORT}) {_ATTEMPT}"
@@ -98,8 +109,13 @@ def read_loopback(role: Optional[str]) -> Optional[LoopbackRole]:
         return None
     match = _LOOPBACK_CLIENT.fullmatch(role)
     if match is not None:
-        return LoopbackRole("client", match["client"], None, int(match["attempt"]))
+        return LoopbackRole("client", match["client"], None, *_attempt_gpu(match))
     match = _LOOPBACK_SERVER.fullmatch(role)
     if match is not None:
-        return LoopbackRole("server", match["client"], match["server"], int(match["attempt"]))
+        return LoopbackRole("server", match["client"], match["server"], *_attempt_gpu(match))
     return None
+
+
+def _attempt_gpu(match: re.Match) -> Tuple[int, Optional[int]]:
+    gpu = match["gpu"]
+    return int(match["attempt"]), None if gpu is None else int(gpu)

@@ -16,6 +16,7 @@ import pytest
 import stubs as S
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
+from ibdiag import bandwidth
 from ibdiag.sources import active
 from ibdiag.thresholds import Thresholds
 
@@ -212,7 +213,7 @@ def test_no_ib_write_bw_installed_is_a_skip(run_cli, node):
 
 
 def test_a_hung_client_and_server_are_killed_within_their_limit(run_cli, node, monkeypatch):
-    monkeypatch.setattr(active, "STARTUP_ALLOWANCE_S", 1.0)
+    monkeypatch.setattr(bandwidth, "STARTUP_ALLOWANCE_S", 1.0)
     mark = S.marker()
     node["bin"].add("ib_write_bw", S.hangs(mark))
     _, results, _ = full_check(run_cli, node)
@@ -253,7 +254,8 @@ def test_read_loopback_argv_reads_back_what_plan_built():
 def _old_bundle_argvs():
     """What a pairs run with one retry recorded before roles: (argv, the role it had)."""
     th = Thresholds()
-    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, client_pin=NUMACTL_0)
+    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
+                                client_pin=NUMACTL_0)  # fmt: skip
     second = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
     retry = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
     recorded = [(test.argv(th, side), test.role(side)) for test in (retry, second, first)
@@ -263,7 +265,8 @@ def _old_bundle_argvs():
 
 def test_a_bundle_from_before_roles_gets_its_loopback_roles_back():
     """Read together as the perftest check read them before roles: a server and its client
-    share a TCP port; a port's attempts go in TCP port order; pinning prefixes are skipped."""
+    share a TCP port; a port's attempts go in TCP port order; pinning prefixes are skipped;
+    each side's --use_cuda GPU goes into its role, as today's plan puts it there."""
     from ibdiag.model import command_key
 
     recorded = _old_bundle_argvs()
@@ -446,7 +449,7 @@ def test_without_deadline_level_full_keeps_its_own_documented_bound():
 def test_the_default_deadline_does_not_cut_level_full_short(run_cli, node, monkeypatch):
     """--deadline's default (25 s) bounds the read-only commands; the traffic tests run to
     their own timeouts (here shortened) and a hung one fails as before."""
-    monkeypatch.setattr(active, "STARTUP_ALLOWANCE_S", 1.0)
+    monkeypatch.setattr(bandwidth, "STARTUP_ALLOWANCE_S", 1.0)
     mark = S.marker()
     node["bin"].add("ib_write_bw", S.hangs(mark))
     _, results, report = full_check(run_cli, node)

@@ -48,8 +48,8 @@ def test_no_loopback_run_is_none():
 
 @pytest.mark.parametrize("name", capture_names(KIND))
 def test_every_capture_as_a_clients_output(name):
-    """Ports, attempt and GPU from the roles and what ran (numactl prefix and all), the Gb/s
-    from the client's output: the BW average at the largest size, in Gb/s whatever the unit."""
+    """Ports, attempt and GPU from the roles, the Gb/s from the client's output: the BW
+    average at the largest size, in Gb/s whatever the unit."""
     text = read_capture(KIND, name)
     test = active.LoopbackTest(
         "mlx5_3", 2, "mlx5_3", 2, 18517, gpu=5, server_gpu=5, client_pin=NUMACTL_1,
@@ -58,9 +58,9 @@ def test_every_capture_as_a_clients_output(name):
     commands = recorded(test, ran(text), ran(SERVER_WAITING))
     (attempt,) = interpret({"problems": {}}, commands)["loopback"]
     assert (attempt.client, attempt.server, attempt.attempt) == ("mlx5_3:2", "mlx5_3:2", 1)
-    assert (attempt.tcp_port, attempt.gpu, attempt.server_gpu) == (18517, 5, 5)
-    assert attempt.client_role == "loopback client mlx5_3:2 attempt 1"
-    assert attempt.server_role == "loopback server mlx5_3:2 for mlx5_3:2 attempt 1"
+    assert (attempt.gpu, attempt.server_gpu) == (5, 5)
+    assert attempt.client_role == "loopback client mlx5_3:2 attempt 1 gpu 5"
+    assert attempt.server_role == "loopback server mlx5_3:2 for mlx5_3:2 attempt 1 gpu 5"
     expected = PERFTEST_FACTS[name]["average_gbps"]
     if expected is None:  # a latency test prints no bandwidth
         assert attempt.gbps is None and attempt.why_not == "no result row"
@@ -74,7 +74,7 @@ def test_every_capture_as_a_clients_output(name):
 
 def test_pairs_and_a_retry_in_planned_order():
     """Each client port's attempts, its partner's server, the retry after every first
-    attempt (TCP port order), whatever order the runs were recorded in."""
+    attempt (the devices' port order), whatever order the runs were recorded in."""
     healthy, half = read_capture(KIND, HEALTHY), read_capture(KIND, HALF_RATE)
     first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
     second = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
@@ -83,12 +83,20 @@ def test_pairs_and_a_retry_in_planned_order():
     for test, output in ((retry, healthy), (second, half), (first, healthy)):
         commands.update(recorded(test, ran(output), ran(SERVER_WAITING)))
     attempts = read_loopback(commands)
-    assert [(a.client, a.server, a.attempt, a.tcp_port) for a in attempts] == [
-        ("mlx5_0:1", "mlx5_1:1", 1, 18515),
-        ("mlx5_1:1", "mlx5_0:1", 1, 18516),
-        ("mlx5_1:1", "mlx5_0:1", 2, 18616),
+    assert [(a.client, a.server, a.attempt) for a in attempts] == [
+        ("mlx5_0:1", "mlx5_1:1", 1),
+        ("mlx5_1:1", "mlx5_0:1", 1),
+        ("mlx5_1:1", "mlx5_0:1", 2),
     ]
     assert [round(a.gbps, 2) for a in attempts] == [201.80, 98.01, 201.80]
+    # the plan's order is the devices' (mlx5_1 listed first here), not the names'
+    devices = [device("mlx5_1"), device("mlx5_0")]
+    fields = interpret({"problems": {}, "devices": devices}, commands)
+    assert [(a.client, a.attempt) for a in fields["loopback"]] == [
+        ("mlx5_1:1", 1),
+        ("mlx5_0:1", 1),
+        ("mlx5_1:1", 2),
+    ]
 
 
 def test_why_not_is_the_first_error_either_side_then_the_run_failure():
@@ -127,13 +135,65 @@ def test_a_server_without_its_client_is_left_out():
 
 def test_the_roles_read_back():
     assert roles.read_loopback(roles.loopback_client("mlx5_0:1", 2)) == roles.LoopbackRole(
-        "client", "mlx5_0:1", None, 2
+        "client", "mlx5_0:1", None, 2, None
     )
     assert roles.read_loopback(roles.loopback_server("mlx5_1:3", "mlx5_0:1", 1)) == (
-        roles.LoopbackRole("server", "mlx5_0:1", "mlx5_1:3", 1)
+        roles.LoopbackRole("server", "mlx5_0:1", "mlx5_1:3", 1, None)
     )
-    for other in (None, "", roles.NCCL_TESTS, "loopback client mlx5_0 attempt 1"):
+    assert roles.loopback_client("mlx5_0:1", 2, gpu=3) == "loopback client mlx5_0:1 attempt 2 gpu 3"
+    assert roles.loopback_server("mlx5_1:1", "mlx5_0:1", 1, gpu=0) == (
+        "loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 0"
+    )
+    assert roles.read_loopback("loopback client mlx5_0:1 attempt 2 gpu 3") == (
+        roles.LoopbackRole("client", "mlx5_0:1", None, 2, 3)
+    )
+    assert roles.read_loopback("loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 0") == (
+        roles.LoopbackRole("server", "mlx5_0:1", "mlx5_1:1", 1, 0)
+    )
+    for other in (
+        None,
+        "",
+        roles.NCCL_TESTS,
+        "loopback client mlx5_0 attempt 1",
+        "loopback client mlx5_0:1 attempt 1 gpu",
+        "loopback client mlx5_0:1 attempt 1 gpu -1",
+        "loopback client mlx5_0:1 attempt 1 gpu 3 extra",
+    ):
         assert roles.read_loopback(other) is None
+
+
+@pytest.mark.parametrize(
+    "client_argv, server_argv",
+    [
+        (  # pinned by numactl / taskset: what a live run records
+            [*NUMACTL_1, "ib_write_bw", "-d", "mlx5_0", "-p", "18515", "--use_cuda=3", "localhost"],
+            ["taskset", "-c", "0-15", "ib_write_bw", "-d", "mlx5_1", "-p", "18515", "--use_cuda=4"],
+        ),
+        (  # a site wrapper no argv reader could make sense of, naming other GPUs even
+            ["/opt/site/bw-wrapper", "--gpu", "7", "mlx5_0"],
+            ["/opt/site/bw-wrapper", "--serve", "--use_cuda=9"],
+        ),
+    ],
+)
+def test_the_gpu_of_each_side_comes_from_its_role_whatever_ran(client_argv, server_argv):
+    """The GPU is what the plan knew (the role), never read back from the argv that ran."""
+    test = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=3, server_gpu=4)
+    client = ran(read_capture(KIND, HEALTHY)).model_copy(
+        update={"argv": client_argv, "role": test.role("client")}
+    )
+    server = ran(SERVER_WAITING).model_copy(
+        update={"argv": server_argv, "role": test.role("server")}
+    )
+    (attempt,) = read_loopback({client.key: client, server.key: server})
+    assert (attempt.client, attempt.server, attempt.attempt) == ("mlx5_0:1", "mlx5_1:1", 1)
+    assert (attempt.gpu, attempt.server_gpu) == (3, 4)
+    assert round(attempt.gbps, 2) == 201.80
+    # and no GPU in the role is no GPU, whatever --use_cuda the argv holds
+    plain = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
+    client = client.model_copy(update={"role": plain.role("client")})
+    server = server.model_copy(update={"role": plain.role("server")})
+    (attempt,) = read_loopback({client.key: client, server.key: server})
+    assert (attempt.gpu, attempt.server_gpu) == (None, None)
 
 
 def _graded(commands) -> Snapshot:

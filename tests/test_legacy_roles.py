@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from conftest import read_capture
+
 from ibdiag import baseline, roles
 from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
 from ibdiag.sources.legacy_roles import restore_roles
@@ -21,6 +23,7 @@ def _devices():
     return [Device(name="mlx5_0", path="d", ports=[port])]
 
 
+HEALTHY_BW = "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-interleaved.txt"
 NEEDS = {"sysfs", "perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo"}
 
 
@@ -111,3 +114,68 @@ def test_a_state_file_written_before_roles_loads_with_its_roles(tmp_path):
         "perfquery", "-x", "-C", "mlx5_0", "-P", "1",
     ]  # fmt: skip
     assert loaded.run(roles.ethtool_stats("ib0")).argv == ["ethtool", "-S", "ib0"]
+
+
+def test_loopback_runs_recorded_before_roles_keep_their_gpu(tmp_path):
+    """An old state file's ib_write_bw runs (numactl-pinned, GPUDirect RDMA, no role) get the
+    roles today's plan gives them, GPU included, and so the typed loopback its GPUs."""
+    from ibdiag.sources import active
+    from ibdiag.thresholds import Thresholds
+
+    healthy = read_capture("perftest", HEALTHY_BW)
+    pin = ("numactl", "--cpunodebind=0", "--membind=0")
+    tests = [
+        active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515, gpu=3, server_gpu=3, client_pin=pin),
+        active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18615, attempt=2, gpu=3, server_gpu=3),
+    ]
+    runs = {}
+    for test in tests:
+        for side in ("server", "client"):
+            run = CommandRun(argv=test.argv(Thresholds(), side), rc=0, stdout=healthy)
+            runs[run.key] = run
+    snapshot = Snapshot(
+        tool_version="0.0-old",
+        collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        sysfs_root="/sys",
+        procfs_root="/proc",
+        sources=["sysfs", "perftest"],
+        devices=_devices(),
+        commands=runs,
+    )
+    data = json.loads(snapshot.model_dump_json())
+    for run in data["commands"].values():
+        del run["role"]  # as an older ibdiag wrote it
+    del data["loopback"]  # nor had it the typed field
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loaded, problem = baseline.load(str(path))
+    assert problem is None
+    assert loaded.run("loopback client mlx5_0:1 attempt 1 gpu 3").argv[:3] == list(pin)
+    assert loaded.run("loopback server mlx5_0:1 for mlx5_0:1 attempt 2 gpu 3") is not None
+    assert [(a.client, a.server, a.attempt, a.gpu, a.server_gpu) for a in loaded.loopback] == [
+        ("mlx5_0:1", "mlx5_0:1", 1, 3, 3),
+        ("mlx5_0:1", "mlx5_0:1", 2, 3, 3),
+    ]
+
+
+def test_a_state_file_whose_facts_have_another_shape_still_loads(tmp_path):
+    """Typed facts are derived data: a file from an ibdiag whose facts had other fields (here
+    a field that no longer exists, on the Snapshot, a port and a netdev) loads, and its facts
+    are parsed anew from its runs."""
+    snapshot = Snapshot(
+        tool_version="0.0-other", collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        sysfs_root="/sys", procfs_root="/proc", sources=sorted(NEEDS | {"procfs"}),
+        devices=_devices(), commands=_old_runs(),
+    )  # fmt: skip
+    data = json.loads(snapshot.model_dump_json())
+    data["loopback"] = [{"client_device": "mlx5_0", "tcp_port": 18515}]
+    port = data["devices"][0]["ports"][0]
+    port["perfquery"] = {"counters": {"role": "x", "counters": {}, "dropped_field": 1}}
+    port["netdev"]["ethtool"] = {"role": "ethtool-S ib0", "renamed": {}}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(data))
+    loaded, problem = baseline.load(str(path))
+    assert problem is None
+    assert loaded.loopback is None  # no loopback run among its runs
+    assert loaded.devices[0].ports[0].perfquery is not None  # parsed anew from its -x run
+    assert loaded.devices[0].ports[0].netdev.ethtool is not None

@@ -5,7 +5,9 @@ graded by the perftest check, not here) to its server - the same port, or its pa
 with ``perftest_pairing = "pairs"``. A run below its floor was tried once more (attempt 2).
 
 An attempt is its client run and the server run it wrote to, found by their roles
-(``loopback client mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``).
+(``loopback client mlx5_0:1 attempt 1 gpu 0``, ``loopback server mlx5_1:1 for mlx5_0:1
+attempt 1 gpu 1``), which say everything here but what the runs printed: ports, attempt and
+each side's GPU are what the plan knew, never read back from the argv that ran.
 """
 
 from typing import List, Optional
@@ -30,8 +32,7 @@ class LoopbackAttempt(Fact):
     server_device: Optional[str] = None  # None: no server run was recorded for it
     server_port: Optional[int] = None
     attempt: int
-    tcp_port: Optional[int] = None  # None: not readable from what ran
-    gpu: Optional[int] = None  # the client's --use_cuda GPU (GPUDirect RDMA)
+    gpu: Optional[int] = None  # the client's --use_cuda GPU (GPUDirect RDMA), from its role
     server_gpu: Optional[int] = None
     gbps: Optional[float] = None
     why_not: Optional[str] = None

@@ -21,17 +21,20 @@ ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
   (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
 
 The traffic phase is bounded (``Limits``, made by ``ibdiag.collect``): nothing starts after its
-deadline, and every process's timeout - ``perftest_duration_s`` + ``STARTUP_ALLOWANCE_S`` for an
-ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at most ``--command-timeout`` when one
-was given - is capped by the time left. A run the deadline left no time for is recorded as never
-started, with the reason; a retry is only started while time is left.
+deadline, and every process's timeout - ``bandwidth.perftest_timeout_s`` (duration + start-up
+allowance) for an ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at most
+``--command-timeout`` when one was given - is capped by the time left. A run the deadline left
+no time for is recorded as never started, with the reason; a retry is only started while time
+is left.
 
-Every process is recorded as a CommandRun with the role it was planned for (``loopback client
-mlx5_0:1 attempt 1``, ``loopback server mlx5_1:1 for mlx5_0:1 attempt 1``, ``nccl-tests``); the
-interpret step turns the loopback runs into ``Snapshot.loopback`` (``interpret.loopback``:
-ports and attempt from the roles, TCP port and GPU read back from what ran by
-``read_loopback_argv``), so a bundle is re-graded from what ran; the nccl-tests check finds its
-run by role alone, whatever the configured program is called.
+Every process is recorded as a CommandRun with the role it was planned for, saying what the
+plan knew (``loopback client mlx5_0:1 attempt 1 gpu 0``, ``loopback server mlx5_1:1 for
+mlx5_0:1 attempt 1 gpu 1``, ``nccl-tests``); the interpret step turns the loopback runs into
+``Snapshot.loopback`` (``interpret.loopback``: ports, attempt and GPU from the roles, the
+bandwidth from what the client printed), so a bundle is re-graded from what ran; the
+nccl-tests check finds its run by role alone, whatever the configured program is called. Only
+runs recorded before roles were kept are read back from their argv
+(``loopback_roles_before_roles``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ibdiag.bandwidth import below_floor, perftest_floor
+from ibdiag.bandwidth import below_floor, perftest_floor, perftest_timeout_s
 from ibdiag.model import CommandRun, Device
 from ibdiag.sources import interruptible
 from ibdiag.thresholds import Thresholds
@@ -51,7 +54,6 @@ from ibdiag.thresholds import Thresholds
 RETRY_PORT_OFFSET = 100
 SERVER_START_S = 1.0  # the server listens well within this; the client then connects
 SERVER_GRACE_S = 5.0  # after the client ends, the server has this long to end too
-STARTUP_ALLOWANCE_S = 30.0  # beyond -D: connection setup, warm-up, memory registration
 
 Progress = Callable[[str], None]
 
@@ -88,7 +90,7 @@ def full_level_bound(thresholds: Thresholds, perftest: bool, nccl_tests: bool) -
     then nccl-tests' timeout when they are configured."""
     bound = 0.0
     if perftest:
-        bound += 2 * (SERVER_START_S + thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S)
+        bound += 2 * (SERVER_START_S + perftest_timeout_s(thresholds))
     if nccl_tests and thresholds.nccl_tests:
         bound += thresholds.nccl_timeout_s
     return max(bound, 1.0)
@@ -204,10 +206,9 @@ def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
     """Read back an argv ``LoopbackTest.argv`` built (after any numactl/taskset prefix); None
     when it is not an ib_write_bw run or lacks -d/-p.
 
-    The inverse of ``ib_write_bw_argv``, kept beside it so the two agree. Runs are found by
-    their role (``ibdiag.roles``); this reads what a role does not say - the TCP port and the
-    ``--use_cuda`` GPU of the run a role found (``ibdiag.sources.interpret.loopback``) - and
-    the roles of runs recorded before roles were (``loopback_roles_before_roles``).
+    The inverse of ``ib_write_bw_argv``, kept beside it so the two agree, and used only for
+    runs recorded before roles were kept (``loopback_roles_before_roles``): today a run's role
+    says all the interpreter needs (ports, attempt, GPU), and nothing reads its argv.
     """
     start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
     if start is None:
@@ -247,8 +248,9 @@ def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str
     (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's
     argvs are read together, as the perftest check read them before roles: a server and its
     client share a TCP port, and a client port's attempts are its runs in TCP port order (a
-    retry runs ``RETRY_PORT_OFFSET`` above its first attempt). A server whose client was not
-    recorded gets no role.
+    retry runs ``RETRY_PORT_OFFSET`` above its first attempt); each role names the
+    ``--use_cuda`` GPU its argv ran with, as today's plan names it. A server whose client was
+    not recorded gets no role.
     """
     from ibdiag import roles
     from ibdiag.model import command_key
@@ -265,10 +267,10 @@ def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str
             continue
         key, client = sides[tcp_port]["client"]
         attempt = attempts[client.target] = attempts.get(client.target, 0) + 1
-        found[key] = roles.loopback_client(client.target, attempt)
+        found[key] = roles.loopback_client(client.target, attempt, client.gpu)
         if "server" in sides[tcp_port]:
             key, server = sides[tcp_port]["server"]
-            found[key] = roles.loopback_server(server.target, client.target, attempt)
+            found[key] = roles.loopback_server(server.target, client.target, attempt, server.gpu)
     return found
 
 
@@ -297,9 +299,9 @@ class LoopbackTest:
         from ibdiag import roles
 
         if side == "client":
-            return roles.loopback_client(self.target, self.attempt)
+            return roles.loopback_client(self.target, self.attempt, self.gpu)
         server = f"{self.server_device}:{self.server_port}"
-        return roles.loopback_server(server, self.target, self.attempt)
+        return roles.loopback_server(server, self.target, self.attempt, self.server_gpu)
 
     def argv(self, thresholds: Thresholds, role: str) -> List[str]:
         server = role == "server"
@@ -434,7 +436,7 @@ def run_loopback(
 
 def _not_started(test: LoopbackTest, thresholds: Thresholds, limits: Limits):
     """(server run, client run) of a test the deadline left no time for."""
-    runner = limits.runner(thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S)
+    runner = limits.runner(perftest_timeout_s(thresholds))
     return tuple(
         _with_role(runner.run(test.argv(thresholds, side)), test.role(side))
         for side in ("server", "client")
@@ -455,7 +457,7 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
     """Every test of the wave at once; [(server run, client run)] in the tests' order."""
     from ibdiag.sources.commands import Runner
 
-    own = thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
+    own = perftest_timeout_s(thresholds)
     # Made before anything starts, so an interrupt at any moment reaches every one of them.
     runners = [limits.runner(own, budget) for _ in tests]
 

@@ -1,29 +1,32 @@
 """Level full's ib_write_bw runs (roles ``loopback client|server ...``) -> ``Snapshot.loopback``.
 
 Each client run is one attempt; its server is the run whose role names the same client port
-and attempt. Ports and attempt come from the roles; what a role does not say - the TCP port and
-the ``--use_cuda`` GPU of each side - from the argv the role's run ran
-(``active.read_loopback_argv``, the inverse of the builder beside it). The bandwidth and the
-errors come from perftest's output (``parsers.perftest``), parsed here only: the retry decision
-while collecting (``active.client_gbps``) asks ``perftest_output`` too.
+and attempt. Ports, attempt and the ``--use_cuda`` GPU of each side come from the roles alone
+(``loopback client mlx5_0:1 attempt 2 gpu 3``: what the plan knew when it planned the run),
+never from the argv that ran - numactl may prefix it, a site may wrap it. The bandwidth and
+the errors come from perftest's output (``parsers.perftest``), parsed here only: the retry
+decision while collecting (``active.client_gbps``) asks ``perftest_output`` too.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
 from ibdiag.facts.loopback import LoopbackAttempt
-from ibdiag.model import CommandRun
+from ibdiag.model import CommandRun, Device
 
 
 def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
-    return {"loopback": read_loopback(commands)}
+    return {"loopback": read_loopback(commands, fields.get("devices") or [])}
 
 
-def read_loopback(commands: Dict[str, CommandRun]) -> Optional[List[LoopbackAttempt]]:
-    """Every recorded attempt, in the order the tests were planned (by TCP port: the first
-    attempts, then the retries); None when no loopback test ran (below level full, no ACTIVE
+def read_loopback(
+    commands: Dict[str, CommandRun], devices: Sequence[Device] = ()
+) -> Optional[List[LoopbackAttempt]]:
+    """Every recorded attempt, in the order the tests were planned: the first attempts, then
+    the retries, each in ``devices``' port order (``active.plan_loopback``'s; a port not among
+    them after, by name). None when no loopback test ran (below level full, no ACTIVE
     InfiniBand port, an older bundle). A server whose client was not recorded is left out."""
     clients: Dict[Tuple[str, int], Tuple[roles.LoopbackRole, CommandRun]] = {}
     servers: Dict[Tuple[str, int], Tuple[roles.LoopbackRole, CommandRun]] = {}
@@ -35,22 +38,23 @@ def read_loopback(commands: Dict[str, CommandRun]) -> Optional[List[LoopbackAtte
     if not clients and not servers:
         return None
     attempts = [
-        attempt_of(client, run, servers.get(key, (None, None))[1])
+        attempt_of(client, run, *servers.get(key, (None, None)))
         for key, (client, run) in clients.items()
     ]
-    return sorted(attempts, key=_planned_order)
+    ports = [dev.target(port) for dev in devices for port in dev.ports]
+    planned = {target: index for index, target in reversed(list(enumerate(ports)))}
+    return sorted(attempts, key=lambda attempt: _planned_order(attempt, planned))
 
 
 def attempt_of(
-    role: roles.LoopbackRole, client: CommandRun, server: Optional[CommandRun]
+    role: roles.LoopbackRole,
+    client: CommandRun,
+    server_role: Optional[roles.LoopbackRole] = None,
+    server: Optional[CommandRun] = None,
 ) -> LoopbackAttempt:
-    """One attempt from its client run and the server run it wrote to (None: not recorded)."""
-    from ibdiag.sources.active import read_loopback_argv
-
+    """One attempt from its client run and the server run it wrote to (None: not recorded),
+    each with what its role says."""
     device, port = _port(role.client)
-    sent = read_loopback_argv(client.argv)
-    served = read_loopback_argv(server.argv) if server is not None else None
-    server_role = roles.read_loopback(server.role) if server is not None else None
     server_device, server_port = _port(server_role.server) if server_role else (None, None)
     parsed = perftest_output(client)
     gbps = parsed.average_gbps
@@ -66,9 +70,8 @@ def attempt_of(
         server_device=server_device,
         server_port=server_port,
         attempt=role.attempt,
-        tcp_port=sent.tcp_port if sent else None,
-        gpu=sent.gpu if sent else None,
-        server_gpu=served.gpu if served else None,
+        gpu=role.gpu,
+        server_gpu=server_role.gpu if server_role else None,
         gbps=gbps,
         why_not=why_not,
         client_role=client.role,
@@ -90,8 +93,8 @@ def _port(target: str) -> Tuple[str, int]:
     return device, int(number)
 
 
-def _planned_order(attempt: LoopbackAttempt) -> Tuple[bool, int, int, str]:
-    """By TCP port (``perftest_base_port`` + the test's index; a retry ``RETRY_PORT_OFFSET``
-    above), as the tests were planned; runs without one after, by attempt and port."""
-    tcp = attempt.tcp_port
-    return (tcp is None, tcp if tcp is not None else 0, attempt.attempt, attempt.client)
+def _planned_order(attempt: LoopbackAttempt, planned: Dict[str, int]) -> Tuple[int, int, str]:
+    """First attempts before retries (a retry's wave runs after the first), then the port's
+    place in the plan; ports the devices do not list last, by name."""
+    client = attempt.client
+    return (attempt.attempt, planned.get(client, len(planned)), client)
