@@ -1,0 +1,386 @@
+"""The far end of each cable: the switch port (or the other HCA) an ACTIVE InfiniBand port is
+plugged into, as read from this node (``Port.partner``, ``ibdiag.sources.partner``).
+
+Results name the cable by both ends - ``mlx5_3:1<->leaf07/21``: our device and port, the
+partner's short name (``leaf07`` from the node description ``MF0;leaf07:MQM9700/U1``; else the
+description; else its node GUID) and its port - so a drain reason says which cable, stably.
+When the far end could not be read the result is a ``skip`` with the tool's own reason (not
+root, no subnet manager yet, a MAD timeout, tools missing, a switch without a PMA), never a
+fail: a node is not drained for a permission.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ibdiag import roles
+from ibdiag.catalogue import lookup
+from ibdiag.command_results import command_line
+from ibdiag.counter_grading import grade_errors, saturated
+from ibdiag.deltas import Comparison, compare
+from ibdiag.facts.partner import Partner, PortInfo
+from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
+from ibdiag.registry import check
+from ibdiag.targets import ACTIVE, graded_ports
+from ibdiag.thresholds import Thresholds
+
+WIDTHS = ("1X", "2X", "4X", "8X", "12X")
+SPEEDS = ("SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR", "XDR")
+ACTIVE_STATE = ("Active", "LinkUp")
+_NAME_IN_DESCRIPTION = re.compile(r"^[^;]*;([^:;\s]+)[:;]")  # "MF0;leaf07:MQM9700/U1"
+_UNSAFE = re.compile(r"[^\x21-\x7e]+")  # whitespace and anything unprintable
+NAME_MAX = 64
+
+# Why the far end could not be read, from the failing run's own words: (stable word, phrase).
+_NO_ACCESS = re.compile(
+    r"Permission denied|Operation not permitted|can't open UMAD port|Failed to open '"
+    r"|is ib_umad module loaded|No IB devices found",
+    re.IGNORECASE,
+)
+_NO_ANSWER = re.compile(r"_do_madrpc failed|query failed|timeout|timed out", re.IGNORECASE)
+_NO_SM = re.compile(r"LID is 0|can't resolve destination port 0", re.IGNORECASE)
+_PMA_STEPS = ("perfquery-x", "perfquery", "perfquery-E")
+
+
+def short_name(partner: Partner) -> str:
+    """``leaf07`` from ``MF0;leaf07:MQM9700/U1``; else the description (whitespace as ``_``);
+    else the node GUID; else ``?``."""
+    description = (partner.description or "").strip()
+    match = _NAME_IN_DESCRIPTION.match(description)
+    name = match.group(1) if match else description
+    name = _UNSAFE.sub("_", name).strip("_")[:NAME_MAX]
+    return name or partner.node_guid or "?"
+
+
+def cable_target(dev: Device, port: Port, partner: Optional[Partner]) -> str:
+    """``mlx5_3:1<->leaf07/21``; just ``mlx5_3:1`` while nothing is known of the far end."""
+    local = dev.target(port)
+    if partner is None or (partner.node_guid is None and partner.description is None):
+        return local
+    far_port = partner.port if partner.port is not None else "?"
+    return f"{local}<->{short_name(partner)}/{far_port}"
+
+
+def _active_ib_ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, Port]]:
+    for dev, port in graded_ports(snap, th):
+        if port.is_infiniband and port.state == ACTIVE:
+            yield dev, port
+
+
+# --- why the far end is unknown ----------------------------------------------------------------
+
+
+def _root_failure(snap: Snapshot, target: str, steps: Sequence[str]) -> Optional[CommandRun]:
+    """The run that stopped the chain: the first of ``steps`` that ran and failed; else the
+    first never started (its reason names the step it needed)."""
+    never: Optional[CommandRun] = None
+    for step in steps:
+        run = snap.run(roles.partner(step, target))
+        if run is None or run.succeeded:
+            continue
+        if run.skipped:
+            never = never or run
+            continue
+        return run
+    return never
+
+
+def unread_reason(snap: Snapshot, target: str, steps: Sequence[str]) -> Tuple[str, str, str]:
+    """(stable word, one-line reason, evidence) for a far end ``steps`` did not read."""
+    run = _root_failure(snap, target, steps)
+    if run is None:
+        role = roles.partner(steps[0], target)
+        return (
+            "not-collected",
+            f"the far end of {target} was not read (`{role}` not collected: level quick, "
+            "an older bundle, or a port not ACTIVE then)",
+            role,
+        )
+    failure = run.failure() or ""
+    text = f"{failure}\n{run.stderr}\n{run.stdout}"
+    evidence = " ".join(run.argv)
+    nodeinfo = snap.run(roles.partner("nodeinfo", target))
+    smp_ok = nodeinfo is not None and nodeinfo.succeeded
+    pma = run.argv[:1] == ["perfquery"]
+    if run.not_found:
+        word, why = "not-installed", "the infiniband-diags tools are not installed"
+    elif run.permission_denied or _NO_ACCESS.search(text):
+        word, why = "no-access", "the umad device cannot be opened as this user (not root?)"
+    elif _NO_SM.search(text):
+        word, why = "no-sm", "no subnet manager has configured the far end yet (LID 0)"
+    elif pma and smp_ok and (run.timed_out or _NO_ANSWER.search(text)):
+        word = "no-pma"
+        why = "the far end answers SMPs but not PMA queries (an unmanaged switch?)"
+    elif run.timed_out or _NO_ANSWER.search(text):
+        word, why = "mad-timeout", "the far end did not answer (MAD timeout)"
+    else:
+        word, why = "unread", "the far end could not be read"
+    return word, f"{why}: {failure}", evidence
+
+
+def _skip(target: str, word: str, message: str, evidence: str) -> Result:
+    return Result(
+        target=target, status=Status.SKIP, message=message, observed=word, evidence=[evidence]
+    )
+
+
+# --- link.partner ------------------------------------------------------------------------------
+
+
+def _speed(name: Optional[str]) -> Optional[str]:
+    """A speed as PortInfo names it: sysfs's FDR10 is QDR there; "HDR100"-style -> HDR."""
+    if not name:
+        return None
+    if name.upper().startswith("FDR10"):
+        return "QDR"
+    for speed in SPEEDS:
+        if name.upper().startswith(speed):
+            return speed
+    return None
+
+
+def _ours(port: Port, local: Optional[PortInfo]) -> Tuple[Optional[str], Optional[str], str]:
+    """Our port's (width, speed, where from): sysfs ``rate`` first (what the kernel says the
+    link runs at), else our own SMA's PortInfo."""
+    rate = port.rate
+    width = rate.width if rate is not None else None
+    speed = _speed(rate.speed) if rate is not None else None
+    where = f"{port.path}/rate"
+    if local is not None:
+        if width is None:
+            width, where = local.width_active, local.role
+        if speed is None:
+            speed, where = _speed(local.speed_active), local.role
+    return width, speed, where
+
+
+def _best_common(order: Sequence[str], *lists: List[str]) -> Optional[str]:
+    """The highest value every non-empty list allows; None when none is known or none shared."""
+    known = [set(values) for values in lists if values]
+    if len(known) < 2:
+        return None
+    common = set(order).intersection(*known)
+    return max(common, key=order.index) if common else None
+
+
+def _below(order: Sequence[str], active: Optional[str], best: Optional[str]) -> bool:
+    return active in order and best in order and order.index(active) < order.index(best)
+
+
+def _link_result(
+    target: str, dev: Device, port: Port, partner: Partner, info: PortInfo, snap: Snapshot
+) -> Result:
+    far = f"{short_name(partner)}/{partner.port}"
+    local = dev.target(port)
+    evidence = [command_line(snap, info.role)]
+    state = f"{info.link_state or '?'}/{info.phys_link_state or '?'}"
+    if (info.link_state, info.phys_link_state) != ACTIVE_STATE:
+        return Result(
+            target=target, status=Status.FAIL,
+            message=f"far end {far} of {local} is {state}, expected Active/LinkUp",
+            observed=state, expected="Active/LinkUp",
+            hint="the switch side of the cable is not up: check the switch port (disabled, "
+            "errors, SM), reseat or replace the cable",
+            evidence=evidence,
+        )  # fmt: skip
+    ours = partner.local_port_info
+    width, speed, where = _ours(port, ours)
+    if where not in evidence:
+        evidence.append(where)
+    theirs = f"{info.width_active or '?'} {info.speed_active or '?'}"
+    mine = f"{width or '?'} {speed or '?'}"
+    mismatched = [
+        what
+        for what, a, b in (("width", width, info.width_active), ("speed", speed, info.speed_active))
+        if a is not None and b is not None and a != b
+    ]
+    if mismatched:
+        return Result(
+            target=target, status=Status.FAIL,
+            message=f"{' and '.join(mismatched)} differ across the cable: {local} runs {mine}, "
+            f"its far end {far} {theirs}",
+            observed=theirs, expected=mine,
+            hint="both ends of a cable must agree: reseat or replace the cable/transceiver, "
+            "then check both ports' enabled widths and speeds",
+            evidence=evidence,
+        )  # fmt: skip
+    lists = (ours.width_enabled, ours.width_supported) if ours is not None else ([], [])
+    best_width = _best_common(
+        WIDTHS, lists[0], lists[1], info.width_enabled, info.width_supported
+    ) if ours is not None else None  # fmt: skip
+    speeds = (ours.speed_enabled, ours.speed_supported) if ours is not None else ([], [])
+    best_speed = _best_common(
+        SPEEDS, speeds[0], speeds[1], info.speed_enabled, info.speed_supported
+    ) if ours is not None else None  # fmt: skip
+    active_width = info.width_active or width
+    active_speed = info.speed_active or speed
+    could = [
+        best
+        for order, active, best in ((WIDTHS, active_width, best_width),
+                                    (SPEEDS, active_speed, best_speed))
+        if _below(order, active, best)
+    ]  # fmt: skip
+    if could:
+        return Result(
+            target=target, status=Status.FAIL,
+            message=f"the cable {local}<->{far} runs {theirs}, could be {' '.join(could)} "
+            "(what both ends enable and support)",
+            observed=theirs, expected=f"{best_width or active_width} {best_speed or active_speed}",
+            hint="a link that trained below what both ends can do is a bad lane or a marginal "
+            "cable/transceiver: reseat or replace it",
+            evidence=evidence,
+        )  # fmt: skip
+    return Result(
+        target=target, status=Status.PASS,
+        message=f"{local} {mine} <-> {far} {state} {theirs}",
+        observed=state, expected="Active/LinkUp",
+        evidence=evidence,
+    )  # fmt: skip
+
+
+@check(
+    "link.partner",
+    title="The far end of each cable is up at our width and speed",
+    needs={"sysfs", "partner"},
+    level="standard",
+)
+def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
+    """Healthy: for every ACTIVE InfiniBand port, the port at the far end of its cable (read
+    from this node: smpquery -D nodeinfo/portinfo 0,1 through our own port) is Active/LinkUp, at
+    the same width and speed as ours, and neither runs below what both ends enable and support
+    ("could be 4X", as iblinkinfo says it).
+
+    Why it matters: the switch side often knows more than the node: a port that trained at 2X
+    or at a lower speed shows it on both ends, but only the pair of enabled/supported fields
+    says it could do better; a switch port that is not Active while ours is points at the
+    switch or the cable. The result names the cable by both ends (mlx5_3:1<->leaf07/21).
+
+    What to do: a mismatch or a link below its capability - reseat, then replace the cable or
+    transceiver and check the switch port; a far end not Active - check the switch port and the
+    SM. A far end that could not be read (not root: the umad device; no SM yet: LID 0; a MAD
+    timeout; the tools missing) is a skip with the tool's own reason: run as root with
+    infiniband-diags installed.
+    """
+    for dev, port in _active_ib_ports(snap, th):
+        partner = port.partner
+        target = cable_target(dev, port, partner)
+        info = partner.port_info if partner is not None else None
+        if partner is None or info is None:
+            word, why, evidence = unread_reason(snap, dev.target(port), ("nodeinfo", "portinfo"))
+            yield _skip(target, word, why, evidence)
+            continue
+        yield _link_result(target, dev, port, partner, info, snap)
+
+
+# --- counters.partner --------------------------------------------------------------------------
+
+
+def catalogue_names(values: Dict[str, int]) -> Dict[str, int]:
+    """perfquery's names -> the catalogue's (``SymbolErrorCounter`` -> ``symbol_error``), so a
+    result's subject, and the drain reason, read as for our own port."""
+    named: Dict[str, int] = {}
+    for name, value in values.items():
+        info = lookup(name)
+        named[info.name if name in info.aliases else name] = value
+    return named
+
+
+def _values(partner: Partner) -> Dict[str, int]:
+    values = dict(partner.counters.counters) if partner.counters is not None else {}
+    if partner.rcv_error_details is not None:
+        values.update(partner.rcv_error_details.counters)
+    return catalogue_names(values)
+
+
+def previous_partner(baseline: Snapshot, partner: Partner) -> Optional[Partner]:
+    """The baseline's reading of the same far-end port (same node GUID and port number), on
+    whichever of our ports it was; None when the baseline had none (re-cabled, or new)."""
+    if partner.node_guid is None or partner.port is None:
+        return None
+    for dev in baseline.devices:
+        for port in dev.ports:
+            then = port.partner
+            if (
+                then is not None
+                and then.counters is not None
+                and not then.counters.mad_error
+                and then.node_guid == partner.node_guid
+                and then.port == partner.port
+            ):
+                return then
+    return None
+
+
+@check(
+    "counters.partner",
+    title="The far end's error counters did not increase",
+    needs={"sysfs", "partner"},
+    level="standard",
+)
+def counters_partner(
+    snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]
+) -> Iterator[Result]:
+    """Healthy: no error counter of the port at the far end of each ACTIVE InfiniBand port's
+    cable (perfquery -x, or plain perfquery, on the partner's LID and port, read from this
+    node) increased since the baseline, graded exactly like our own port's counters: the same
+    catalogue, rules, thresholds and rates (`ibdiag explain symbol_error`), and none stuck at
+    its maximum.
+
+    Why it matters: a dirty connector or a failing transceiver often shows symbol and receive
+    errors only on the switch side of the cable; the fabric tools that read it need a
+    management host, this reads it from every node. The baseline's value is the one of the
+    same far-end port (node GUID and port number): a re-cabled port starts fresh, and a value
+    that went down (a switch reboot, a counter reset) counts from zero, not as a spike. Never
+    graded on lifetime totals: without a baseline (--baseline or --state) it passes, saying so.
+
+    What to do: reseat or replace the cable/transceiver named by both ends (mlx5_3:1<->leaf07/21)
+    and check the switch port (ibqueryerrors). A far end that could not be read (not root, no
+    SM yet, a MAD timeout, an unmanaged switch without a PMA) is a skip with the reason.
+    """
+    comparison: Optional[Comparison] = None
+    if baseline is not None:  # the switch's counters do not restart when this node reboots
+        comparison = compare(snap, baseline)._replace(rebooted=False)
+    for dev, port in _active_ib_ports(snap, th):
+        partner = port.partner
+        target = cable_target(dev, port, partner)
+        if partner is None or partner.counters is None:
+            steps = ("nodeinfo", "portinfo", "portinfo0", *_PMA_STEPS)
+            word, why, evidence = unread_reason(snap, dev.target(port), steps)
+            yield _skip(target, word, why, evidence)
+            continue
+        evidence = command_line(snap, partner.counters.role)
+        if partner.counters.mad_error:
+            yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
+            continue
+        values = _values(partner)
+        for info in saturated(values):
+            yield Result(
+                target=target, status=Status.WARN,
+                message=f"{info.name} of the far end stuck at {info.saturated_value} "
+                f"({info.width}-bit maximum): it can no longer count",
+                observed=info.saturated_value, subject=info.name,
+                expected=f"below {info.saturated_value}",
+                hint="reset the switch port's counters when convenient (from the fabric "
+                "management host); ibdiag never resets counters",
+                evidence=[evidence],
+            )  # fmt: skip
+        then = previous_partner(comparison.baseline, partner) if comparison else None
+        if comparison is None or then is None:
+            why = (
+                "no baseline (use --baseline or --state)"
+                if comparison is None
+                else f"the baseline has no reading of {short_name(partner)}/{partner.port} "
+                f"(node GUID {partner.node_guid}): re-cabled or new, starts fresh"
+            )
+            yield Result(
+                target=target, status=Status.PASS,
+                message=f"far-end error counters not graded on change: {why}; lifetime "
+                "totals are never graded",
+                evidence=[evidence],
+            )  # fmt: skip
+            continue
+        yield from grade_errors(
+            target, values, _values(then), comparison, th,
+            directory="perfquery", command=evidence,
+        )  # fmt: skip
