@@ -1,0 +1,357 @@
+"""link.partner and counters.partner (checks/partner.py) on hand-built Snapshots: the far end
+of each ACTIVE InfiniBand port's cable, its state, width and speed against ours, and its error
+counters graded on change since the baseline reading of the same far-end port."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Dict, List, Optional
+
+import pytest
+
+from ibdiag import roles
+from ibdiag.facts.partner import Partner, PortInfo
+from ibdiag.facts.perfquery import PmaReading
+from ibdiag.grade import drain_reason, run_check
+from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
+from ibdiag.thresholds import Thresholds
+from tests.snapshots import builtin_registry, device, port, replaced, run, snapshot
+
+LEAF_GUID = "0x0002c90300a1b2c3"
+OTHER_GUID = "0x0002c90300ffffff"
+TARGET = "mlx5_0:1<->leaf07/21"
+QDR = "40 Gb/sec (4X QDR)"
+
+
+def port_info(step: str = "portinfo", **update) -> PortInfo:
+    fields = dict(
+        role=roles.partner(step, "mlx5_0:1"),
+        port=21,
+        link_state="Active",
+        phys_link_state="LinkUp",
+        width_active="4X",
+        width_enabled=["1X", "4X"],
+        width_supported=["1X", "4X"],
+        speed_active="QDR",
+        speed_enabled=["SDR", "DDR", "QDR"],
+        speed_supported=["SDR", "DDR", "QDR"],
+    )
+    fields.update(update)
+    return PortInfo(**fields)
+
+
+def counters(**values: int) -> PmaReading:
+    base = {"SymbolErrorCounter": 0, "LinkDownedCounter": 0, "PortRcvErrors": 0}
+    base.update(values)
+    return PmaReading(role=roles.partner("perfquery", "mlx5_0:1"), counters=base)
+
+
+def partner(**update) -> Partner:
+    fields = dict(
+        node_type="Switch",
+        node_guid=LEAF_GUID,
+        description="MF0;leaf07:MQM9700/U1",
+        port=21,
+        lid=5,
+        port_info=port_info(),
+        local_port_info=port_info("local-portinfo", port=1),
+        counters=counters(),
+    )
+    fields.update(update)
+    return Partner(**fields)
+
+
+def node(far: Optional[Partner], *, rate_text: str = QDR, **port_update) -> Snapshot:
+    snap = snapshot([device("mlx5_0", ports=[port(1, rate_text=rate_text, **port_update)])])
+    return replaced(snap, "mlx5_0:1", partner=far)
+
+
+def with_runs(snap: Snapshot, *runs: CommandRun) -> Snapshot:
+    return snap.model_copy(update={"commands": {r.key: r for r in runs}})
+
+
+def step_run(step: str, **fields) -> CommandRun:
+    tool = "perfquery" if step.startswith("perfquery") else "smpquery"
+    return CommandRun(
+        argv=[tool, "-C", "mlx5_0", "-P", "1", step],
+        role=roles.partner(step, "mlx5_0:1"),
+        **fields,
+    )
+
+
+def one(results: List[Result]) -> Result:
+    assert len(results) == 1, results
+    return results[0]
+
+
+# --- link.partner --------------------------------------------------------------------------
+
+
+def test_healthy_far_end_passes_naming_both_ends():
+    result = one(run("link.partner", node(partner())))
+    assert result.status == Status.PASS
+    assert result.target == TARGET
+    assert "4X QDR" in result.message and "Active/LinkUp" in result.message
+
+
+@pytest.mark.parametrize(
+    "update, differ",
+    [(dict(width_active="1X"), "width"), (dict(speed_active="SDR"), "speed")],
+)
+def test_width_or_speed_unlike_ours_fails_naming_both_ends(update, differ):
+    far = partner(port_info=port_info(**update))
+    result = one(run("link.partner", node(far)))
+    assert result.status == Status.FAIL
+    assert result.target == TARGET
+    assert differ in result.message and "mlx5_0:1" in result.message
+    assert "leaf07/21" in result.message
+
+
+def test_ours_from_sysfs_rate_against_the_far_end():
+    result = one(run("link.partner", node(partner(), rate_text="10 Gb/sec (1X QDR)")))
+    assert result.status == Status.FAIL
+    assert "width" in result.message and result.expected == "1X QDR"
+
+
+def test_ours_from_local_portinfo_when_sysfs_has_no_rate():
+    far = partner(local_port_info=port_info("local-portinfo", width_active="2X"))
+    result = one(run("link.partner", node(far, rate_text=None)))
+    assert result.status == Status.FAIL and result.expected == "2X QDR"
+
+
+def test_fdr10_in_sysfs_is_qdr_in_portinfo():
+    result = one(run("link.partner", node(partner(), rate_text="40 Gb/sec (4X FDR10)")))
+    assert result.status == Status.PASS
+
+
+def test_both_ends_below_what_both_enable_and_support_could_be_4x():
+    info = dict(width_active="2X", width_enabled=["1X", "2X", "4X"],
+                width_supported=["1X", "2X", "4X"])  # fmt: skip
+    far = partner(port_info=port_info(**info), local_port_info=port_info("local-portinfo", **info))
+    result = one(run("link.partner", node(far, rate_text="20 Gb/sec (2X QDR)")))
+    assert result.status == Status.FAIL
+    assert "could be 4X" in result.message
+
+
+def test_slower_than_both_support_could_be_qdr():
+    far = partner(
+        port_info=port_info(speed_active="DDR"),
+        local_port_info=port_info("local-portinfo", speed_active="DDR"),
+    )
+    result = one(run("link.partner", node(far, rate_text="20 Gb/sec (4X DDR)")))
+    assert result.status == Status.FAIL and "could be QDR" in result.message
+
+
+def test_a_width_only_one_end_enables_is_no_capability():
+    far = partner(port_info=port_info(width_enabled=["1X", "4X", "8X"],
+                                      width_supported=["1X", "4X", "8X"]))  # fmt: skip
+    assert one(run("link.partner", node(far))).status == Status.PASS
+
+
+@pytest.mark.parametrize(
+    "state, phys", [("Initialize", "LinkUp"), ("Down", "Polling"), ("Active", "Disabled")]
+)
+def test_far_end_not_active_fails_with_its_state(state, phys):
+    far = partner(port_info=port_info(link_state=state, phys_link_state=phys))
+    result = one(run("link.partner", node(far)))
+    assert result.status == Status.FAIL
+    assert result.observed == f"{state}/{phys}"
+    assert "leaf07/21" in result.message and "mlx5_0:1" in result.message
+
+
+def test_ports_not_active_or_ethernet_are_not_graded():
+    down = node(partner(), state=1, phys_state=2)
+    assert run("link.partner", down) == []
+    eth = node(partner(), link_layer="Ethernet")
+    assert run("link.partner", eth) == []
+
+
+def test_back_to_back_hca_is_named_by_its_description():
+    far = partner(node_type="Channel Adapter", description="node02 mlx5_0", port=1)
+    result = one(run("link.partner", node(far)))
+    assert result.target == "mlx5_0:1<->node02_mlx5_0/1"
+
+
+def test_no_description_names_the_guid():
+    far = partner(description=None)
+    assert one(run("link.partner", node(far))).target == f"mlx5_0:1<->{LEAF_GUID}/21"
+
+
+# --- why the far end is unknown: skips with the tool's reason -----------------------------------
+
+_NO_UMAD = "ibwarn: [123] mad_rpc_open_port: can't open UMAD port (mlx5_0:1)\n"
+_MAD_FAIL = "ibwarn: [9] mad_rpc: _do_madrpc failed; dport (DR path slid 65535; dlid 65535; 0,1)"
+
+
+def failed_at_nodeinfo(**fields) -> Snapshot:
+    nothing = Partner(roles=[roles.partner("nodeinfo", "mlx5_0:1")])
+    return with_runs(node(nothing), step_run("nodeinfo", **fields))
+
+
+@pytest.mark.parametrize(
+    "fields, word, phrase",
+    [
+        (dict(rc=255, stderr=_NO_UMAD), "no-access", "not root"),
+        (dict(permission_denied=True), "no-access", "not root"),
+        (dict(not_found=True), "not-installed", "not installed"),
+        (
+            dict(
+                rc=255,
+                stderr=_MAD_FAIL,
+                stdout="smpquery: iberror: failed: operation nodeinfo: node info query failed",
+            ),
+            "mad-timeout",
+            "MAD timeout",
+        ),
+        (dict(timed_out=True, duration_s=4.0), "mad-timeout", "timed out"),
+    ],
+)
+def test_an_unread_far_end_skips_with_the_tools_reason(fields, word, phrase):
+    snap = failed_at_nodeinfo(**fields)
+    for check_id in ("link.partner", "counters.partner"):
+        result = one(run(check_id, snap))
+        assert result.status == Status.SKIP, result
+        assert result.target == "mlx5_0:1"
+        assert result.observed == word
+        assert phrase in result.message
+        assert "smpquery" in result.message
+
+
+def test_no_subnet_manager_yet_skips_the_counters():
+    why = ("needs partner-portinfo0 mlx5_0:1, which succeeded but its LID is 0: no subnet "
+           "manager has configured it yet")  # fmt: skip
+    far = partner(lid=0, counters=None)
+    snap = with_runs(
+        node(far),
+        step_run("nodeinfo", rc=0),
+        step_run("portinfo", rc=0),
+        step_run("portinfo0", rc=0),
+        step_run("perfquery-x", skipped=why),
+        step_run("perfquery-E", skipped=why),
+    )
+    result = one(run("counters.partner", snap))
+    assert result.status == Status.SKIP and result.target == TARGET
+    assert result.observed == "no-sm" and "LID 0" in result.message
+
+
+def test_a_switch_answering_smps_but_not_pma_skips_the_counters():
+    far = partner(counters=None)
+    failing = dict(rc=255, stderr=_MAD_FAIL, stdout="perfquery: iberror: failed: perfquery")
+    snap = with_runs(
+        node(far),
+        step_run("nodeinfo", rc=0),
+        step_run("portinfo", rc=0),
+        step_run("perfquery-x", **failing),
+        step_run("perfquery", **failing),
+    )
+    result = one(run("counters.partner", snap))
+    assert result.status == Status.SKIP and result.observed == "no-pma"
+    assert "SMPs but not PMA" in result.message
+    assert one(run("link.partner", snap)).status == Status.PASS
+
+
+def test_not_collected_skips():
+    result = one(run("link.partner", node(None)))
+    assert result.status == Status.SKIP and result.observed == "not-collected"
+
+
+# --- counters.partner ------------------------------------------------------------------------
+
+
+def later(snap: Snapshot, hours: float) -> Snapshot:
+    return snap.model_copy(update={"collected_at": snap.collected_at + timedelta(hours=hours)})
+
+
+def grade_counters(now: Snapshot, baseline: Optional[Snapshot]) -> List[Result]:
+    spec = builtin_registry().get("counters.partner")
+    return run_check(spec, now, Thresholds(), baseline=baseline)
+
+
+def test_no_baseline_passes_and_never_grades_lifetime_totals():
+    snap = node(partner(counters=counters(SymbolErrorCounter=50000, LinkDownedCounter=200)))
+    result = one(grade_counters(snap, None))
+    assert result.status == Status.PASS and result.target == TARGET
+    assert "no baseline" in result.message
+
+
+def test_no_change_since_the_baseline_passes():
+    before = node(partner(counters=counters(SymbolErrorCounter=7)))
+    result = one(grade_counters(later(before, 2), before))
+    assert result.status == Status.PASS and "no graded increase" in result.message
+
+
+def test_symbol_errors_since_the_baseline_fail_named_like_ours():
+    before = node(partner(counters=counters(SymbolErrorCounter=7)))
+    after = later(node(partner(counters=counters(SymbolErrorCounter=7 + 500))), 1)
+    results = grade_counters(after, before)
+    failed = [r for r in results if r.status == Status.FAIL]
+    assert [r.subject for r in failed] == ["symbol_error"]
+    assert failed[0].target == TARGET and failed[0].observed == 500
+    reason = drain_reason(Report.model_construct(results=results))
+    assert reason == "ibdiag: mlx5_0:1<->leaf07/21 counters.partner symbol_error"
+
+
+def test_a_link_down_on_the_far_end_fails_at_once():
+    before = node(partner())
+    after = later(node(partner(counters=counters(LinkDownedCounter=1))), 0.1)
+    failed = [r for r in grade_counters(after, before) if r.status != Status.PASS]
+    assert [(r.status, r.subject) for r in failed] == [(Status.FAIL, "link_downed")]
+
+
+def test_a_few_symbol_errors_warn_like_ours():
+    before = node(partner())
+    after = later(node(partner(counters=counters(SymbolErrorCounter=3))), 2)
+    (result,) = grade_counters(after, before)
+    assert result.status == Status.WARN and result.subject == "symbol_error"
+
+
+def test_recabled_to_another_switch_port_starts_fresh():
+    before = node(partner(counters=counters(SymbolErrorCounter=0)))
+    moved = partner(node_guid=OTHER_GUID, counters=counters(SymbolErrorCounter=900))
+    result = one(grade_counters(later(node(moved), 1), before))
+    assert result.status == Status.PASS and "starts fresh" in result.message
+    other_port = partner(port=22, counters=counters(SymbolErrorCounter=900))
+    result = one(grade_counters(later(node(other_port), 1), before))
+    assert result.status == Status.PASS and "starts fresh" in result.message
+
+
+def test_the_baseline_port_is_found_by_partner_guid_not_by_our_port():
+    before = snapshot([device("mlx5_1", ports=[port(1, rate_text=QDR)])])
+    before = replaced(before, "mlx5_1:1", partner=partner(counters=counters(SymbolErrorCounter=5)))
+    after = later(node(partner(counters=counters(SymbolErrorCounter=905))), 1)
+    failed = [r for r in grade_counters(after, before) if r.status == Status.FAIL]
+    assert [r.observed for r in failed] == [900]
+
+
+def test_a_value_that_went_down_is_a_reset_not_a_spike():
+    before = node(partner(counters=counters(SymbolErrorCounter=60000)))
+    after = later(node(partner(counters=counters(SymbolErrorCounter=0))), 1)
+    result = one(grade_counters(after, before))
+    assert result.status == Status.PASS
+    assert "reset since the baseline" in result.message and "symbol_error" in result.message
+
+
+def test_our_reboot_does_not_restart_the_switch_counters():
+    before = node(partner(counters=counters(SymbolErrorCounter=100)))
+    after = later(node(partner(counters=counters(SymbolErrorCounter=100))), 1)
+    after = after.model_copy(update={"boot_id": "another-boot"})
+    result = one(grade_counters(after, before))
+    assert result.status == Status.PASS and "no graded increase" in result.message
+
+
+def test_a_saturated_far_end_counter_warns():
+    snap = node(partner(counters=counters(SymbolErrorCounter=65535)))
+    results = grade_counters(snap, None)
+    warned = [r for r in results if r.status == Status.WARN]
+    assert [r.subject for r in warned] == ["symbol_error"]
+
+
+def test_rcv_error_details_are_graded_too():
+    details: Dict[str, int] = {"PortLocalPhysicalErrors": 0}
+    reading = PmaReading(role=roles.partner("perfquery-E", "mlx5_0:1"), counters=details)
+    before = node(partner(rcv_error_details=reading))
+    grown = reading.model_copy(update={"counters": {"PortLocalPhysicalErrors": 40}})
+    after = later(node(partner(rcv_error_details=grown)), 1)
+    (result,) = grade_counters(after, before)
+    assert result.status != Status.PASS and result.subject == "PortLocalPhysicalErrors"
+    assert result.observed == 40
