@@ -145,7 +145,8 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
     fallback at once when it fails, rather than after the whole batch: a hung perfquery must
-    not push the fallback past the deadline.
+    not push the fallback past the deadline. The far end of each cable (``partner`` in
+    ``needs``: ``ibdiag.sources.partner``) is read meanwhile, each port's chain in a thread.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -156,8 +157,12 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
     planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))
     chained = [(first, plan.fallback_for(first)) for first in planned if plan.fallback_for(first)]
     alone = [first for first in planned if plan.fallback_for(first) is None]
-    with ThreadPoolExecutor(max_workers=max(1, len(chained))) as pool:
+    with ThreadPoolExecutor(max_workers=len(chained) + 1) as pool:
         chains = [pool.submit(_with_fallback, runner, first, then) for first, then in chained]
+        if "partner" in needs:  # the far end of each cable: its own chain per port, meanwhile
+            from ibdiag.sources import partner
+
+            chains.append(pool.submit(partner.read_partners, runner, fields["devices"]))
         by_key = runner.run_all([item.argv for item in alone])
         runs = {key: _with_role(by_key[key], item.role) for item in alone
                 for key in [command_key(item.argv)]}  # fmt: skip
@@ -171,7 +176,12 @@ def _refused_commands(fields, needs) -> Dict[str, CommandRun]:
     recorded as never started with the reason (``plan.refused_runs``)."""
     from ibdiag.sources import plan
 
-    return plan.refused_runs(fields["devices"], needs)
+    refused = plan.refused_runs(fields["devices"], needs)
+    if "partner" in needs:
+        from ibdiag.sources import partner
+
+        refused.update(partner.refused_runs(fields["devices"]))
+    return refused
 
 
 def _with_fallback(runner, first, then) -> Dict[str, CommandRun]:

@@ -37,6 +37,7 @@ from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.facts.nccl import InspectorDump, NcclTestsResult
+from ibdiag.facts.partner import Partner
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.facts.topology import GpuTopology
 from ibdiag.thresholds import Thresholds
@@ -111,6 +112,8 @@ class Port(_Model):
     hw_counters: Dict[str, int] = Field(default_factory=dict)  # hw_counters/ (mlx5 and others)
     netdev: Optional[NetDev] = None
     perfquery: Optional[PortPma] = None  # PMA counters (level standard); None: not collected
+    # The far end of the cable (a check declaring the source "partner"); None: not collected
+    partner: Optional[Partner] = None
     problems: Problems = Field(default_factory=dict)
 
     @property

@@ -34,6 +34,31 @@ def perfquery(mode: str, target: str) -> str:
     return f"perfquery-{mode} {target}"
 
 
+# The far end of a port's cable (``ibdiag.sources.partner``), in the order its chain runs them:
+# who is there (nodeinfo), then its name, its port's PortInfo, the switch's port 0 (its LID) and
+# our own port's PortInfo (the widths and speeds it supports, which sysfs does not show), then
+# the partner port's PMA counters: "perfquery-x" (PortCountersExtended), "perfquery" (plain
+# PortCounters: when -x failed or printed no error counters), "perfquery-E" (PortRcvErrorDetails).
+PARTNER_STEPS = (
+    "nodeinfo",
+    "nodedesc",
+    "portinfo",
+    "portinfo0",
+    "local-portinfo",
+    "perfquery-x",
+    "perfquery",
+    "perfquery-E",
+)
+PARTNER_PREFIX = "partner-"
+
+
+def partner(step: str, target: str) -> str:
+    """``partner-nodeinfo mlx5_0:1``: one step of reading the far end of ``target``'s cable."""
+    if step not in PARTNER_STEPS:
+        raise ValueError(f"unknown partner step {step!r}; one of {PARTNER_STEPS}")
+    return f"{PARTNER_PREFIX}{step} {target}"
+
+
 def ethtool_stats(netdev: str) -> str:
     """``ethtool-S ib0``: the statistics of one netdev."""
     return f"ethtool-S {netdev}"

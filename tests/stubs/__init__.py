@@ -70,6 +70,42 @@ PERFQUERY_XMIT_SL = (
 )
 
 
+# The far end of a cable (issue 14): the real tools' outputs against the ibsim simulator,
+# recorded in tests/captures/ibsim-partner (its SOURCES.md).
+PARTNER_CAPTURES = os.path.join(TESTS_DIR, "captures", "ibsim-partner")
+
+
+def partner_capture(name: str) -> str:
+    """The path of a capture in tests/captures/ibsim-partner; a missing one fails loudly."""
+    path = os.path.join(PARTNER_CAPTURES, name)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"capture {path} is missing")
+    return path
+
+
+def partner_smpquery(prefix: str = "switch-hdr") -> Dict[str, str]:
+    """``by_args`` cases for ``smpquery`` answering the partner chain (``ibdiag.sources.partner``)
+    with the ``prefix`` captures (``switch-hdr``: a switch, ``b2b-ca``: a back-to-back HCA)."""
+    return {
+        "* nodeinfo 0,1": prints(partner_capture(f"{prefix}-nodeinfo.txt")),
+        "* nodedesc 0,1": prints(partner_capture(f"{prefix}-nodedesc.txt")),
+        "* portinfo 0,1 0": prints(partner_capture(f"{prefix}-portinfo0.txt")),
+        "* portinfo 0,1 *": prints(partner_capture(f"{prefix}-portinfo.txt")),
+        "* portinfo 0 *": prints(partner_capture("b2b-ca-portinfo0.txt")),  # our own port
+    }
+
+
+def partner_perfquery(prefix: str = "switch-hdr") -> Dict[str, str]:
+    """``by_args`` cases for ``perfquery`` on the partner's LID and port (``-C D -P N -t MS``
+    first, as the chain puts them): put them before the local port's cases (``"-C *"`` would
+    match these too)."""
+    return {
+        "-C * -P * -t * -x *": prints(partner_capture(f"{prefix}-perfquery-x.txt")),
+        "-C * -P * -t * -E *": prints(partner_capture(f"{prefix}-perfquery-E.txt")),
+        "-C * -P * -t *": prints(partner_capture(f"{prefix}-perfquery.txt")),
+    }
+
+
 def marker() -> str:
     """A sleep duration no other process uses: its argv finds strays in /proc."""
     return f"1000.{os.getpid()}{next(_MARKS):04d}"

@@ -1,11 +1,12 @@
 """Parse once: the recorded command runs become typed Snapshot fields.
 
-After the command phase, ``interpret`` hands every family of runs (perfquery per port, ethtool
-per netdev, the kernel log, the inventory tools, the GPU topology, the loopback tests,
-nccl-tests, NCCL Inspector dumps) to its interpreter, which finds its runs by role
-(``ibdiag.roles``), parses their text with ``ibdiag.sources.parsers`` and returns the typed
-fields (``ibdiag.facts``) to set on the Snapshot, its devices, ports and netdevs. Checks read
-those fields only; the raw text stays in ``Snapshot.commands`` for bundles and the HTML.
+After the command phase, ``interpret`` hands every family of runs (perfquery per port, the
+far end of each port's cable, ethtool per netdev, the kernel log, the inventory tools, the GPU
+topology, the loopback tests, nccl-tests, NCCL Inspector dumps) to its interpreter, which
+finds its runs by role (``ibdiag.roles``), parses their text with ``ibdiag.sources.parsers``
+and returns the typed fields (``ibdiag.facts``) to set on the Snapshot, its devices, ports
+and netdevs. Checks read those fields only; the raw text stays in ``Snapshot.commands`` for
+bundles and the HTML.
 
 The same step runs live (``ibdiag.collect``) and on a replayed bundle (``ibdiag.bundle``), so a
 bundle re-graded with today's code is parsed by today's parsers. A parser never raises on odd
@@ -30,6 +31,7 @@ FAMILIES: tuple = (
     "kernel_log",
     "inventory",
     "perfquery",
+    "partner",
     "ethtool",
     "topology",
     "loopback",

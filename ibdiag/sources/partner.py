@@ -1,0 +1,232 @@
+"""The far end of each cable, read from this node with the read-only infiniband-diags tools.
+
+For every ACTIVE InfiniBand port (a port that is not ACTIVE has no cable partner to ask), through
+its own HCA and port (``-C DEV -P PORT``) and over the direct route ``0,1`` (out of that port,
+one hop: whatever the cable plugs into), one chain of steps, each run recorded with its role
+(``ibdiag.roles.partner``):
+
+1. ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort, the
+   partner's port number the cable is in; beside it ``smpquery -D portinfo 0 PORT``, our own
+   port's PortInfo (what it enables and supports: sysfs does not say);
+2. at once: ``smpquery -D nodedesc 0,1`` (its name), ``smpquery -D portinfo 0,1 LOCALPORT``
+   (its port's state, widths, speeds) and, for a switch, ``smpquery -D portinfo 0,1 0`` (port 0:
+   the switch's LID; a CA's LID is in its own port's PortInfo);
+3. at once: ``perfquery -x LID LOCALPORT`` and ``perfquery -E LID LOCALPORT``; then plain
+   ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without the
+   additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch).
+
+Every port's chain runs in a thread of its own, all at once; each chain is sequential where a
+step needs an earlier one's answer. They run through the collection's one ``Runner`` (its
+deadline, per-command timeout, output budget), alongside the other read-only commands. Each
+tool gets a MAD timeout (``-t``) well inside the command timeout: libibmad tries a query 3
+times, and nodedesc and perfquery send two queries, so one unanswered partner costs at most
+6 MAD timeouts, not the runner's kill.
+
+A step whose prerequisite did not succeed is recorded as never started (``CommandRun.skipped``)
+naming the step that failed and why, so a check can say why the far end is unknown; its argv
+holds ``<LocalPort>``/``<LID>`` where the value it needed would have gone. Whether the tools are
+there and may open the umad device is judged from their own result (not found, exit 255 with
+``can't open UMAD port``), never by testing ``/dev/infiniband/umad*`` first: under the simulator
+there is no such node, and distributions name it differently.
+
+Read-only: nodeinfo, nodedesc, portinfo and perfquery without ``-r``/``-R`` only send Get MADs.
+Never a Set, never a counter reset.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+from ibdiag import roles
+from ibdiag.model import CommandRun, Device, command_key
+from ibdiag.sources import interruptible, names
+from ibdiag.sources.plan import port_problem
+
+DIRECT_ROUTE = "0,1"  # out of the port the tool opens (-C/-P), one hop
+LOCAL_ROUTE = "0"  # this node itself
+MAD_TIMEOUT_MIN_MS = 50
+MAD_TIMEOUT_MAX_MS = 1000  # libibmad's own default
+MAD_TIMEOUTS_PER_COMMAND = 8  # 2 queries x 3 tries, and some room for starting the tool
+LOCAL_PORT = "<LocalPort>"  # in the argv of a step never started: the value it lacked
+LID = "<LID>"
+
+
+class Step(NamedTuple):
+    """One command of a port's chain: its step name (``roles.PARTNER_STEPS``) and argv."""
+
+    step: str
+    argv: List[str]
+
+
+def mad_timeout_ms(command_timeout_s: float) -> int:
+    """The ``-t`` (ms) for the chain's tools: an eighth of the command timeout (module doc),
+    between 50 ms and libibmad's default of 1 s."""
+    wanted = int(command_timeout_s * 1000 / MAD_TIMEOUTS_PER_COMMAND)
+    return max(MAD_TIMEOUT_MIN_MS, min(MAD_TIMEOUT_MAX_MS, wanted))
+
+
+def _smpquery(device: str, number: int, mad_ms: int, *query: str) -> List[str]:
+    return ["smpquery", "-C", device, "-P", str(number), "-t", str(mad_ms), "-D", *query]
+
+
+def _perfquery(device: str, number: int, mad_ms: int, flags: Tuple[str, ...], lid, port):
+    return ["perfquery", "-C", device, "-P", str(number), "-t", str(mad_ms), *flags,
+            str(lid), str(port)]  # fmt: skip
+
+
+_PERFQUERY_FLAGS = {"perfquery-x": ("-x",), "perfquery": (), "perfquery-E": ("-E",)}
+
+
+def steps(device: str, number: int, mad_ms: int, local_port=LOCAL_PORT, lid=LID) -> Dict[str, Step]:
+    """Every step of ``device``/``number``'s chain by name; ``local_port`` and ``lid`` are the
+    partner's (their placeholders while unknown). The names are vetted by the caller."""
+    found = {
+        "nodeinfo": _smpquery(device, number, mad_ms, "nodeinfo", DIRECT_ROUTE),
+        "local-portinfo": _smpquery(device, number, mad_ms, "portinfo", LOCAL_ROUTE, str(number)),
+        "nodedesc": _smpquery(device, number, mad_ms, "nodedesc", DIRECT_ROUTE),
+        "portinfo": _smpquery(device, number, mad_ms, "portinfo", DIRECT_ROUTE, str(local_port)),
+        "portinfo0": _smpquery(device, number, mad_ms, "portinfo", DIRECT_ROUTE, "0"),
+    }
+    for step, flags in _PERFQUERY_FLAGS.items():
+        found[step] = _perfquery(device, number, mad_ms, flags, lid, local_port)
+    return {step: Step(step, argv) for step, argv in found.items()}
+
+
+def ports(devices: List[Device]) -> Iterator[Tuple[Device, int, Optional[str]]]:
+    """(device, port number, why no command may name it or None) for every ACTIVE InfiniBand
+    port, as ``ibdiag.sources.plan`` vets the ports perfquery runs for."""
+    for dev in devices:
+        for port in dev.ports:
+            if port.state == 4 and port.is_infiniband:
+                yield (
+                    dev,
+                    port.number,
+                    names.device_name_problem(dev.name) or port_problem(port.number),
+                )
+
+
+def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
+    """Every ACTIVE InfiniBand port's chain, all at once, through ``runner`` (an
+    ``ibdiag.sources.commands.Runner``); the runs by ``CommandRun.key``. Ports whose names may
+    not go on a command line are left to ``refused_runs``."""
+    mad_ms = mad_timeout_ms(runner.timeout_s)
+    todo = [(dev.name, number) for dev, number, why in ports(devices) if why is None]
+    if not todo:
+        return {}
+    runs: Dict[str, CommandRun] = {}
+    pool = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="ibdiag-partner")
+    try:
+        chains = [pool.submit(read_partner, runner, name, number, mad_ms) for name, number in todo]
+        for chain in chains:
+            runs.update({run.key: run for run in interruptible.result(chain)})
+    except BaseException:  # KeyboardInterrupt: start nothing more, kill what runs, re-raise
+        runner.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+    return runs
+
+
+def refused_runs(devices: List[Device]) -> Dict[str, CommandRun]:
+    """The chain of each ACTIVE InfiniBand port whose name may not go on a command line,
+    recorded as never started with the reason (by ``CommandRun.key``)."""
+    refused: Dict[str, CommandRun] = {}
+    for dev, number, why in ports(devices):
+        if why is not None:
+            target = f"{dev.name}:{number}"
+            for step in steps(dev.name, number, MAD_TIMEOUT_MAX_MS).values():
+                if step.step != "perfquery":  # a fallback: only ever run after -x
+                    run = _never_started(step, target, why)
+                    refused[run.key] = run
+    return refused
+
+
+def read_partner(runner, device: str, number: int, mad_ms: int) -> List[CommandRun]:
+    """One port's chain (module doc), every step recorded: run, or never started with why."""
+    from ibdiag.sources.parsers.perfquery import parse_perfquery
+    from ibdiag.sources.parsers.smpquery import parse_nodeinfo, parse_portinfo
+
+    target = f"{device}:{number}"
+    chain = _Chain(runner, target)
+    planned = steps(device, number, mad_ms)
+    nodeinfo, _ = chain.run(planned["nodeinfo"], planned["local-portinfo"])
+    who = parse_nodeinfo(_output(nodeinfo)) if nodeinfo.succeeded else None
+    why = chain.failed("nodeinfo", nodeinfo)
+    if why is None and (who is None or who.local_port is None or who.node_type is None):
+        why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
+    if why is not None or who is None:
+        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x", "perfquery-E"):
+            chain.never_started(planned[step], why or "")
+        return chain.runs
+
+    is_switch = who.node_type == "Switch"
+    planned = steps(device, number, mad_ms, local_port=who.local_port)
+    wanted = [planned["nodedesc"], planned["portinfo"]]
+    if is_switch:
+        wanted.append(planned["portinfo0"])
+    answers = chain.run(*wanted)
+    lid_run = answers[2] if is_switch else answers[1]
+    lid_step = "portinfo0" if is_switch else "portinfo"
+    why = chain.failed(lid_step, lid_run)
+    lid = parse_portinfo(_output(lid_run)).lid if why is None else None
+    if why is None and not lid:
+        why = chain.unusable(
+            lid_step,
+            "its LID is 0: no subnet manager has configured it yet"
+            if lid == 0
+            else "it named no LID",
+        )
+    if why is not None:
+        for step in ("perfquery-x", "perfquery-E"):
+            chain.never_started(planned[step], why)
+        return chain.runs
+
+    planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
+    extended, _ = chain.run(planned["perfquery-x"], planned["perfquery-E"])
+    if not (
+        extended.succeeded and "SymbolErrorCounter" in parse_perfquery(_output(extended)).counters
+    ):
+        chain.run(planned["perfquery"])
+    return chain.runs
+
+
+def _output(run: CommandRun) -> str:
+    """What a run printed, as the parsers take it (the tools print errors on both streams)."""
+    return run.stdout + "\n" + run.stderr
+
+
+def _never_started(step: Step, target: str, why: str) -> CommandRun:
+    return CommandRun(argv=step.argv, role=roles.partner(step.step, target), skipped=why)
+
+
+class _Chain:
+    """The runs of one port's chain, in the order they were started."""
+
+    def __init__(self, runner, target: str) -> None:
+        self.runner = runner
+        self.target = target
+        self.runs: List[CommandRun] = []
+
+    def run(self, *wanted: Step) -> List[CommandRun]:
+        """Run ``wanted`` at once; their runs, in that order, recorded with their roles."""
+        by_key = self.runner.run_all([step.argv for step in wanted])
+        done = []
+        for step in wanted:
+            run = by_key[command_key(step.argv)]
+            done.append(run.model_copy(update={"role": roles.partner(step.step, self.target)}))
+        self.runs.extend(done)
+        return done
+
+    def never_started(self, step: Step, why: str) -> None:
+        self.runs.append(_never_started(step, self.target, why))
+
+    def failed(self, step: str, run: CommandRun) -> Optional[str]:
+        """Why the steps after ``step`` cannot run, when ``run`` did not succeed."""
+        failure = run.failure()
+        if failure is None:
+            return None
+        return f"needs {roles.partner(step, self.target)}, which did not succeed: {failure}"
+
+    def unusable(self, step: str, what: str) -> str:
+        return f"needs {roles.partner(step, self.target)}, which succeeded but {what}"
