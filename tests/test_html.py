@@ -282,13 +282,19 @@ def test_what_a_parser_could_not_read_is_in_the_raw_problems_table():
     from snapshots import builtin_registry, device, port, snapshot
 
     from ibdiag.facts.kernel_log import KernelLog
+    from ibdiag.facts.partner import Partner, PortInfo
     from ibdiag.facts.perfquery import PmaReading, PortPma
     from ibdiag.grade import grade
     from ibdiag.thresholds import Thresholds
 
     reading = PmaReading(role="perfquery-x mlx5_0:1", problems=["line 3: <odd> 'Lid x'"])
     dev = device("mlx5_0", ports=[port(1)])
-    ports = [dev.ports[0].model_copy(update={"perfquery": PortPma(counters=reading)})]
+    far = Partner(
+        roles=["partner-nodeinfo mlx5_0:1"],
+        port_info=PortInfo(role="partner-portinfo mlx5_0:1", problems=["LinkWidthActive: 3X?"]),
+    )
+    update = {"perfquery": PortPma(counters=reading), "partner": far}
+    ports = [dev.ports[0].model_copy(update=update)]
     log = KernelLog(role="kernel-log dmesg", problems=["log cut to its newest 1 MiB"])
     snap = snapshot([dev.model_copy(update={"ports": ports})]).model_copy(
         update={"kernel_log": log}
@@ -298,3 +304,4 @@ def test_what_a_parser_could_not_read_is_in_the_raw_problems_table():
                       r"<td>([^<]*)</td></tr>", page)  # fmt: skip
     assert ("node", "kernel-log dmesg", "log cut to its newest 1 MiB") in rows
     assert ("mlx5_0:1", "perfquery-x mlx5_0:1", "line 3: &lt;odd&gt; &#39;Lid x&#39;") in rows
+    assert ("mlx5_0:1", "partner-portinfo mlx5_0:1", "LinkWidthActive: 3X?") in rows

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import pytest
 import stubs as S
 from conftest import read_capture
 from snapshots import device, port
@@ -157,3 +158,12 @@ def test_a_saved_snapshot_round_trips_and_drops_its_stale_partner():
     again = Snapshot.model_validate_json(snap.model_dump_json())
     assert again.devices[0].ports[0].partner == port0.partner
     assert without_facts(snap)["devices"][0].ports[0].partner is None
+
+
+def test_a_partner_role_names_its_step_and_port():
+    assert roles.partner("portinfo0", "mlx5_3:1") == "partner-portinfo0 mlx5_3:1"
+    assert all(roles.partner(name, TARGET).startswith(roles.PARTNER_PREFIX)
+               for name in roles.PARTNER_STEPS)  # fmt: skip
+    assert not roles.partner("perfquery-x", TARGET).startswith("perfquery-")  # not the local's
+    with pytest.raises(ValueError, match="unknown partner step"):
+        roles.partner("portinfo 1", TARGET)

@@ -20,6 +20,7 @@ from ibdiag.bundle import open_bundle, replay, write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
+from ibdiag.sources import names
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
 
@@ -31,10 +32,12 @@ STANDARD = {
 
 def _tools(root) -> S.StubBin:
     stubs = S.StubBin(root)
+    stubs.add("smpquery", S.by_args(S.partner_smpquery()))  # run only when "partner" is needed
     stubs.add(
         "perfquery",
         S.by_args(
             {
+                **S.partner_perfquery(),  # the far end's LID and port (-t first)
                 "-x -C *": S.prints(S.fixture(*S.PERFQUERY_X_HEALTHY)),
                 "-E -C *": S.prints(S.fixture(*S.PERFQUERY_E)),
                 "-X -C *": S.prints_text(S.PERFQUERY_XMIT_SL),
@@ -57,12 +60,35 @@ def _tools(root) -> S.StubBin:
 
 @pytest.mark.parametrize("name", scenario_names())
 def test_replayed_bundle_is_the_live_snapshot_at_level_standard(name, tmp_path):
+    live = _replayed_equals_live(name, tmp_path, STANDARD)
+    assert not any(port.partner for dev in live.devices for port in dev.ports)
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_replayed_bundle_is_the_live_snapshot_with_the_far_end_of_each_cable(name, tmp_path):
+    """``partner`` needed (as a check declaring it makes it): the chains' runs - run, and never
+    started for a name no command may carry - are in the bundle and replay into the same
+    ``Port.partner`` of every ACTIVE InfiniBand port."""
+    live = _replayed_equals_live(name, tmp_path, STANDARD | {"partner"})
+    active = [(dev, port) for dev in live.devices for port in dev.ports
+              if port.state == 4 and port.is_infiniband]  # fmt: skip
+    for dev, port in active:
+        assert port.partner is not None, dev.target(port)
+        if names.device_name_problem(dev.name) is None:
+            assert port.partner.node_type == "Switch" and port.partner.lid == 1
+            assert port.partner.counters.counters["SymbolErrorCounter"] == 0
+            assert port.partner.port_info.speed_active == "HDR"
+    others = [port for dev in live.devices for port in dev.ports if port.state != 4]
+    assert all(port.partner is None for port in others)
+
+
+def _replayed_equals_live(name, tmp_path, needs):
     procfs = write_procfs(tmp_path / "proc")
     stubs = _tools(tmp_path / "stubs")
     recording = Recording()
     sysfs = os.path.join(SCENARIOS_DIR, name, "root", "sys")
     options = {"path": stubs.path, "timeout_s": 10.0, "deadline_s": 30.0}
-    live = collect(sysfs, procfs, STANDARD, options, recording=recording)
+    live = collect(sysfs, procfs, needs, options, recording=recording)
     assert live.commands and all(run.role for run in live.commands.values())
     report = grade(live, load_registry(), Thresholds(), "standard")
     path = write_bundle(live, report, recording, str(tmp_path / "out"), tarball=True)
@@ -71,6 +97,7 @@ def test_replayed_bundle_is_the_live_snapshot_at_level_standard(name, tmp_path):
         replayed = replay(opened)
     assert_same_snapshot(replayed, live)
     _assert_typed_fields_were_filled(live)
+    return live
 
 
 def _assert_typed_fields_were_filled(snap) -> None:

@@ -144,8 +144,10 @@ def _problems(report: Report) -> List[Tuple[str, str, str]]:
                     (target, f"{port.netdev.name}:{key}", why)
                     for key, why in port.netdev.problems.items()
                 ]
-                rows += _fact_problems(target, "ethtool", port.netdev.ethtool)
-            rows += _fact_problems(target, "perfquery", port.perfquery)
+                for name in fact_fields(type(port.netdev)):
+                    rows += _fact_problems(target, name, getattr(port.netdev, name))
+            for name in fact_fields(type(port)):
+                rows += _fact_problems(target, name, getattr(port, name))
     for name in fact_fields(type(snapshot)):
         rows += _fact_problems("node", name, getattr(snapshot, name))
     return rows

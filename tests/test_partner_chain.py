@@ -1,0 +1,290 @@
+"""The far end of each cable, collected through stub smpquery and perfquery
+(``ibdiag.sources.partner``).
+
+Each test builds a node (``sysfs_builder``: mlx5_0.. with one ACTIVE InfiniBand port each) and a
+stub directory as the only PATH; the stubs print the real tools' outputs against the ibsim
+simulator (tests/captures/ibsim-partner), hang, fail as the tools fail, or are absent. Then
+``collect`` runs with ``partner`` in ``needs``, as a check declaring it would make it: every
+step is recorded with its role, run or never started with the reason, within the deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, Optional
+
+import pytest
+import stubs as S
+from sysfs_builder import mlx5_node, write_node
+
+from ibdiag import roles
+from ibdiag.collect import collect
+from ibdiag.model import CommandRun, Snapshot
+from ibdiag.sources import partner as source
+
+SLACK = 3.0  # seconds beyond a deadline: threads, interpretation, a loaded CI machine
+
+
+class Node:
+    def __init__(self, tmp_path, count: int = 2, **hca: str) -> None:
+        self.hcas = mlx5_node(count, **hca)
+        self.sysfs = str(tmp_path / "sys")
+        write_node(self.sysfs, self.hcas)
+        self.procfs = S.write_procfs(tmp_path / "proc", boot_time=time.time() - 3600)
+        self.stubs = S.StubBin(tmp_path / "stubs")
+
+    def tools(self, prefix: str = "switch-hdr", smpquery: Optional[Dict[str, str]] = None) -> None:
+        """Stubs answering as the ``prefix`` captures do; ``smpquery``: cases that answer
+        otherwise (each replaces the case of the same pattern, in its place)."""
+        self.stubs.add("smpquery", S.by_args({**S.partner_smpquery(prefix), **(smpquery or {})}))
+        self.stubs.add("perfquery", S.by_args(S.partner_perfquery(prefix)))
+
+    def collect(self, needs=("sysfs", "partner"), timeout_s=10.0, deadline_s=25.0) -> Snapshot:
+        options = {"path": self.stubs.path, "timeout_s": timeout_s, "deadline_s": deadline_s}
+        return collect(self.sysfs, self.procfs, set(needs), options)
+
+
+def by_role(snap: Snapshot) -> Dict[str, CommandRun]:
+    return {run.role: run for run in snap.commands.values()}
+
+
+def test_every_step_of_a_switch_partner_runs_with_its_role_and_mad_timeout(tmp_path):
+    node = Node(tmp_path)
+    node.tools()
+    snap = node.collect(timeout_s=4.0)
+    runs = by_role(snap)
+    for target in ("mlx5_0:1", "mlx5_1:1"):
+        device = target.split(":")[0]
+        for step in roles.PARTNER_STEPS:
+            run = runs[roles.partner(step, target)]
+            assert run.succeeded, run
+            assert run.argv[1:7] == ["-C", device, "-P", "1", "-t", "500"], run.argv
+        assert runs[roles.partner("portinfo", target)].argv[-3:] == ["portinfo", "0,1", "1"]
+        assert runs[roles.partner("portinfo0", target)].argv[-3:] == ["portinfo", "0,1", "0"]
+        assert runs[roles.partner("local-portinfo", target)].argv[-3:] == ["portinfo", "0", "1"]
+        # the switch's LID (1, from its port 0) and the partner's port (1, its LocalPort)
+        assert runs[roles.partner("perfquery-x", target)].argv[-3:] == ["-x", "1", "1"]
+        assert runs[roles.partner("perfquery", target)].argv[-2:] == ["1", "1"]
+    assert len(snap.commands) == 2 * len(roles.PARTNER_STEPS)
+    found = snap.devices[0].ports[0].partner
+    assert (found.node_type, found.description, found.port, found.lid) == (
+        "Switch", "MF0;leaf07:MQM8700/U1", 1, 1)  # fmt: skip
+    assert found.counters.role == "partner-perfquery mlx5_0:1"  # ibsim's -x: data only
+    assert sorted(S.StubBin.calls(node.stubs)) == sorted(" ".join(r.argv) for r in runs.values())
+
+
+def test_plain_perfquery_is_not_run_when_x_has_the_error_counters(tmp_path):
+    node = Node(tmp_path, count=1)
+    node.tools()
+    real_x = S.fixture("perfquery", "infiniband_exporter-x-switch-edr-0x506b4b03005c2740.txt")
+    cases = {**S.partner_perfquery(), "-C * -P * -t * -x *": S.prints(real_x)}
+    node.stubs.add("perfquery", S.by_args(cases))
+    snap = node.collect()
+    assert roles.partner("perfquery", "mlx5_0:1") not in by_role(snap)
+    counters = snap.devices[0].ports[0].partner.counters
+    assert counters.role == "partner-perfquery-x mlx5_0:1"
+    assert counters.counters["PortXmitDiscards"] == 20046
+
+
+def test_a_back_to_back_ca_partner_has_no_port0_step(tmp_path):
+    node = Node(tmp_path, count=1)
+    node.tools("b2b-ca")
+    runs = by_role(node.collect())
+    assert roles.partner("portinfo0", "mlx5_0:1") not in runs
+    assert runs[roles.partner("perfquery-x", "mlx5_0:1")].argv[-3:] == ["-x", "7", "1"]
+
+
+def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_path):
+    """nodeinfo hangs (a MAD that never comes back and a tool that ignores -t): the runner kills
+    it at the command timeout; every later step is recorded never started, naming nodeinfo."""
+    node = Node(tmp_path, count=4)
+    mark = S.marker()
+    node.tools(smpquery={"* nodeinfo 0,1": S.hangs(mark)})
+    started = time.monotonic()
+    snap = node.collect(timeout_s=1.0, deadline_s=3.0)
+    assert time.monotonic() - started < 1.0 + SLACK  # the four ports waited at once
+    assert S.wait_no_strays(mark) == []
+    runs = by_role(snap)
+    for n in range(4):
+        target = f"mlx5_{n}:1"
+        assert runs[roles.partner("nodeinfo", target)].timed_out
+        assert runs[roles.partner("local-portinfo", target)].succeeded
+        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x", "perfquery-E"):
+            run = runs[roles.partner(step, target)]
+            assert run.rc is None and run.duration_s == 0.0, run
+            assert run.skipped.startswith(
+                f"needs partner-nodeinfo {target}, which did not succeed: smpquery timed out after"
+            ), run.skipped
+        assert roles.partner("perfquery", target) not in runs  # a fallback, never planned
+        assert runs[roles.partner("portinfo", target)].argv[-1] == source.LOCAL_PORT
+        assert runs[roles.partner("perfquery-x", target)].argv[-2:] == [
+            source.LID,
+            source.LOCAL_PORT,
+        ]
+    found = snap.devices[0].ports[0].partner
+    assert found.node_type is None and len(found.roles) == 7
+
+
+def test_the_chains_end_within_the_run_deadline(tmp_path):
+    """Every smpquery answers after 1 s, the run's deadline is 2 s: the second wave of each
+    chain is killed at the deadline and its perfquery steps never start, naming why."""
+    node = Node(tmp_path, count=3)
+    slow = {pattern: body.replace("cat ", "sleep 1; cat ", 1)
+            for pattern, body in S.partner_smpquery().items()}  # fmt: skip
+    node.tools(smpquery=slow)
+    started = time.monotonic()
+    snap = node.collect(timeout_s=5.0, deadline_s=2.0)
+    assert time.monotonic() - started < 2.0 + SLACK
+    runs = by_role(snap)
+    assert all(run.succeeded or run.timed_out or run.skipped for run in runs.values()), runs
+    for n in range(3):
+        x = runs[roles.partner("perfquery-x", f"mlx5_{n}:1")]
+        assert x.skipped and "smpquery timed out" in x.skipped, x
+    assert not [call for call in node.stubs.calls() if call.startswith("perfquery")]
+
+
+def test_tools_not_installed_are_recorded_as_such(tmp_path):
+    node = Node(tmp_path, count=1)  # no stub at all: the PATH has neither tool
+    runs = by_role(node.collect())
+    nodeinfo = runs[roles.partner("nodeinfo", "mlx5_0:1")]
+    assert nodeinfo.not_found
+    assert nodeinfo.failure() == "smpquery is not installed (not found on PATH)"
+    later = runs[roles.partner("perfquery-x", "mlx5_0:1")]
+    assert later.skipped.endswith("smpquery is not installed (not found on PATH)")
+
+
+def test_no_umad_access_is_the_tools_own_answer(tmp_path):
+    """Not root (or no ib_umad): the tool exits 255 saying it cannot open the port; that is the
+    reason recorded, judged from its result, never by looking at /dev/infiniband first."""
+    node = Node(tmp_path, count=1)
+    stdout = open(S.partner_capture("nodevice-nodeinfo.txt")).read().strip()
+    stderr = open(S.partner_capture("nodevice-nodeinfo.stderr")).read().strip()
+    node.stubs.add("smpquery", S.fails(stderr, 255, stdout=stdout))
+    runs = by_role(node.collect())
+    nodeinfo = runs[roles.partner("nodeinfo", "mlx5_0:1")]
+    assert nodeinfo.rc == 255 and "can't open UMAD port" in nodeinfo.stderr
+    why = runs[roles.partner("nodedesc", "mlx5_0:1")].skipped
+    assert why.startswith("needs partner-nodeinfo mlx5_0:1, which did not succeed: smpquery")
+    assert "exited 255" in why
+
+
+def test_no_subnet_manager_yet_leaves_the_counters_unread(tmp_path):
+    node = Node(tmp_path, count=1)
+    node.tools(smpquery={"* portinfo 0,1 0": S.prints(S.partner_capture("nosm-portinfo0.txt"))})
+    runs = by_role(node.collect())
+    why = runs[roles.partner("perfquery-x", "mlx5_0:1")].skipped
+    assert why == ("needs partner-portinfo0 mlx5_0:1, which succeeded but its LID is 0: no "
+                   "subnet manager has configured it yet")  # fmt: skip
+    assert runs[roles.partner("portinfo", "mlx5_0:1")].succeeded
+
+
+def test_an_unsafe_device_name_runs_nothing_and_says_why(tmp_path):
+    """A device name that could be taken for an option: its chain is recorded never started,
+    the other device's runs."""
+    hcas = mlx5_node(2)
+    hcas[0].name = "-mlx5_0"
+    write_node(str(tmp_path / "odd"), hcas)
+    node = Node(tmp_path, count=1)
+    node.sysfs = str(tmp_path / "odd")
+    node.tools()
+    runs = by_role(node.collect())
+    refused = [run for role, run in runs.items() if role.endswith(" -mlx5_0:1")]
+    assert {run.role for run in refused} == {
+        roles.partner(step, "-mlx5_0:1") for step in roles.PARTNER_STEPS if step != "perfquery"
+    }
+    assert all("not safe on a command line" in run.skipped for run in refused)
+    assert runs[roles.partner("perfquery", "mlx5_1:1")].succeeded
+    assert not [call for call in node.stubs.calls() if "-mlx5_0" in call]
+
+
+def test_inert_unless_a_check_needs_it(tmp_path):
+    """No ``partner`` in needs: not one smpquery, at any level, nor from ``ibdiag snapshot``."""
+    from test_replay_equals_collect import STANDARD
+
+    node = Node(tmp_path, count=1)
+    node.tools()
+    snap = node.collect(needs=STANDARD)
+    assert not any(run.role.startswith(roles.PARTNER_PREFIX) for run in snap.commands.values())
+    assert not [call for call in node.stubs.calls() if call.startswith("smpquery")]
+    assert snap.devices[0].ports[0].partner is None
+
+
+def test_the_snapshot_command_leaves_the_partner_out(tmp_path, run_cli, monkeypatch):
+    node = Node(tmp_path, count=1)
+    node.tools()
+    monkeypatch.setenv("PATH", node.stubs.path)
+    out = tmp_path / "snap.json"
+    argv = ["snapshot", "--sysfs", node.sysfs, "--procfs", node.procfs, "--level", "standard"]
+    assert run_cli(*argv, "-o", str(out)).exit_code == 0
+    assert "partner" not in Snapshot.model_validate_json(out.read_text()).sources
+    assert not [call for call in node.stubs.calls() if call.startswith("smpquery")]
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "expected"), [(10.0, 1000), (4.0, 500), (1.0, 125), (0.1, 50)]
+)
+def test_the_mad_timeout_is_well_inside_the_command_timeout(timeout_s, expected):
+    assert source.mad_timeout_ms(timeout_s) == expected
+
+
+def test_a_bundle_replays_a_chain_cut_short_into_the_same_snapshot(tmp_path):
+    """Runs that timed out and steps never started (their argv holding <LocalPort>/<LID>) go
+    into the bundle like any run and replay into the same Snapshot, ``Port.partner`` included."""
+    from test_bundle import assert_same_snapshot
+
+    from ibdiag.bundle import open_bundle, replay, write_bundle
+    from ibdiag.grade import grade
+    from ibdiag.registry import load_registry
+    from ibdiag.sources.sysfs import Recording
+    from ibdiag.thresholds import Thresholds
+
+    node = Node(tmp_path, count=2)
+    mark = S.marker()
+    node.stubs.add("smpquery", S.by_args({"-C mlx5_1 * nodeinfo 0,1": S.hangs(mark),
+                                          **S.partner_smpquery()}))  # fmt: skip
+    node.stubs.add("perfquery", S.by_args(S.partner_perfquery()))
+    recording = Recording()
+    options = {"path": node.stubs.path, "timeout_s": 1.0, "deadline_s": 10.0}
+    live = collect(node.sysfs, node.procfs, {"sysfs", "partner"}, options, recording=recording)
+    assert S.wait_no_strays(mark) == []
+    runs = by_role(live)
+    assert runs[roles.partner("nodeinfo", "mlx5_1:1")].timed_out
+    assert runs[roles.partner("perfquery-x", "mlx5_1:1")].skipped
+    assert runs[roles.partner("perfquery", "mlx5_0:1")].succeeded
+    report = grade(live, load_registry(), Thresholds(), "standard")
+    path = write_bundle(live, report, recording, str(tmp_path / "out"), tarball=True)
+    with open_bundle(path) as opened:
+        assert opened.problems == []
+        replayed = replay(opened)
+    assert_same_snapshot(replayed, live)
+    assert replayed.devices[0].ports[0].partner.counters.counters["SymbolErrorCounter"] == 0
+    assert replayed.devices[1].ports[0].partner.node_type is None
+
+
+def test_the_real_smpquery_without_a_device_fails_in_its_own_words(tmp_path):
+    """Not a stub: Debian's smpquery (infiniband-diags, as .ci/run installs it) on HCAs no
+    machine has. It exits 255 saying it cannot open the port; the chain records that and never
+    starts the rest, naming the step - what a node without the umad device or the right to open
+    it sees too."""
+    from test_real_tools import DEVICES, TOOLS_PATH, require_real_tools
+
+    require_real_tools()
+    hcas = mlx5_node(2)
+    for hca, name in zip(hcas, DEVICES):
+        hca.name = name
+    write_node(str(tmp_path / "sys"), hcas)
+    procfs = S.write_procfs(tmp_path / "proc", boot_time=time.time() - 3600)
+    options = {"path": TOOLS_PATH, "timeout_s": 10.0, "deadline_s": 30.0}
+    snap = collect(str(tmp_path / "sys"), procfs, {"sysfs", "partner"}, options)
+    runs = by_role(snap)
+    for name in DEVICES:
+        target = f"{name}:1"
+        nodeinfo = runs[roles.partner("nodeinfo", target)]
+        assert nodeinfo.rc == 255, nodeinfo
+        assert f"Failed to open '{name}' port '1'" in nodeinfo.stdout + nodeinfo.stderr
+        assert runs[roles.partner("local-portinfo", target)].rc == 255
+        why = runs[roles.partner("perfquery-x", target)].skipped
+        assert why.startswith(f"needs partner-nodeinfo {target}, which did not succeed: "
+                              "smpquery exited 255: "), why  # fmt: skip
+        found = snap.device(name).ports[0].partner
+        assert found is not None and found.node_type is None and found.counters is None
