@@ -154,6 +154,14 @@ class Run:
 
     @property
     def commands(self) -> Dict[str, dict]:
+        """The runs of the node's own tools. The far end's chain (roles ``partner-*``: smpquery,
+        perfquery on the switch's LID) runs beside them and is tested on its own
+        (tests/test_partner_chain.py, tests/test_partner_fabric.py)."""
+        return {key: run for key, run in self.all_commands.items()
+                if not str(run.get("role") or "").startswith("partner-")}  # fmt: skip
+
+    @property
+    def all_commands(self) -> Dict[str, dict]:
         return self.report["snapshot"]["commands"]
 
     def of(self, check_id: str, target: Optional[str] = None) -> List[dict]:
