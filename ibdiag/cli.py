@@ -558,14 +558,10 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
     """Save this node's state (counters included) as JSON, for a later --baseline."""
     from ibdiag.collect import collect
     from ibdiag.registry import LEVELS
-    from ibdiag.sources import ON_REQUEST_SOURCES, SOURCE_LEVELS
+    from ibdiag.sources import SOURCE_LEVELS
 
     upto = LEVELS.index(level)
-    needs = {
-        source
-        for source, at in SOURCE_LEVELS.items()
-        if LEVELS.index(at) <= upto and source not in ON_REQUEST_SOURCES
-    }
+    needs = {source for source, at in SOURCE_LEVELS.items() if LEVELS.index(at) <= upto}
     snapshot = collect(
         sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
     )

@@ -209,15 +209,20 @@ def test_inert_unless_a_check_needs_it(tmp_path):
     assert snap.devices[0].ports[0].partner is None
 
 
-def test_the_snapshot_command_leaves_the_partner_out(tmp_path, run_cli, monkeypatch):
+def test_the_snapshot_command_reads_the_far_end_for_a_later_baseline(
+    tmp_path, run_cli, monkeypatch
+):
+    """``ibdiag snapshot --level standard`` saves the partner counters too: the baseline
+    ``counters.partner`` grades the far end's change against (a prolog's snapshot, then
+    ``check --baseline`` in the epilog)."""
     node = Node(tmp_path, count=1)
     node.tools()
     monkeypatch.setenv("PATH", node.stubs.path)
     out = tmp_path / "snap.json"
     argv = ["snapshot", "--sysfs", node.sysfs, "--procfs", node.procfs, "--level", "standard"]
     assert run_cli(*argv, "-o", str(out)).exit_code == 0
-    assert "partner" not in Snapshot.model_validate_json(out.read_text()).sources
-    assert not [call for call in node.stubs.calls() if call.startswith("smpquery")]
+    assert "partner" in Snapshot.model_validate_json(out.read_text()).sources
+    assert [call for call in node.stubs.calls() if call.startswith("smpquery")]
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,7 @@ SOURCE_LEVELS = {
     # ... and the node around the HCAs, from files: NVIDIA GPUs, loaded kernel modules
     "topology": "standard",
     "gpu_topology": "standard",  # nvidia-smi topo -m
-    # ... and the far end of each cable (smpquery/perfquery over the direct route 0,1), only
-    # for a check that declares it (ON_REQUEST_SOURCES)
+    # ... and the far end of each cable (smpquery/perfquery over the direct route 0,1)
     "partner": "standard",
     # level full: tests that move traffic, after the read-only commands; and NCCL Inspector
     "perftest": "full",
@@ -27,7 +26,4 @@ SOURCE_LEVELS = {
 COMMAND_SOURCES = frozenset(
     {"perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology", "partner"}
 )
-# Collected only for a selected check that declares it in ``needs``, never just because its
-# level is reached: ``ibdiag snapshot --level standard`` leaves these out.
-ON_REQUEST_SOURCES = frozenset({"partner"})
 ACTIVE_SOURCES = frozenset({"perftest", "nccl_tests"})
