@@ -79,6 +79,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
 
+from process_groups import terminate_group
+
 __all__ = [
     "SHIMMED_TOOLS",
     "Cable",
@@ -767,20 +769,7 @@ def parse_dotted(text: str) -> Dict[str, str]:
 
 
 def _terminate_group(process: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 3.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            process.wait(timeout=grace)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    try:  # the leader is gone; kill whatever else is left in its group
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    terminate_group(process, grace=3.0)
 
 
 # POSIX sh: rebuilds argv with the device rewritten (the "set -- ... shift" rotation keeps every

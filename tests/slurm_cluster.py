@@ -33,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar, Union
 
+from process_groups import terminate_group
+
 __all__ = ["SlurmCluster", "SlurmClusterError", "parse_scontrol_record", "write_script"]
 
 T = TypeVar("T")
@@ -592,21 +594,7 @@ class SlurmCluster:
 
     @staticmethod
     def _terminate_group(process: subprocess.Popen) -> None:
-        for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                process.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        # The leader is gone; kill whatever else is left in its group.
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        terminate_group(process, grace=5.0)
 
     def _kill_marked_processes(self) -> None:
         """SIGKILL processes whose environment carries this cluster's marker (slurmstepd
