@@ -305,3 +305,49 @@ def test_what_a_parser_could_not_read_is_in_the_raw_problems_table():
     assert ("node", "kernel-log dmesg", "log cut to its newest 1 MiB") in rows
     assert ("mlx5_0:1", "perfquery-x mlx5_0:1", "line 3: &lt;odd&gt; &#39;Lid x&#39;") in rows
     assert ("mlx5_0:1", "partner-portinfo mlx5_0:1", "LinkWidthActive: 3X?") in rows
+
+
+def _far_end_cells(page: str) -> List[str]:
+    return re.findall(r'<div class="cell (s-[a-z]+) far-end">(.*?)</div>', page, re.S)
+
+
+def test_the_matrix_shows_each_ports_far_end_coloured_by_the_cable_checks():
+    """The "Far end" column: the switch port each port's cable lands on (named as the partner
+    checks name it), its state, width and speed, GUID and description (escaped), coloured by
+    the worst result naming the cable by both ends; a far end that could not be read says
+    why; a port whose far end was not collected says "not read"."""
+    from snapshots import builtin_registry, device, port, replaced, snapshot
+    from test_checks_partner import partner, port_info, with_runs
+
+    from ibdiag.grade import grade
+    from ibdiag.model import CommandRun
+    from ibdiag.thresholds import Thresholds
+
+    qdr = "40 Gb/sec (4X QDR)"
+    snap = snapshot([device(f"mlx5_{i}", ports=[port(1, rate_text=qdr)]) for i in range(4)])
+    snap = replaced(snap, "mlx5_0:1", partner=partner())
+    slow = partner(port=22, port_info=port_info(port=22, speed_active="SDR"),
+                   description="MF0;leaf07:<b>MQM9700</b>/U1")  # fmt: skip
+    snap = replaced(snap, "mlx5_1:1", partner=slow)
+    unknown = partner(node_guid=None, description=None, port=None, port_info=None, counters=None)
+    snap = replaced(snap, "mlx5_2:1", partner=unknown)
+    failed = CommandRun(
+        argv=["smpquery", "-C", "mlx5_2", "-P", "1", "-D", "nodeinfo", "0,1"],
+        role="partner-nodeinfo mlx5_2:1",
+        rc=1,
+        stderr="ibwarn: _do_madrpc failed; dport (DR path slid 0)",
+    )
+    snap = with_runs(snap, failed)
+    page = html.render(grade(snap, builtin_registry(), Thresholds(), "standard"))
+
+    assert "<th>Far end</th>" in page
+    cells = _far_end_cells(page)
+    assert len(cells) == 3, cells  # mlx5_3: partner not collected
+    (ok_class, ok), (slow_class, slowed), (unread_class, unread) = cells
+    assert ok_class == "s-pass" and "<code>leaf07/21</code>" in ok
+    assert "Switch" in ok and "Active / LinkUp" in ok and "4X QDR" in ok
+    assert "GUID <code>0x0002c90300a1b2c3</code> LID 5" in ok
+    assert slow_class == "s-fail" and "<code>leaf07/22</code>" in slowed and "4X SDR" in slowed
+    assert "MF0;leaf07:&lt;b&gt;MQM9700&lt;/b&gt;/U1" in slowed and "<b>MQM9700" not in page
+    assert unread_class == "s-skip" and "mad-timeout" in unread
+    assert re.search(r'<div class="cell s-none"><b>1</b> <span class="hint">not read</span>', page)

@@ -9,7 +9,7 @@ meanings, the warning-signs guidance) to explain what is shown, never to grade i
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
@@ -65,19 +65,62 @@ def _worst(results: List[Result]) -> str:
     return max((r.status for r in results), key=_SEVERITY.index).value
 
 
+CABLE = "<->"  # how results name a cable by both ends: mlx5_3:1<->leaf07/21 (checks/partner.py)
+
+
 def port_matrix(report: Report) -> List[Dict[str, object]]:
-    """One row per HCA: its own worst status and each port's, for the colour of each cell."""
+    """One row per HCA: its own worst status and each port's, for the colour of each cell, and
+    each port's far end (``far_end``)."""
     by_target: Dict[str, List[Result]] = {}
+    by_local_end: Dict[str, List[Result]] = {}
     for result in report.results:
         by_target.setdefault(result.target, []).append(result)
+        if CABLE in result.target:
+            by_local_end.setdefault(result.target.split(CABLE, 1)[0], []).append(result)
     rows = []
     for dev in report.snapshot.devices:
-        ports = [
-            {"port": port, "status": _worst(by_target.get(dev.target(port), []))}
-            for port in dev.ports
-        ]
+        ports = []
+        for port in dev.ports:
+            local = by_target.get(dev.target(port), [])
+            cable = by_local_end.get(dev.target(port), [])
+            ports.append(
+                {
+                    "port": port,
+                    "status": _worst(local),
+                    "far_end": far_end(port, cable, local),
+                }
+            )
         rows.append({"device": dev, "status": _worst(by_target.get(dev.name, [])), "ports": ports})
     return rows
+
+
+def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str, object]]:
+    """What the page shows of the far end of ``port``'s cable; None when it was not read for
+    this report (level quick, a port not ACTIVE, an older bundle).
+
+    ``name``: the cable's far end as the partner checks name it (``leaf07/21``, from their
+    results' targets), else the partner's description; ``status``: the worst of the results
+    naming the cable by both ends; ``unread``: why the far end could not be read (the partner
+    checks' skip on our own port: ``no-access``, ``mad-timeout``, ...), else None.
+    """
+    partner = port.partner
+    if partner is None:
+        return None
+    name = cable[0].target.split(CABLE, 1)[1] if cable else None
+    if name is None and partner.description is not None:
+        name = f"{partner.description}/{partner.port if partner.port is not None else '?'}"
+    unread = [r for r in local if r.check_id in PARTNER_CHECKS and r.status == Status.SKIP]
+    info = partner.port_info
+    return {
+        "name": name,
+        "partner": partner,
+        "status": _worst(cable) if cable else _worst(unread),
+        "link": info,
+        "unread": (f"{unread[0].observed}: {unread[0].message}" if unread else None),
+    }
+
+
+PARTNER_CHECKS = ("link.partner", "counters.partner")
 
 
 def _counter_rows(values: Dict[str, int], directory: str) -> List[Dict[str, object]]:
