@@ -14,7 +14,7 @@ from typing import AbstractSet, Any, Callable, Dict, Optional
 
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Problems, Snapshot, command_key
-from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, procfs, sysfs, topology
+from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, drivers, procfs, sysfs, topology
 from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.thresholds import Thresholds
 
@@ -118,13 +118,16 @@ def read_node(
     problems: Problems = {}
     procfs_root = proc_reader.root
     host, boot_id = procfs.read_identity(procfs_root, problems, proc_reader)
+    kernel_release = procfs.read_kernel_release(procfs_root, problems, proc_reader)
     boot_time = None
     if "kernel_log" in needs:
         boot_time = procfs.read_boot_time(procfs_root, problems, proc_reader)
     devices = []
+    driver_versions = None
     if "sysfs" in needs:
         devices, sysfs_problems = sysfs.read_devices(sys_reader)
         problems.update(sysfs_problems)
+        driver_versions = drivers.read_driver_versions(sys_reader, problems)
     gpus = modules = None
     if "topology" in needs:
         gpus = topology.read_nvidia_gpus(sys_reader, problems)
@@ -133,6 +136,8 @@ def read_node(
         "host": host,
         "boot_id": boot_id,
         "boot_time": boot_time,
+        "kernel_release": kernel_release,
+        "driver_versions": driver_versions,
         "devices": devices,
         "gpus": gpus,
         "kernel_modules": modules,

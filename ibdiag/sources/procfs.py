@@ -35,6 +35,26 @@ def read_identity(
     return (shown(host.strip()) if host else None), (boot_id.strip() if boot_id else None)
 
 
+def read_kernel_release(
+    procfs_root: str, problems: Problems, reader: Optional[SysfsReader] = None
+) -> Optional[str]:
+    """The running kernel's release (``uname -r``, /proc/sys/kernel/osrelease): the fleet's
+    drift view names a node left on another kernel. None when it was not recorded (a bundle
+    from before this was read); a file there that cannot be read is a problem."""
+    reader = reader or SysfsReader(procfs_root)
+    rel = "sys/kernel/osrelease"
+    if not reader.exists(rel):
+        return None
+    text, problem = reader.read_text(rel)
+    if problem is not None:
+        problems[f"procfs:{rel}"] = problem
+        return None
+    return shown(text.strip()[:KERNEL_RELEASE_MAX]) if text and text.strip() else None
+
+
+KERNEL_RELEASE_MAX = 128
+
+
 def read_boot_time(
     procfs_root: str, problems: Problems, reader: Optional[SysfsReader] = None
 ) -> Optional[datetime]:
