@@ -13,6 +13,7 @@ import io
 from typing import Dict, List, Optional, Tuple
 
 from ibdiag import __version__
+from ibdiag.counter_increases import counter_increases
 from ibdiag.model import Report, Result, Snapshot, Status, Verdict
 from ibdiag.registry import CheckSpec, Registry, failure_of
 from ibdiag.sources.sysfs import INFINIBAND_CLASS
@@ -130,4 +131,5 @@ def grade(
         thresholds=thresholds,
         snapshot=snapshot,
         check_output=printed,
+        counter_increases=counter_increases(snapshot, baseline),
     )

@@ -257,6 +257,9 @@ class Snapshot(_Model):
     devices: List[Device] = Field(default_factory=list)
     gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)
     kernel_modules: Optional[List[str]] = None  # loaded modules (None: not collected)
+    kernel_release: Optional[str] = None  # uname -r (None: not recorded, e.g. an older bundle)
+    # Driver module -> version or "srcversion:<hash>" (ibdiag.sources.drivers); None: not read
+    driver_versions: Optional[Dict[str, str]] = None
     # Every run as recorded, by command_key(argv); found by role with ``run(role)``.
     commands: Dict[str, CommandRun] = Field(default_factory=dict)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
@@ -326,6 +329,17 @@ class Verdict(str, enum.Enum):
 _EXIT_CODES = {Verdict.OK: 0, Verdict.WARNING: 1, Verdict.CRITICAL: 2, Verdict.UNKNOWN: 3}
 
 
+class CounterIncreases(_Model):
+    """Error counters that went up since the baseline a Report was graded against
+    (``ibdiag.counter_increases``): target -> counter -> increase. ``hours``: the interval
+    (None when the baseline is not older); ``rebooted``: the node rebooted in between (the
+    increases then count from zero)."""
+
+    hours: Optional[float] = None
+    rebooted: bool = False
+    targets: Dict[str, Dict[str, int]] = Field(default_factory=dict)
+
+
 class Report(_Model):
     """A graded Snapshot: the only thing renderers see."""
 
@@ -342,6 +356,8 @@ class Report(_Model):
     # A bundle graded although these of its files differ from its manifest's sha256
     # (`--accept-altered`): the results may rest on edited data. Empty for a live run.
     altered_files: List[str] = Field(default_factory=list)
+    # Graded against a baseline: which error counters increased (None: no baseline).
+    counter_increases: Optional[CounterIncreases] = None
 
     def counts(self) -> Dict[str, int]:
         counts = {status.value: 0 for status in Status}

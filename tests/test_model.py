@@ -383,6 +383,7 @@ def test_report_json_schema():
         "check_output",
         "snapshot",
         "altered_files",
+        "counter_increases",
     }
     assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION
     assert set(schema["required"]) >= {"tool_version", "verdict", "results", "snapshot"}

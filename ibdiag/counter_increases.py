@@ -1,0 +1,46 @@
+"""Which error counters increased since the baseline, per target: the numbers behind the
+counter checks' verdicts, kept on the Report so that ``ibdiag fleet report`` can compare the
+nodes' error rates (a node whose symbol errors climb ten times faster than its peers') without
+the baselines themselves.
+
+Only counters the catalogue files as ``error`` (``ibdiag explain``) and only those that went
+up are listed: a node whose listing is empty had none increase over ``hours``. Deltas follow
+``ibdiag.deltas`` (never negative; a counter that restarted counts from zero). Pure functions.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from ibdiag.catalogue import lookup
+from ibdiag.deltas import compare
+from ibdiag.model import CounterIncreases, Snapshot
+
+
+def counter_increases(
+    snapshot: Snapshot, baseline: Optional[Snapshot]
+) -> Optional[CounterIncreases]:
+    """The increases since ``baseline`` (None without one, or when it is from another host)."""
+    if baseline is None:
+        return None
+    comparison = compare(snapshot, baseline)
+    if comparison.other_host:
+        return None
+    targets: Dict[str, Dict[str, int]] = {}
+
+    def add(target: str, directory: str, now: Dict[str, int], then: Optional[Dict[str, int]]):
+        if then is None:
+            return
+        for change in comparison.changes(now, then):
+            if change.delta and lookup(change.name, directory).category == "error":
+                targets.setdefault(target, {})[change.name] = change.delta
+
+    for dev in snapshot.devices:
+        previous = comparison.previous_device(dev)
+        add(dev.name, "hw_counters", dev.hw_counters, previous.hw_counters if previous else None)
+        for port in dev.ports:
+            then = comparison.previous_port(dev, port)
+            target = dev.target(port)
+            add(target, "counters", port.counters, then.counters if then else None)
+            add(target, "hw_counters", port.hw_counters, then.hw_counters if then else None)
+    return CounterIncreases(hours=comparison.hours, rebooted=comparison.rebooted, targets=targets)
