@@ -707,6 +707,16 @@ def _add_slurm_commands() -> None:
 _add_slurm_commands()
 
 
+def _add_fleet_commands() -> None:
+    """`ibdiag fleet ...` (ibdiag.fleet): click only until a fleet command runs."""
+    from ibdiag.fleet.commands import fleet_group
+
+    cli.add_command(fleet_group)
+
+
+_add_fleet_commands()
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 

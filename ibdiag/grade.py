@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ibdiag import __version__
 from ibdiag.counter_increases import counter_increases
@@ -97,8 +97,13 @@ def drain_reason(report: Report) -> str:
     number - else the result's subject (the counter). Printers make it inert
     (``ibdiag.render.text.reason_line``).
     """
+    return reason_of(report.results)
+
+
+def reason_of(results: Sequence[Result]) -> str:
+    """``drain_reason`` of these results (in the order their checks ran)."""
     for status in (Status.FAIL, Status.ERROR, Status.WARN):
-        hits = [result for result in report.results if result.status == status]
+        hits = [result for result in results if result.status == status]
         if hits:
             first = hits[0]
             word = first.observed if isinstance(first.observed, str) else first.subject

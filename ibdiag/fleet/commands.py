@@ -1,0 +1,21 @@
+"""``ibdiag fleet run|report``: the fleet's commands (``ibdiag.fleet``).
+
+Only click is imported here; each command imports what it needs when it runs, so ``ibdiag
+check`` on a prolog's path pays nothing for the fleet.
+"""
+
+import click
+
+from ibdiag.fleet.report_cli import report_command
+from ibdiag.fleet.run_cli import run_command
+
+
+@click.group("fleet")
+def fleet_group() -> None:
+    """Many nodes at once: run ibdiag across the cluster through its scheduler (fleet run),
+    and answer across their reports which nodes are sick and why, which are slower than their
+    peers, what drifted, and which switch the failing nodes share (fleet report)."""
+
+
+fleet_group.add_command(run_command)
+fleet_group.add_command(report_command)

@@ -1,0 +1,159 @@
+"""``FleetReport``: what ``ibdiag fleet report`` answers about many nodes (JSON, with a schema:
+``ibdiag schema fleet``), and ``FleetSettings``: the knobs it was computed with.
+
+Host lists are written as Slurm writes them, compressed (``gpu[001-004,017]``,
+``ibdiag.hostlist.compress``), so a group of 500 nodes is one line an admin can paste into
+``scontrol``. Every list of nodes also has its count.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Dict, List, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FLEET_SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FleetSettings(_Frozen):
+    """How the fleet is judged. The defaults, and why:
+
+    - ``outlier_mad_factor`` 3.0: a node is an outlier only when it is more than 3 robust
+      standard deviations (1.4826 x the median absolute deviation) from its rail's median - the
+      usual robust cut, which a fleet of healthy nodes with normal jitter does not cross ...
+    - ``outlier_margin`` 0.10: ... *and* more than 10% from the median: a difference an admin
+      would act on (a 400 Gb/s rail at 360 is a cable or a PCIe problem; at 396 it is noise,
+      however tight the fleet).
+    - ``outlier_min_nodes`` 5: fewer peers than this on a rail say nothing about it.
+    - ``rate_floor_per_hour`` 1.0: an error-counter rate is an outlier only above this many
+      increases per hour (and above the rail's median by the two cuts above), so a fleet of
+      zeros flags nobody and one stray error does not make a node stand out.
+    - ``switch_min_nodes`` 3 and ``switch_min_share`` 0.5: a switch is the suspect when at
+      least 3 nodes fail on ports of it, or at least half of the nodes cabled to it (and at
+      least 2) do: three independent node faults on one leaf in one run are far less likely
+      than one switch (or its power, firmware or uplink) fault; the nodes move from "drain" to
+      "switch-suspect" so the ticket goes to the switch, not to 18 nodes.
+    """
+
+    outlier_mad_factor: float = Field(default=3.0, gt=0)
+    outlier_margin: float = Field(default=0.10, ge=0, lt=1)
+    outlier_min_nodes: int = Field(default=5, ge=3)
+    rate_floor_per_hour: float = Field(default=1.0, ge=0)
+    switch_min_nodes: int = Field(default=3, ge=1)
+    switch_min_share: float = Field(default=0.5, gt=0, le=1)
+
+
+class NodeGroup(_Frozen):
+    """Nodes that share one thing (a drain reason, a verdict): ``nodes`` compressed."""
+
+    reason: str
+    nodes: str
+    count: int
+
+
+class Outlier(_Frozen):
+    """A node whose ``metric`` on ``rail`` stands out from the rail's peers although it may
+    pass its own floor: ``value`` against ``median`` (over ``peers`` nodes), ``gap`` the
+    relative difference ((value - median) / median; -0.2 = 20% below)."""
+
+    host: str
+    metric: str  # ibdiag.fleet.node metric names: ib_write_bw_gbps, error_rate:symbol_error, ...
+    rail: Optional[int] = None  # None: a node-wide metric
+    value: float
+    median: float
+    mad: float
+    gap: float
+    peers: int
+    direction: str  # "low" (bandwidth) or "high" (error rates)
+
+
+class DriftValue(_Frozen):
+    value: str  # "(unknown)" when the node did not say
+    nodes: str
+    count: int
+
+
+class Drift(_Frozen):
+    """An attribute whose value is not the same on every node: the majority, and the others."""
+
+    attribute: str  # fw_ver, board_id, hca_type, kernel_release, driver:mlx5_core
+    rail: Optional[int] = None  # per-HCA attributes: the rail; None: node-wide
+    majority: str
+    majority_count: int
+    others: List[DriftValue]
+
+
+class SwitchPort(_Frozen):
+    """One failing or outlying port of a switch: its port number, and the node end."""
+
+    peer_port: Optional[int] = None
+    host: str
+    target: str  # the node's port: mlx5_3:1
+    checks: List[str]  # failing check ids (link.partner, counters.partner, link.state, ...)
+
+
+class SuspectSwitch(_Frozen):
+    """A switch whose ports fail on several nodes: open one ticket for it."""
+
+    peer_guid: Optional[str] = None
+    peer_name: str
+    failing_ports: List[SwitchPort]
+    failing_nodes: str  # compressed
+    failing_node_count: int
+    attached_node_count: int  # nodes with at least one port cabled to it
+    suspect: bool  # over the settings' k / share: its nodes are switch-suspect, not drained
+
+
+class RailMisplacement(_Frozen):
+    """HCA ``rail`` of ``host`` lands on a switch outside the group its rail's peers land on:
+    a cable in the wrong port (NCCL's rail-aligned traffic then crosses the spine)."""
+
+    host: str
+    rail: int
+    target: str
+    peer_name: str
+    expected: List[str]  # the switches rail ``rail`` of the other nodes lands on
+
+
+class ReadProblem(_Frozen):
+    """An input that gave no node: ``source`` and the one-line reason."""
+
+    source: str
+    reason: str
+
+
+class FleetReport(_Frozen):
+    """The fleet's answer. ``verdict``/``exit_code`` as ``ibdiag check``'s, for the fleet:
+    CRITICAL when a node is CRITICAL or an expected node is missing; WARNING when a node warns
+    or is UNKNOWN, or outliers, drift, misplaced rails or unreadable inputs were found; OK
+    otherwise; UNKNOWN when no node could be read."""
+
+    schema_version: int = FLEET_SCHEMA_VERSION
+    tool_version: str
+    generated_at: datetime
+    settings: FleetSettings
+    verdict: str
+    verdict_reason: str
+    nodes_read: int
+    counts: Dict[str, int]  # OK WARNING CRITICAL UNKNOWN MISSING -> nodes
+    drain: List[NodeGroup] = Field(default_factory=list)  # CRITICAL nodes by drain reason
+    switch_suspect: List[NodeGroup] = Field(default_factory=list)  # theirs, on suspect switches
+    warnings: List[NodeGroup] = Field(default_factory=list)  # WARNING nodes by reason
+    unknown: List[NodeGroup] = Field(default_factory=list)  # UNKNOWN nodes by verdict reason
+    missing: Optional[NodeGroup] = None  # expected (--expect-nodes) but no report
+    outliers: List[Outlier] = Field(default_factory=list)
+    drift: List[Drift] = Field(default_factory=list)
+    switches: List[SuspectSwitch] = Field(default_factory=list)
+    rail_misplacements: List[RailMisplacement] = Field(default_factory=list)
+    read_problems: List[ReadProblem] = Field(default_factory=list)
+    # Hosts with more than one report: the newest (collected_at) was used.
+    duplicates: List[NodeGroup] = Field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return {"OK": 0, "WARNING": 1, "CRITICAL": 2}.get(self.verdict, 3)

@@ -1,0 +1,369 @@
+"""One node as the fleet sees it: ``NodeSummary``, extracted from that node's Report JSON.
+
+The fleet compares nodes; it does not re-grade them. What it needs of a Report is small: the
+verdict and the drain reason (grouped across nodes), what failed where, the inventory (drift:
+firmware, board, model, driver, kernel), per-rail metrics (outliers: bandwidth, error rates)
+and each port's far end (switch blame, rail conformance). ``summarize`` reads exactly that from
+the parsed JSON, tolerating fields an older or newer ibdiag did not write (they are then
+unknown, never guessed), without validating the whole Report model: a fleet of 10,000 level-
+standard reports is read in about a minute on two cores, and memory holds summaries only.
+
+A *rail* is an HCA's index among the node's InfiniBand HCAs in natural name order (``mlx5_0``
+is rail 0, ``mlx5_10`` comes after ``mlx5_9``): on a GPU node HCA k of every node is cabled to
+the same group of leaf switches, so rail k is what HCA k is compared with across the fleet.
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from pydantic import BaseModel, ConfigDict
+
+from ibdiag.grade import reason_of
+from ibdiag.sources.sysfs import natural_key
+
+ATTENTION = ("fail", "error", "warn")
+_SEVERITY = ("none", "skip", "pass", "warn", "error", "fail")
+CABLE = "<->"  # results name a cable by both ends: mlx5_3:1<->leaf07/21
+VERDICTS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+MIN_RATE_WINDOW_HOURS = 1.0  # as ibdiag.deltas: a rate over a shorter interval is per one hour
+
+# Metric names (``Metric.name``) and their units.
+IB_WRITE_BW = "ib_write_bw_gbps"  # level full's loopback, Gb/s, per rail
+NCCL_TESTS_BUSBW = "nccl_tests_busbw_gbytes"  # nccl-tests busbw at the largest size, GB/s
+INSPECTOR_BUSBW = "inspector_busbw_gbps"  # NCCL Inspector collectives' median busbw, Gb/s
+ERROR_RATE_PREFIX = "error_rate:"  # + counter name: increases per hour since the baseline
+
+
+class NotAReport(ValueError):
+    """The JSON is not an ibdiag Report (a foreign file, or one cut short)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FarEnd(_Frozen):
+    """The far end of one port's cable as the node read it (``Port.partner``)."""
+
+    peer_guid: Optional[str] = None  # the switch's (or other HCA's) node GUID
+    peer_name: Optional[str] = None  # its short name as the partner checks name it: leaf07
+    peer_port: Optional[int] = None
+    peer_type: Optional[str] = None  # "Switch", "Channel Adapter"
+    peer_description: Optional[str] = None
+
+
+class PortSummary(_Frozen):
+    """One port: where it is (device, rail), how it is, and what failed on it or its cable."""
+
+    target: str  # mlx5_0:1
+    device: str
+    number: int
+    rail: Optional[int] = None  # None: not an InfiniBand HCA's port
+    state: Optional[str] = None  # ACTIVE, DOWN, ...
+    rate_gbps: Optional[float] = None
+    status: str = "none"  # the worst result on the port itself (none: no result)
+    cable_status: str = "none"  # the worst result naming its cable by both ends
+    failing_checks: List[str] = []  # check ids that failed/erred/warned on it or its cable
+    far_end: Optional[FarEnd] = None
+
+
+class HcaSummary(_Frozen):
+    name: str
+    rail: int
+    hca_type: Optional[str] = None
+    board_id: Optional[str] = None
+    fw_ver: Optional[str] = None
+    node_guid: Optional[str] = None
+
+
+class Metric(_Frozen):
+    """One number the fleet compares across nodes: ``rail`` None for a node-wide metric."""
+
+    name: str
+    rail: Optional[int] = None
+    value: float
+
+
+class NodeSummary(_Frozen):
+    """What one node's Report says that the fleet compares."""
+
+    host: str
+    source: str  # the file (or bundle) it was read from
+    level: str
+    tool_version: str
+    schema_version: int
+    collected_at: Optional[datetime] = None
+    verdict: str  # OK WARNING CRITICAL UNKNOWN
+    verdict_reason: str = ""
+    drain_reason: str = ""  # grade.drain_reason of the node's results: "" when nothing is wrong
+    hcas: List[HcaSummary] = []
+    ports: List[PortSummary] = []
+    kernel_release: Optional[str] = None
+    driver_versions: Dict[str, str] = {}
+    metrics: List[Metric] = []
+    # Hours since the baseline the node was graded against; None: no baseline, so its error
+    # rates are unknown (not zero).
+    rate_window_hours: Optional[float] = None
+
+    def metric(self, name: str, rail: Optional[int] = None) -> Optional[float]:
+        return next((m.value for m in self.metrics if m.name == name and m.rail == rail), None)
+
+
+def summarize(report: Any, source: str) -> NodeSummary:
+    """The NodeSummary of one parsed Report JSON; ``NotAReport`` (one line) when it is not one."""
+    if not isinstance(report, dict):
+        raise NotAReport(f"not an ibdiag report (a JSON {type(report).__name__})")
+    snapshot = report.get("snapshot")
+    verdict = report.get("verdict")
+    results = report.get("results")
+    if not isinstance(snapshot, dict) or verdict not in VERDICTS or not isinstance(results, list):
+        raise NotAReport("not an ibdiag report (no verdict, results and snapshot)")
+    host = snapshot.get("host")
+    if not isinstance(host, str) or not host:
+        raise NotAReport("the report names no host")
+    findings = [_result(item) for item in results if isinstance(item, dict)]
+    rails = _rails(_dicts(snapshot.get("devices")))
+    ports = _ports(snapshot, rails, findings)
+    return NodeSummary(
+        host=host,
+        source=source,
+        level=_text(report.get("level")) or "?",
+        tool_version=_text(report.get("tool_version")) or "?",
+        schema_version=_int(report.get("schema_version")) or 0,
+        collected_at=_time(snapshot.get("collected_at")),
+        verdict=verdict,
+        verdict_reason=_text(report.get("verdict_reason")) or "",
+        drain_reason=reason_of([f for f in findings if f.status in ATTENTION]),
+        hcas=_hcas(_dicts(snapshot.get("devices")), rails),
+        ports=ports,
+        kernel_release=_text(snapshot.get("kernel_release")),
+        driver_versions={
+            str(k): str(v)
+            for k, v in (snapshot.get("driver_versions") or {}).items()
+            if isinstance(v, str)
+        },
+        metrics=_metrics(snapshot, rails, report.get("counter_increases")),
+        rate_window_hours=_window(report.get("counter_increases")),
+    )
+
+
+# --- pieces -----------------------------------------------------------------------------------
+
+
+class Finding(NamedTuple):
+    """What a drain reason and a port's status read of a Result (``grade.reason_of`` takes it
+    as it takes a Result): a tuple, as thousands are made per second."""
+
+    check_id: str
+    target: str
+    status: str
+    observed: Any
+    subject: Optional[str]
+
+
+def _result(item: Dict[str, Any]) -> Finding:
+    return Finding(
+        _text(item.get("check_id")) or "",
+        _text(item.get("target")) or "",
+        _text(item.get("status")) or "",
+        item.get("observed"),
+        _text(item.get("subject")),
+    )
+
+
+def _rails(devices: List[Dict[str, Any]]) -> Dict[str, int]:
+    """Device name -> rail: its index among the HCAs with an InfiniBand port, natural order."""
+    names = [
+        dev["name"]
+        for dev in devices
+        if isinstance(dev.get("name"), str)
+        and any(_is_infiniband(port) for port in _dicts(dev.get("ports")))
+    ]
+    return {name: index for index, name in enumerate(sorted(set(names), key=natural_key))}
+
+
+def _is_infiniband(port: Dict[str, Any]) -> bool:
+    """As ``Port.is_infiniband``: InfiniBand, or no link_layer file at all."""
+    return port.get("link_layer") in ("InfiniBand", None) and "link_layer" not in (
+        port.get("problems") or {}
+    )
+
+
+def _hcas(devices: List[Dict[str, Any]], rails: Dict[str, int]) -> List[HcaSummary]:
+    """The InfiniBand HCAs in rail order."""
+    found = [
+        HcaSummary(
+            name=dev["name"],
+            rail=rails[dev["name"]],
+            hca_type=_text(dev.get("hca_type")),
+            board_id=_text(dev.get("board_id")),
+            fw_ver=_text(dev.get("fw_ver")),
+            node_guid=_text(dev.get("node_guid")),
+        )
+        for dev in devices
+        if dev.get("name") in rails
+    ]
+    return sorted(found, key=lambda hca: hca.rail)
+
+
+def _ports(
+    snapshot: Dict[str, Any], rails: Dict[str, int], findings: Sequence[Finding]
+) -> List[PortSummary]:
+    local: Dict[str, List[Finding]] = {}
+    cable: Dict[str, List[Finding]] = {}
+    cable_names: Dict[str, str] = {}
+    for result in findings:
+        if CABLE in result.target:
+            near, far = result.target.split(CABLE, 1)
+            cable.setdefault(near, []).append(result)
+            cable_names.setdefault(near, far)
+        else:
+            local.setdefault(result.target, []).append(result)
+    ports = []
+    for dev in _dicts(snapshot.get("devices")):
+        name = dev.get("name")
+        if not isinstance(name, str):
+            continue
+        for port in _dicts(dev.get("ports")):
+            number = _int(port.get("number"))
+            if number is None:
+                continue
+            target = f"{name}:{number}"
+            mine, theirs = local.get(target, []), cable.get(target, [])
+            rate = port.get("rate")
+            ports.append(
+                PortSummary(
+                    target=target,
+                    device=name,
+                    number=number,
+                    rail=rails.get(name),
+                    state=_text(port.get("state_name")),
+                    rate_gbps=_float(rate.get("gbps")) if isinstance(rate, dict) else None,
+                    status=_worst(mine),
+                    cable_status=_worst(theirs),
+                    failing_checks=sorted(
+                        {r.check_id for r in (*mine, *theirs) if r.status in ATTENTION}
+                    ),
+                    far_end=_far_end(port.get("partner"), cable_names.get(target)),
+                )
+            )
+    return ports
+
+
+def _far_end(partner: Any, cable_name: Optional[str]) -> Optional[FarEnd]:
+    """The far end, named as the partner checks name it (``leaf07`` of ``leaf07/21``)."""
+    if not isinstance(partner, dict) or not (partner.get("node_guid") or cable_name):
+        return None
+    name = cable_name.rsplit("/", 1)[0] if cable_name else None
+    return FarEnd(
+        peer_guid=_text(partner.get("node_guid")),
+        peer_name=name or _text(partner.get("description")) or _text(partner.get("node_guid")),
+        peer_port=_int(partner.get("port")),
+        peer_type=_text(partner.get("node_type")),
+        peer_description=_text(partner.get("description")),
+    )
+
+
+def _metrics(snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any) -> List[Metric]:
+    metrics: List[Metric] = []
+    best: Dict[int, float] = {}
+    for attempt in _dicts(snapshot.get("loopback")):
+        rail, gbps = rails.get(attempt.get("client_device")), _float(attempt.get("gbps"))
+        if rail is not None and gbps is not None:
+            best[rail] = max(best.get(rail, gbps), gbps)
+    metrics += [Metric(name=IB_WRITE_BW, rail=rail, value=v) for rail, v in sorted(best.items())]
+    busbw = _nccl_tests_busbw(snapshot.get("nccl_tests"))
+    if busbw is not None:
+        metrics.append(Metric(name=NCCL_TESTS_BUSBW, value=busbw))
+    inspector = _inspector_busbw(snapshot.get("nccl_inspector_dumps"))
+    if inspector is not None:
+        metrics.append(Metric(name=INSPECTOR_BUSBW, value=inspector))
+    hours = _window(increases)
+    if hours is not None:
+        rates: Dict[Tuple[str, int], float] = {}
+        for target, counters in (increases.get("targets") or {}).items():
+            rail = rails.get(str(target).split(":", 1)[0])
+            if rail is None or not isinstance(counters, dict):
+                continue
+            for name, delta in counters.items():
+                value = _float(delta)
+                if value is not None:
+                    key = (str(name), rail)
+                    rates[key] = rates.get(key, 0.0) + value / max(hours, MIN_RATE_WINDOW_HOURS)
+        metrics += [
+            Metric(name=ERROR_RATE_PREFIX + name, rail=rail, value=value)
+            for (name, rail), value in sorted(rates.items())
+        ]
+    return metrics
+
+
+def _nccl_tests_busbw(result: Any) -> Optional[float]:
+    """The best busbw (GB/s) of the rows of the largest size, as the nccl check reads it."""
+    if not isinstance(result, dict):
+        return None
+    rows = [row for row in _dicts(result.get("rows")) if _int(row.get("size_bytes")) is not None]
+    if not rows:
+        return None
+    largest = max(_int(row["size_bytes"]) for row in rows)
+    values = [
+        _float(half.get("busbw_gbps"))
+        for row in rows
+        if _int(row.get("size_bytes")) == largest
+        for half in (row.get("out_of_place"), row.get("in_place"))
+        if isinstance(half, dict)
+    ]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def _inspector_busbw(dumps: Any) -> Optional[float]:
+    """The median busbw (Gb/s) of the collectives the NCCL Inspector recorded on this node."""
+    values = [
+        _float(sample.get("bus_bw_gbps"))
+        for dump in _dicts(dumps)
+        for sample in _dicts(dump.get("samples"))
+        if sample.get("kind") == "coll"
+    ]
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _window(increases: Any) -> Optional[float]:
+    if not isinstance(increases, dict):
+        return None
+    return _float(increases.get("hours"))
+
+
+def _worst(results: Sequence[Finding]) -> str:
+    statuses = [r.status for r in results if r.status in _SEVERITY]
+    return max(statuses, key=_SEVERITY.index) if statuses else "none"
+
+
+def _dicts(value: Any) -> List[Dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def _time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

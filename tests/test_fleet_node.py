@@ -1,0 +1,125 @@
+"""``ibdiag.fleet.node.summarize``: what the fleet reads of one node's Report JSON - on reports
+ibdiag itself graded (hand-built snapshots with far ends, loopback and counter increases), and
+on JSON that is not a report."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from snapshots import builtin_registry, device, port, replaced, snapshot
+from test_checks_partner import partner
+
+from ibdiag.facts.loopback import LoopbackAttempt
+from ibdiag.fleet import node as fleet_node
+from ibdiag.fleet.node import NotAReport, summarize
+from ibdiag.grade import drain_reason, grade
+from ibdiag.thresholds import Thresholds
+
+QDR = "40 Gb/sec (4X QDR)"
+
+
+def report_json(snap, baseline=None, level="standard"):
+    report = grade(snap, builtin_registry(), Thresholds(), level, baseline=baseline)
+    return report, json.loads(report.model_dump_json())
+
+
+def node_snapshot():
+    names = ["mlx5_10", "mlx5_2", "mlx5_0", "mlx5_eth"]
+    devs = [device(n, [port(1, rate_text=QDR)]) for n in names[:3]]
+    devs.append(device("mlx5_eth", [port(1, link_layer="Ethernet")]))
+    snap = snapshot(devs)
+    snap = replaced(snap, "mlx5_0:1", partner=partner())
+    slow = partner(port=22, description="MF0;leaf09:MQM9700/U1", node_guid="0x0002c90300000009")
+    sdr = slow.port_info.model_copy(update={"speed_active": "SDR"})
+    snap = replaced(snap, "mlx5_2:1", partner=slow.model_copy(update={"port_info": sdr}))
+    attempts = [
+        LoopbackAttempt(client_device="mlx5_0", client_port=1, attempt=1, gbps=36.5,
+                        client_role="loopback client mlx5_0:1 attempt 1"),
+        LoopbackAttempt(client_device="mlx5_0", client_port=1, attempt=2, gbps=38.0,
+                        client_role="loopback client mlx5_0:1 attempt 2"),
+        LoopbackAttempt(client_device="mlx5_10", client_port=1, attempt=1, gbps=None,
+                        client_role="loopback client mlx5_10:1 attempt 1"),
+    ]  # fmt: skip
+    return snap.model_copy(
+        update={
+            "loopback": attempts,
+            "kernel_release": "5.15.0-1068-azure",
+            "driver_versions": {"mlx5_core": "24.10-1.1.4"},
+        }
+    )
+
+
+def test_a_graded_report_is_summarized_for_the_fleet():
+    snap = node_snapshot()
+    report, data = report_json(snap)
+    found = summarize(data, "node001.json")
+    assert found.host == "node001" and found.source == "node001.json"
+    assert found.verdict == report.verdict.value and found.level == "standard"
+    assert found.drain_reason == drain_reason(report) != ""
+    # rails: InfiniBand HCAs in natural order; the Ethernet one has none
+    assert [(h.name, h.rail) for h in found.hcas] == [("mlx5_0", 0), ("mlx5_2", 1), ("mlx5_10", 2)]
+    assert found.hcas[0].fw_ver == "20.31.1014"
+    ports = {p.target: p for p in found.ports}
+    assert ports["mlx5_eth:1"].rail is None and ports["mlx5_10:1"].rail == 2
+    far = ports["mlx5_0:1"].far_end
+    assert (far.peer_name, far.peer_port, far.peer_type) == ("leaf07", 21, "Switch")
+    assert far.peer_guid == "0x0002c90300a1b2c3"
+    assert ports["mlx5_0:1"].cable_status == "pass"
+    slow = ports["mlx5_2:1"]
+    assert slow.far_end.peer_name == "leaf09" and slow.cable_status == "fail"
+    assert "link.partner" in slow.failing_checks
+    assert ports["mlx5_10:1"].far_end is None
+    assert found.metric(fleet_node.IB_WRITE_BW, 0) == 38.0  # the better attempt
+    assert found.metric(fleet_node.IB_WRITE_BW, 2) is None  # no result row
+    assert found.kernel_release == "5.15.0-1068-azure"
+    assert found.driver_versions == {"mlx5_core": "24.10-1.1.4"}
+    assert found.rate_window_hours is None  # no baseline: rates unknown, not zero
+
+
+def test_error_rates_per_rail_from_the_counter_increases():
+    then = node_snapshot()
+    now = replaced(then, "mlx5_2:1", counters={"symbol_error": 30, "port_rcv_errors": 0})
+    then = replaced(then, "mlx5_2:1", counters={"symbol_error": 0, "port_rcv_errors": 0})
+    now = now.model_copy(update={"collected_at": then.collected_at + timedelta(hours=3)})
+    _, data = report_json(now, baseline=then)
+    found = summarize(data, "x")
+    assert found.rate_window_hours == pytest.approx(3.0)
+    assert found.metric(fleet_node.ERROR_RATE_PREFIX + "symbol_error", 1) == pytest.approx(10.0)
+    assert found.metric(fleet_node.ERROR_RATE_PREFIX + "symbol_error", 0) is None
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        ([1, 2], "not an ibdiag report (a JSON list)"),
+        ({"verdict": "OK"}, "not an ibdiag report (no verdict, results and snapshot)"),
+        ({"verdict": "MAYBE", "results": [], "snapshot": {}}, "no verdict"),
+        ({"verdict": "OK", "results": [], "snapshot": {"host": ""}}, "names no host"),
+    ],
+)
+def test_what_is_not_a_report_is_one_line(data, reason):
+    with pytest.raises(NotAReport, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        summarize(data, "x")
+
+
+def test_odd_field_types_are_unknown_not_a_crash():
+    data = {
+        "verdict": "WARNING",
+        "results": [{"status": "warn", "target": "mlx5_0:1", "check_id": "x"}, "junk"],
+        "snapshot": {
+            "host": "n1",
+            "collected_at": "yesterday",
+            "devices": [{"name": "mlx5_0", "ports": [{"number": "1"}, {"number": 1, "rate": 5}]},
+                        {"name": 7}],
+            "driver_versions": {"mlx5_core": 5},
+            "loopback": [{"client_device": "mlx5_0", "gbps": "fast"}],
+            "nccl_tests": {"rows": [{"size_bytes": True}]},
+        },
+        "counter_increases": {"hours": "two"},
+    }  # fmt: skip
+    found = summarize(data, "x")
+    assert found.collected_at is None and found.driver_versions == {}
+    assert found.drain_reason == "ibdiag: mlx5_0:1 x"
+    assert [p.target for p in found.ports] == ["mlx5_0:1"] and found.metrics == []
