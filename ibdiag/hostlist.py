@@ -1,16 +1,19 @@
 """Host names as Slurm and MPI launchers write them: ``gpu[001-004,017],login1``, ``-H a:8,b:8``.
 
 Used to know which other nodes' names a bundle may carry (an nccl-tests run across nodes names
-them in its command line and in its rank lines), so redaction can replace them too.
+them in its command line and in its rank lines), so redaction can replace them too; and, the
+other way (``compress``), to write the fleet's groups of nodes as one line an admin can paste.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, Sequence
+from typing import Dict, Iterable, List, Sequence, Set, Tuple
 
 MAX_HOSTS = 65536  # a bigger expansion is a typo ("n[1-99999999]"), not a cluster
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_DIGITS = re.compile(r"([0-9]+)")  # ASCII digits only: int("٣") would not write back
+_LAST_NUMBER = re.compile(r"^(.*?)([0-9]+)([^0-9]*)$")  # the last group of digits, and around it
 
 # Options whose value lists hosts: mpirun (Open MPI, MPICH/Hydra) and srun.
 _HOST_OPTIONS = ("-H", "--host", "-host", "-hosts", "--hosts", "-w", "--nodelist")
@@ -93,3 +96,68 @@ def _hosts_of(value: str) -> List[str]:
     except HostlistError:
         return []
     return [name.split(":", 1)[0] for name in names if name.split(":", 1)[0]]
+
+
+def compress(names: Iterable[str]) -> str:
+    """A Slurm host list of ``names``: ``gpu[001-004,017],login1``, which ``expand`` turns back
+    into the same names (each once).
+
+    Names are grouped by what surrounds their *last* number (``rack1-n08`` and ``rack1-n09``
+    share ``rack1-n``), and by that number's zero padding: ``gpu01`` and ``gpu001`` are different
+    hosts and land in different brackets (``gpu[01-02],gpu[001-002]``); an unpadded number as
+    long as a padded group's joins it (``gpu[098-100]``). Duplicates are dropped; groups and
+    numbers come in natural order (``n9`` before ``n10``). A name without digits is kept as is (one
+    with ``[`` or ``,`` in it is no host name and would not expand back).
+    """
+    groups: Dict[Tuple[str, str, int], Set[str]] = {}
+    plain: Set[str] = set()
+    for name in set(names):
+        if not name:
+            continue
+        match = _LAST_NUMBER.match(name)
+        if not match:
+            plain.add(name)
+            continue
+        head, digits, tail = match.groups()
+        padded = len(digits) if len(digits) > 1 and digits.startswith("0") else 0
+        groups.setdefault((head, tail, padded), set()).add(digits)
+    # An unpadded number as long as a padded group's numbers (gpu100 beside gpu099) joins it.
+    for (head, tail, padded), numbers in list(groups.items()):
+        if padded:
+            continue
+        for digits in list(numbers):
+            wider = groups.get((head, tail, len(digits)))
+            if len(digits) > 1 and wider is not None:
+                wider.add(digits)
+                numbers.discard(digits)
+        if not numbers:
+            del groups[(head, tail, padded)]
+    parts = [(name, name) for name in plain]
+    for (head, tail, _), numbers in groups.items():
+        ordered = sorted(numbers, key=int)
+        first = f"{head}{ordered[0]}{tail}"
+        if len(ordered) == 1:
+            parts.append((first, first))
+        else:
+            parts.append((first, f"{head}[{','.join(_ranges(ordered))}]{tail}"))
+    parts.sort(key=lambda part: (_natural(part[0]), len(part[0]), part[0]))
+    return ",".join(text for _, text in parts)
+
+
+def _ranges(numbers: List[str]) -> List[str]:
+    """``["001", "002", "003", "017"]`` -> ``["001-003", "017"]`` (sorted, same padding)."""
+    ranges: List[str] = []
+    start = previous = numbers[0]
+    for digits in numbers[1:]:
+        if int(digits) != int(previous) + 1:
+            ranges.append(start if start == previous else f"{start}-{previous}")
+            start = digits
+        previous = digits
+    ranges.append(start if start == previous else f"{start}-{previous}")
+    return ranges
+
+
+def _natural(name: str) -> Tuple[object, ...]:
+    """Sort key: ``n9`` before ``n10`` (as ``ibdiag.sources.sysfs.natural_key``)."""
+    parts = _DIGITS.split(name)
+    return tuple((1, int(part)) if index % 2 else (0, part) for index, part in enumerate(parts))

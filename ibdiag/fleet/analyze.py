@@ -1,0 +1,150 @@
+"""``analyze``: the fleet's answer (``FleetReport``) from its nodes' summaries.
+
+Healthy is every node OK, every expected node present, no outlier, no drift, no misplaced
+rail and every input readable: verdict OK. Otherwise nodes are grouped by what is wrong, so 500
+nodes with one reason are one line: CRITICAL nodes by drain reason (``drain``) - except those
+whose failing ports all lie on suspect switches, which go to ``switch_suspect`` (their ticket
+is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason; expected
+hosts without a report as ``missing`` (hosts not expected are reported like any other). Groups
+come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from ibdiag import __version__
+from ibdiag.fleet.drift import find_drift
+from ibdiag.fleet.model import FleetReport, FleetSettings, NodeGroup, ReadProblem
+from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
+from ibdiag.fleet.outliers import find_outliers
+from ibdiag.fleet.switches import (
+    blame_switches,
+    fails,
+    find_rail_misplacements,
+    suspect_ports,
+)
+from ibdiag.hostlist import compress
+from ibdiag.sources.sysfs import natural_key
+
+MISSING = "MISSING"
+NO_REPORT = "no report"
+NO_REASON = "(no reason given)"
+
+
+def analyze(
+    nodes: Sequence[NodeSummary],
+    settings: FleetSettings,
+    expected: Optional[Sequence[str]] = None,
+    read_problems: Sequence[ReadProblem] = (),
+    duplicates: Sequence[NodeGroup] = (),
+) -> FleetReport:
+    """Everything the fleet report says about ``nodes`` (one summary per host)."""
+    switches = blame_switches(nodes, settings)
+    on_suspect = suspect_ports(switches)
+    counts = {verdict: 0 for verdict in (*VERDICTS, MISSING)}
+    drain: Dict[str, Set[str]] = {}
+    switch_suspect: Dict[str, Set[str]] = {}
+    warnings: Dict[str, Set[str]] = {}
+    unknown: Dict[str, Set[str]] = {}
+    for node in nodes:
+        counts[node.verdict] = counts.get(node.verdict, 0) + 1
+        if node.verdict == "CRITICAL":
+            group = switch_suspect if _on_suspect_switch(node, on_suspect) else drain
+            _add(group, node.drain_reason or node.verdict_reason, node.host)
+        elif node.verdict == "WARNING":
+            _add(warnings, node.drain_reason or node.verdict_reason, node.host)
+        elif node.verdict == "UNKNOWN":
+            _add(unknown, node.verdict_reason or node.drain_reason, node.host)
+    hosts = {node.host for node in nodes}
+    absent = sorted(set(expected or ()) - hosts, key=natural_key)
+    counts[MISSING] = len(absent)
+    missing = NodeGroup(reason=NO_REPORT, nodes=compress(absent), count=len(absent))
+    report = FleetReport(
+        tool_version=__version__,
+        generated_at=datetime.now(timezone.utc),
+        settings=settings,
+        verdict="UNKNOWN",
+        verdict_reason="",
+        nodes_read=len(nodes),
+        counts=counts,
+        drain=_groups(drain),
+        switch_suspect=_groups(switch_suspect),
+        warnings=_groups(warnings),
+        unknown=_groups(unknown),
+        missing=missing if absent else None,
+        outliers=find_outliers(nodes, settings),
+        drift=find_drift(nodes, settings),
+        switches=switches,
+        rail_misplacements=find_rail_misplacements(nodes, settings),
+        read_problems=list(read_problems),
+        duplicates=list(duplicates),
+    )
+    verdict, reason = _verdict(report)
+    return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
+
+
+def _on_suspect_switch(node: NodeSummary, on_suspect: Set[Tuple[str, str]]) -> bool:
+    """Whether every failing port of ``node`` lies on a suspect switch, and its drain reason
+    names one of them (a node failing elsewhere too is drained: its reason says so)."""
+    failing = {port.target for port in node.ports if fails(port)}
+    if not failing or any((node.host, target) not in on_suspect for target in failing):
+        return False
+    words = node.drain_reason.split(" ")
+    named = words[1].split(CABLE, 1)[0] if len(words) > 1 else None
+    return named in failing
+
+
+def _add(groups: Dict[str, Set[str]], reason: str, host: str) -> None:
+    groups.setdefault(reason or NO_REASON, set()).add(host)
+
+
+def _groups(groups: Dict[str, Set[str]]) -> List[NodeGroup]:
+    """Largest groups first, then by reason."""
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [
+        NodeGroup(reason=reason, nodes=compress(hosts), count=len(hosts))
+        for reason, hosts in ordered
+    ]
+
+
+def _verdict(report: FleetReport) -> Tuple[str, str]:
+    """As ``FleetReport`` documents: CRITICAL, WARNING, OK, or UNKNOWN (no node read)."""
+    counts = report.counts
+    unreadable = _count(len(report.read_problems), "unreadable input")
+    if not report.nodes_read:
+        missing = _count(counts[MISSING], "expected node") + " missing" if counts[MISSING] else ""
+        return "UNKNOWN", _join(["no node report could be read", unreadable, missing])
+    critical = []
+    if counts["CRITICAL"]:
+        drained = sum(group.count for group in report.drain)
+        suspect = sum(group.count for group in report.switch_suspect)
+        split = f"{drained} to drain, {suspect} switch-suspect" if suspect else ""
+        critical.append(
+            _count(counts["CRITICAL"], "CRITICAL node") + (f" ({split})" if split else "")
+        )
+    if counts[MISSING]:
+        critical.append(_count(counts[MISSING], "expected node") + " missing")
+    if critical:
+        return "CRITICAL", _join(critical)
+    warning = [
+        _count(counts["WARNING"], "WARNING node"),
+        _count(counts["UNKNOWN"], "UNKNOWN node"),
+        _count(len(report.outliers), "outlier"),
+        _count(len(report.drift), "drifting attribute"),
+        _count(len(report.rail_misplacements), "misplaced rail"),
+        unreadable,
+    ]
+    if any(warning):
+        return "WARNING", _join(warning)
+    return "OK", _count(counts["OK"], "node") + " OK"
+
+
+def _count(number: int, noun: str) -> str:
+    """``3 outliers``; "" for none."""
+    return f"{number} {noun}{'' if number == 1 else 's'}" if number else ""
+
+
+def _join(parts: List[str]) -> str:
+    return ", ".join(part for part in parts if part)

@@ -1,0 +1,72 @@
+"""Drift: an attribute that should be the same on every node and is not.
+
+Per rail (HCA index): firmware (``fw_ver``), board (``board_id``), model (``hca_type``);
+per node: ``kernel_release`` and each driver module's version (``driver:<module>``). Healthy is
+one value everywhere: nothing is listed. Otherwise the majority value is named with its count
+and every other value with its nodes (hostlist-compressed), most nodes first.
+
+A node that does not say (an older ibdiag, an unreadable file, a module not loaded) is listed as
+``(unknown)`` - but only where other nodes do say: a fleet none of whose reports carry a kernel
+release has no kernel drift. The majority is the most common value a node did say. Cost: one
+pass over the nodes' HCAs: O(nodes x HCAs).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from ibdiag.fleet.model import Drift, DriftValue, FleetSettings
+from ibdiag.fleet.node import NodeSummary
+from ibdiag.hostlist import compress
+
+UNKNOWN = "(unknown)"
+HCA_ATTRIBUTES = ("hca_type", "board_id", "fw_ver")
+KERNEL = "kernel_release"
+DRIVER_PREFIX = "driver:"
+
+Key = Tuple[str, Optional[int]]  # (attribute, rail)
+
+
+def find_drift(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Drift]:
+    """The attributes with more than one value across ``nodes`` (``settings``: for symmetry
+    with the other analyses; drift has no knobs)."""
+    values: Dict[Key, Dict[str, Set[str]]] = {}  # key -> value (None: UNKNOWN) -> hosts
+    modules = sorted({module for node in nodes for module in node.driver_versions})
+    for node in nodes:
+        for hca in node.hcas:
+            for attribute in HCA_ATTRIBUTES:
+                _add(values, (attribute, hca.rail), getattr(hca, attribute), node.host)
+        _add(values, (KERNEL, None), node.kernel_release, node.host)
+        for module in modules:
+            version = node.driver_versions.get(module)
+            _add(values, (DRIVER_PREFIX + module, None), version, node.host)
+    found = [_drift(key, seen) for key, seen in values.items()]
+    return sorted((drift for drift in found if drift is not None), key=_order)
+
+
+def _add(values: Dict[Key, Dict[str, Set[str]]], key: Key, value: Optional[str], host: str):
+    values.setdefault(key, {}).setdefault(UNKNOWN if value is None else value, set()).add(host)
+
+
+def _drift(key: Key, seen: Dict[str, Set[str]]) -> Optional[Drift]:
+    if len(seen) < 2:
+        return None  # one value everywhere, or nobody says
+    ranked = sorted(seen.items(), key=lambda item: (item[0] == UNKNOWN, -len(item[1]), item[0]))
+    (majority, hosts), others = ranked[0], ranked[1:]
+    return Drift(
+        attribute=key[0],
+        rail=key[1],
+        majority=majority,
+        majority_count=len(hosts),
+        others=[
+            DriftValue(value=value, nodes=compress(hosts), count=len(hosts))
+            for value, hosts in sorted(others, key=lambda item: (-len(item[1]), item[0]))
+        ],
+    )
+
+
+def _order(drift: Drift) -> Tuple[int, str, int]:
+    """HCA attributes by rail first, then the kernel, then the drivers by module."""
+    if drift.rail is not None:
+        return (0, "", drift.rail * len(HCA_ATTRIBUTES) + HCA_ATTRIBUTES.index(drift.attribute))
+    return (1 if drift.attribute == KERNEL else 2, drift.attribute, 0)

@@ -1,0 +1,190 @@
+"""The switches at the far end of the nodes' cables: which to blame, and which rails are cabled
+to the wrong one.
+
+A switch is known by the GUID its ports report (else by its name, ``leaf07``); only far ends
+that are switches (or whose type is not known) count: a back-to-back cable to another HCA is no
+switch. Cost: one pass over every node's ports, O(nodes x ports).
+
+**Blame.** A node's port *fails* when its own worst result or its cable's is fail or error.
+Healthy is no failing port: nothing is listed. Every switch with a failing port is listed with
+those ports (and the checks that failed on them), its failing nodes and the nodes cabled to it;
+it is the *suspect* when ``switch_min_nodes`` nodes fail on it, or at least
+``switch_min_share`` of the nodes cabled to it (and at least 2) do - then its nodes' tickets go
+to the switch (``analyze`` moves them from drain to switch-suspect).
+
+**Rails.** A rail-optimized fabric cables HCA k of every node to the leaf (or leaves, one per
+scalable unit) of rail k, so that NCCL's rail-aligned traffic never crosses the spine. Seen from
+the far ends: each such leaf carries ports of one rail (or of a few, where a leaf serves two
+rails), while a leaf of a non-rail fabric carries every rail of the nodes cabled to it, in equal
+numbers. The rule, per switch: its *main* rails are those with more than ``STRAY_SHARE`` as many
+ports on it as its most common rail; a rail with fewer is a stray there. The switch is
+*rail-aligned* when its main rails are at most half of the rails the fleet has (and the fleet
+has two or more). Rail k *shows rails* when at least half of its ports land on rail-aligned
+switches that have k among their main rails (those switches are rail k's expected group). A port
+of rail k is misplaced when rail k shows rails and the port lands on a rail-aligned switch where
+k is a stray - a switch that carries (almost) only other rails' ports.
+
+So a non-rail fabric flags nobody (every rail is main on every leaf: none is rail-aligned), a
+leaf that serves a whole scalable unit of one rail flags nobody, a leaf with a single node's
+port on it flags nobody (its one rail is main), and two cables swapped between rail 0 and rail 1
+on one node name both ports - once a leaf carries at least 1 / ``STRAY_SHARE`` ports of its own
+rail, below which one stray cannot be told from a design.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from ibdiag.fleet.model import FleetSettings, RailMisplacement, SuspectSwitch, SwitchPort
+from ibdiag.fleet.node import FarEnd, NodeSummary, PortSummary
+from ibdiag.hostlist import compress
+from ibdiag.sources.sysfs import natural_key
+
+FAILING = ("fail", "error")
+STRAY_SHARE = 0.25  # a rail with <= 1/4 of the ports of a switch's most common rail is a stray
+RAILS_SHOWN = 0.5  # share of a rail's ports on its rail-aligned switches for it to show rails
+
+
+Keys = Callable[[Optional[FarEnd]], Optional[str]]
+
+
+class _Switch:
+    """What the fleet's ports say about one switch (built in one pass, then read)."""
+
+    def __init__(self) -> None:
+        self.names: Counter = Counter()
+        self.guid: Optional[str] = None
+        self.attached: Set[str] = set()
+        self.failing: List[SwitchPort] = []
+        self.rails: Counter = Counter()  # rail -> node ports of that rail on this switch
+
+    @property
+    def name(self) -> str:
+        return min(self.names, key=lambda name: (-self.names[name], name))
+
+
+def _keys(nodes: Sequence[NodeSummary]) -> Keys:
+    """The key of a far end's switch: its GUID; a far end read without one (by name only) gets
+    the GUID other ports gave that name, when they gave exactly one; None: no switch."""
+    guids: Dict[str, Set[str]] = {}
+    for node in nodes:
+        for port in node.ports:
+            far = port.far_end
+            if far is not None and far.peer_guid and far.peer_name:
+                guids.setdefault(far.peer_name, set()).add(far.peer_guid)
+    by_name = {name: next(iter(found)) for name, found in guids.items() if len(found) == 1}
+
+    def key(far: Optional[FarEnd]) -> Optional[str]:
+        if far is None or far.peer_type not in (None, "Switch"):
+            return None  # not read, or a back-to-back cable to another HCA
+        if far.peer_guid:
+            return far.peer_guid
+        return by_name.get(far.peer_name or "", far.peer_name)
+
+    return key
+
+
+def _switches(nodes: Sequence[NodeSummary], keys: Keys) -> Dict[str, _Switch]:
+    switches: Dict[str, _Switch] = {}
+    for node in nodes:
+        for port in node.ports:
+            key = keys(port.far_end)
+            if key is None or port.far_end is None:
+                continue
+            far = port.far_end
+            switch = switches.setdefault(key, _Switch())
+            switch.names[far.peer_name or far.peer_guid or key] += 1
+            switch.guid = switch.guid or far.peer_guid
+            switch.attached.add(node.host)
+            if port.rail is not None:
+                switch.rails[port.rail] += 1
+            if fails(port):
+                switch.failing.append(
+                    SwitchPort(
+                        peer_port=far.peer_port,
+                        host=node.host,
+                        target=port.target,
+                        checks=list(port.failing_checks),
+                    )
+                )
+    return switches
+
+
+def fails(port: PortSummary) -> bool:
+    """A port fails when its own worst result, or its cable's, is fail or error."""
+    return port.status in FAILING or port.cable_status in FAILING
+
+
+def blame_switches(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[SuspectSwitch]:
+    """Every switch with a failing port; suspects first, then by failing nodes."""
+    found = []
+    for switch in _switches(nodes, _keys(nodes)).values():
+        if not switch.failing:
+            continue
+        failing_nodes = {port.host for port in switch.failing}
+        count, attached = len(failing_nodes), len(switch.attached)
+        suspect = count >= settings.switch_min_nodes or (
+            count >= 2 and count >= settings.switch_min_share * attached
+        )
+        found.append(
+            SuspectSwitch(
+                peer_guid=switch.guid,
+                peer_name=switch.name,
+                failing_ports=sorted(
+                    switch.failing, key=lambda p: (p.peer_port or 0, natural_key(p.host), p.target)
+                ),
+                failing_nodes=compress(failing_nodes),
+                failing_node_count=count,
+                attached_node_count=attached,
+                suspect=suspect,
+            )
+        )
+    return sorted(
+        found, key=lambda s: (not s.suspect, -s.failing_node_count, natural_key(s.peer_name))
+    )
+
+
+def suspect_ports(switches: Sequence[SuspectSwitch]) -> Set[Tuple[str, str]]:
+    """(host, port target) of every failing port on a suspect switch."""
+    return {(p.host, p.target) for s in switches if s.suspect for p in s.failing_ports}
+
+
+def find_rail_misplacements(
+    nodes: Sequence[NodeSummary], settings: FleetSettings
+) -> List[RailMisplacement]:
+    """The ports cabled to a switch of other rails (the rule: this module's docstring;
+    ``settings``: for symmetry with the other analyses)."""
+    keys = _keys(nodes)
+    switches = _switches(nodes, keys)
+    fleet_rails = {rail for switch in switches.values() for rail in switch.rails}
+    if len(fleet_rails) < 2:
+        return []
+    main = {key: _main_rails(switch.rails) for key, switch in switches.items()}
+    aligned = {key for key, rails in main.items() if len(rails) <= len(fleet_rails) / 2}
+    expected: Dict[int, List[str]] = {}
+    for rail in fleet_rails:
+        ports = sum(switch.rails[rail] for switch in switches.values())
+        group = [key for key in aligned if rail in main[key]]
+        if sum(switches[key].rails[rail] for key in group) >= RAILS_SHOWN * ports:
+            expected[rail] = sorted((switches[key].name for key in group), key=natural_key)
+    found = [
+        RailMisplacement(
+            host=node.host,
+            rail=port.rail,
+            target=port.target,
+            peer_name=switches[key].name,
+            expected=expected[port.rail],
+        )
+        for node in nodes
+        for port in node.ports
+        if port.rail in expected
+        and (key := keys(port.far_end)) in aligned
+        and port.rail not in main[key]
+    ]
+    return sorted(found, key=lambda m: (m.rail, natural_key(m.host), m.target))
+
+
+def _main_rails(rails: Counter) -> Set[int]:
+    most = max(rails.values(), default=0)
+    return {rail for rail, count in rails.items() if count > STRAY_SHARE * most}
