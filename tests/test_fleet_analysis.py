@@ -251,13 +251,14 @@ def test_firmware_off_on_some_nodes_names_majority_and_the_others():
     ]
 
 
-def test_kernel_and_drivers_are_node_wide_and_unknown_only_where_others_say():
+def test_kernel_and_drivers_are_node_wide_and_unknown_only_where_others_disagree():
     old = [node(h) for h in hosts(5)]  # an older ibdiag: no kernel release, no drivers
     assert find_drift(old, SETTINGS) == []
     new = [
         node(h, kernel_release="6.8.0", driver_versions={"mlx5_core": "24.10", "ib_core": "a1"})
         for h in hosts(6, start=10)
     ]
+    assert find_drift(old + new, SETTINGS) == []  # the new ones agree: mixed versions are no drift
     new.append(node("gpu020", kernel_release="6.5.0", driver_versions={"mlx5_core": "23.10"}))
     found = {(d.attribute, d.rail): d for d in find_drift(old + new, SETTINGS)}
     assert set(found) == {("kernel_release", None), ("driver:mlx5_core", None),
@@ -269,7 +270,11 @@ def test_kernel_and_drivers_are_node_wide_and_unknown_only_where_others_say():
         ("6.5.0", "gpu020"),
     ]
     ib_core = found[("driver:ib_core", None)]
-    assert ib_core.majority == "a1" and ib_core.others[0].nodes == "gpu[001-005,020]"
+    assert ib_core.majority == "a1"
+    assert [(o.value, o.nodes) for o in ib_core.others] == [
+        ("(unknown)", "gpu[001-005]"),
+        ("(not loaded)", "gpu020"),
+    ]
 
 
 def test_board_and_model_drift_per_rail():
@@ -409,16 +414,19 @@ def test_analyze_groups_nodes_and_moves_those_of_a_suspect_switch():
         failing_node("gpu050", "leaf07", 40)
         .model_copy(update={"drain_reason": "ibdiag: node kernel.log xid"})
     )  # fmt: skip
+    fleet.append(  # its reason is its port on leaf07, but the node fails elsewhere too: drained
+        failing_node("gpu051", "leaf07", 41).model_copy(update={"failing_elsewhere": ["mlx5_3"]})
+    )
     fleet.append(node("gpu060", verdict="CRITICAL", drain_reason="ibdiag: mlx5_2:1 link.state"))
     fleet.append(node("gpu061", verdict="WARNING", drain_reason="ibdiag: mlx5_0:1 counters"))
     fleet.append(node("gpu062", verdict="UNKNOWN", verdict_reason="1 error"))
     fleet.append(node("extra1"))  # not expected: reported all the same
-    expected = expand("gpu[001-020,030-032,040,042,050,060-062,070-071]")
+    expected = expand("gpu[001-020,030-032,040,042,050-051,060-062,070-071]")
     report = analyze(fleet, SETTINGS, expected=expected)
-    assert report.counts == {"OK": 21, "WARNING": 1, "CRITICAL": 7, "UNKNOWN": 1, "MISSING": 2}
-    assert report.nodes_read == 30
+    assert report.counts == {"OK": 21, "WARNING": 1, "CRITICAL": 8, "UNKNOWN": 1, "MISSING": 2}
+    assert report.nodes_read == 31
     assert [(s.peer_name, s.suspect, s.failing_node_count) for s in report.switches] == [
-        ("leaf07", True, 4),
+        ("leaf07", True, 5),
         ("leaf09", False, 2),  # 2 of its 7 nodes
     ]
     assert [(g.reason, g.nodes, g.count) for g in report.switch_suspect] == [
@@ -426,6 +434,7 @@ def test_analyze_groups_nodes_and_moves_those_of_a_suspect_switch():
     ]
     assert [(g.reason, g.nodes, g.count) for g in report.drain] == [
         (LINK_FAIL.format(rail=1), "gpu[040,042]", 2),  # largest first
+        (LINK_FAIL.format(rail=0), "gpu051", 1),
         ("ibdiag: mlx5_2:1 link.state", "gpu060", 1),
         ("ibdiag: node kernel.log xid", "gpu050", 1),
     ]
@@ -437,7 +446,7 @@ def test_analyze_groups_nodes_and_moves_those_of_a_suspect_switch():
     assert report.outliers == report.drift == report.rail_misplacements == []
     assert (report.verdict, report.exit_code) == ("CRITICAL", 2)
     assert report.verdict_reason == (
-        "7 CRITICAL nodes (4 to drain, 3 switch-suspect), 2 expected nodes missing"
+        "8 CRITICAL nodes (5 to drain, 3 switch-suspect), 2 expected nodes missing"
     )
     assert report.tool_version == __version__ and report.settings == SETTINGS
     assert report.generated_at.utcoffset() == timezone.utc.utcoffset(None)

@@ -123,3 +123,22 @@ def test_odd_field_types_are_unknown_not_a_crash():
     assert found.collected_at is None and found.driver_versions == {}
     assert found.drain_reason == "ibdiag: mlx5_0:1 x"
     assert [p.target for p in found.ports] == ["mlx5_0:1"] and found.metrics == []
+
+
+def test_failures_off_the_ports_are_named_apart():
+    results = [
+        {"check_id": "kernel.log", "target": "node", "status": "fail"},
+        {"check_id": "hca.pci", "target": "mlx5_0", "status": "error"},
+        {"check_id": "link.state", "target": "mlx5_0:1", "status": "fail"},
+        {"check_id": "link.partner", "target": "mlx5_0:1<->leaf07/21", "status": "fail"},
+        {"check_id": "firmware", "target": "mlx5_1", "status": "warn"},
+    ]
+    data = {
+        "verdict": "CRITICAL",
+        "results": results,
+        "snapshot": {"host": "n1", "devices": [{"name": "mlx5_0", "ports": [{"number": 1}]}]},
+    }
+    found = summarize(data, "x")
+    assert found.failing_elsewhere == ["mlx5_0", "node"]
+    assert found.drain_reason == "ibdiag: node kernel.log and more"
+    assert found.ports[0].failing_checks == ["link.partner", "link.state"]

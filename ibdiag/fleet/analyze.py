@@ -87,9 +87,10 @@ def analyze(
 
 def _on_suspect_switch(node: NodeSummary, on_suspect: Set[Tuple[str, str]]) -> bool:
     """Whether every failing port of ``node`` lies on a suspect switch, and its drain reason
-    names one of them (a node failing elsewhere too is drained: its reason says so)."""
+    names one of them (a node failing elsewhere too - another port, the node, an HCA - is
+    drained: the switch does not explain it)."""
     failing = {port.target for port in node.ports if fails(port)}
-    if not failing or any((node.host, target) not in on_suspect for target in failing):
+    if not failing or node.failing_elsewhere or any((node.host, target) not in on_suspect for target in failing):
         return False
     words = node.drain_reason.split(" ")
     named = words[1].split(CABLE, 1)[0] if len(words) > 1 else None

@@ -5,9 +5,12 @@ per node: ``kernel_release`` and each driver module's version (``driver:<module>
 one value everywhere: nothing is listed. Otherwise the majority value is named with its count
 and every other value with its nodes (hostlist-compressed), most nodes first.
 
-A node that does not say (an older ibdiag, an unreadable file, a module not loaded) is listed as
-``(unknown)`` - but only where other nodes do say: a fleet none of whose reports carry a kernel
-release has no kernel drift. The majority is the most common value a node did say. Cost: one
+A node that does not say (an older ibdiag that did not read it, an unreadable file) is not drift
+by itself - a fleet half of whose reports come from an older ibdiag without kernel releases has
+no kernel drift - but where the nodes that say disagree, it is listed too, as ``(unknown)``. A
+driver module missing from a node that reports the others is ``(not loaded)``: a value, so a node
+without nvidia_peermem among nodes with it is drift. The majority is the most common value a
+node did say. Cost: one
 pass over the nodes' HCAs: O(nodes x HCAs).
 """
 
@@ -20,6 +23,7 @@ from ibdiag.fleet.node import NodeSummary
 from ibdiag.hostlist import compress
 
 UNKNOWN = "(unknown)"
+NOT_LOADED = "(not loaded)"
 HCA_ATTRIBUTES = ("hca_type", "board_id", "fw_ver")
 KERNEL = "kernel_release"
 DRIVER_PREFIX = "driver:"
@@ -39,6 +43,8 @@ def find_drift(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Dr
         _add(values, (KERNEL, None), node.kernel_release, node.host)
         for module in modules:
             version = node.driver_versions.get(module)
+            if version is None and node.driver_versions:
+                version = NOT_LOADED  # it reports the stack's versions, and not this one
             _add(values, (DRIVER_PREFIX + module, None), version, node.host)
     found = [_drift(key, seen) for key, seen in values.items()]
     return sorted((drift for drift in found if drift is not None), key=_order)
@@ -49,8 +55,8 @@ def _add(values: Dict[Key, Dict[str, Set[str]]], key: Key, value: Optional[str],
 
 
 def _drift(key: Key, seen: Dict[str, Set[str]]) -> Optional[Drift]:
-    if len(seen) < 2:
-        return None  # one value everywhere, or nobody says
+    if len([value for value in seen if value != UNKNOWN]) < 2:
+        return None  # one value everywhere (or nobody says), whoever did not say
     ranked = sorted(seen.items(), key=lambda item: (item[0] == UNKNOWN, -len(item[1]), item[0]))
     (majority, hosts), others = ranked[0], ranked[1:]
     return Drift(

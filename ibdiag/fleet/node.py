@@ -101,6 +101,9 @@ class NodeSummary(_Frozen):
     drain_reason: str = ""  # grade.drain_reason of the node's results: "" when nothing is wrong
     hcas: List[HcaSummary] = []
     ports: List[PortSummary] = []
+    # Targets other than ports and cables (node, an HCA) with a failed or erred result: a node
+    # failing there is not explained by the switch its ports share with others.
+    failing_elsewhere: List[str] = []
     kernel_release: Optional[str] = None
     driver_versions: Dict[str, str] = {}
     metrics: List[Metric] = []
@@ -139,6 +142,15 @@ def summarize(report: Any, source: str) -> NodeSummary:
         drain_reason=reason_of([f for f in findings if f.status in ATTENTION]),
         hcas=_hcas(_dicts(snapshot.get("devices")), rails),
         ports=ports,
+        failing_elsewhere=sorted(
+            {
+                f.target
+                for f in findings
+                if f.status in ("fail", "error")
+                and CABLE not in f.target
+                and f.target not in {port.target for port in ports}
+            }
+        ),
         kernel_release=_text(snapshot.get("kernel_release")),
         driver_versions={
             str(k): str(v)
