@@ -90,7 +90,11 @@ def _on_suspect_switch(node: NodeSummary, on_suspect: Set[Tuple[str, str]]) -> b
     names one of them (a node failing elsewhere too - another port, the node, an HCA - is
     drained: the switch does not explain it)."""
     failing = {port.target for port in node.ports if fails(port)}
-    if not failing or node.failing_elsewhere or any((node.host, target) not in on_suspect for target in failing):
+    if (
+        not failing
+        or node.failing_elsewhere
+        or any((node.host, target) not in on_suspect for target in failing)
+    ):
         return False
     words = node.drain_reason.split(" ")
     named = words[1].split(CABLE, 1)[0] if len(words) > 1 else None
