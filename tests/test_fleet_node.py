@@ -97,6 +97,8 @@ def test_error_rates_per_rail_from_the_counter_increases():
         ({"verdict": "OK"}, "not an ibdiag report (no verdict, results and snapshot)"),
         ({"verdict": "MAYBE", "results": [], "snapshot": {}}, "no verdict"),
         ({"verdict": "OK", "results": [], "snapshot": {"host": ""}}, "names no host"),
+        ({"verdict": "OK", "results": [], "snapshot": {"host": "gpu[1-2]"}}, "cannot be a node"),
+        ({"verdict": "OK", "results": [], "snapshot": {"host": "a\\x1b"}}, "cannot be a node"),
     ],
 )
 def test_what_is_not_a_report_is_one_line(data, reason):

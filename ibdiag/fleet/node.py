@@ -15,6 +15,7 @@ the same group of leaf switches, so rail k is what HCA k is compared with across
 
 from __future__ import annotations
 
+import re
 import statistics
 from datetime import datetime
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
@@ -27,6 +28,8 @@ from ibdiag.sources.sysfs import natural_key
 ATTENTION = ("fail", "error", "warn")
 _SEVERITY = ("none", "skip", "pass", "warn", "error", "fail")
 CABLE = "<->"  # results name a cable by both ends: mlx5_3:1<->leaf07/21
+# What a node name may be (Slurm's, DNS's): host lists are written with "[", "," and "-".
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERDICTS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 MIN_RATE_WINDOW_HOURS = 1.0  # as ibdiag.deltas: a rate over a shorter interval is per one hour
 
@@ -127,6 +130,8 @@ def summarize(report: Any, source: str) -> NodeSummary:
     host = snapshot.get("host")
     if not isinstance(host, str) or not host:
         raise NotAReport("the report names no host")
+    if not NODE_NAME.fullmatch(host):
+        raise NotAReport(f"host name {host[:64]!r} cannot be a node name")
     findings = [_result(item) for item in results if isinstance(item, dict)]
     rails = _rails(_dicts(snapshot.get("devices")))
     ports = _ports(snapshot, rails, findings)
