@@ -15,11 +15,11 @@ import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
-from ibdiag.catalogue import lookup
+from ibdiag.catalogue import catalogue_name
 from ibdiag.command_results import command_line
 from ibdiag.counter_grading import grade_errors, saturated
 from ibdiag.deltas import Comparison, compare
-from ibdiag.facts.partner import Partner, PortInfo
+from ibdiag.facts.partner import Partner, PortInfo, short_name
 from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
@@ -28,9 +28,6 @@ from ibdiag.thresholds import Thresholds
 WIDTHS = ("1X", "2X", "4X", "8X", "12X")
 SPEEDS = ("SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR", "XDR")
 ACTIVE_STATE = ("Active", "LinkUp")
-_NAME_IN_DESCRIPTION = re.compile(r"^[^;]*;([^:;\s]+)[:;]")  # "MF0;leaf07:MQM9700/U1"
-_UNSAFE = re.compile(r"[^\x21-\x7e]+")  # whitespace and anything unprintable
-NAME_MAX = 64
 
 # Why the far end could not be read, from the failing run's own words: (stable word, phrase).
 _NO_ACCESS = re.compile(
@@ -41,16 +38,6 @@ _NO_ACCESS = re.compile(
 _NO_ANSWER = re.compile(r"_do_madrpc failed|query failed|timeout|timed out", re.IGNORECASE)
 _NO_SM = re.compile(r"LID is 0|can't resolve destination port 0", re.IGNORECASE)
 _PMA_STEPS = ("perfquery-x", "perfquery", "perfquery-E")
-
-
-def short_name(partner: Partner) -> str:
-    """``leaf07`` from ``MF0;leaf07:MQM9700/U1``; else the description (whitespace as ``_``);
-    else the node GUID; else ``?``."""
-    description = (partner.description or "").strip()
-    match = _NAME_IN_DESCRIPTION.match(description)
-    name = match.group(1) if match else description
-    name = _UNSAFE.sub("_", name).strip("_")[:NAME_MAX]
-    return name or partner.node_guid or "?"
 
 
 def cable_target(dev: Device, port: Port, partner: Optional[Partner]) -> str:
@@ -279,11 +266,7 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 def catalogue_names(values: Dict[str, int]) -> Dict[str, int]:
     """perfquery's names -> the catalogue's (``SymbolErrorCounter`` -> ``symbol_error``), so a
     result's subject, and the drain reason, read as for our own port."""
-    named: Dict[str, int] = {}
-    for name, value in values.items():
-        info = lookup(name)
-        named[info.name if name in info.aliases else name] = value
-    return named
+    return {catalogue_name(name): value for name, value in values.items()}
 
 
 def _values(partner: Partner) -> Dict[str, int]:

@@ -466,6 +466,14 @@ def lookup(name: str, directory: str = "counters") -> CounterInfo:
     return CounterInfo(name, directory, "unknown", "Not in ibdiag's catalogue; shown as read.")
 
 
+def catalogue_name(name: str) -> str:
+    """The catalogue's name for a counter perfquery names otherwise (``SymbolErrorCounter`` ->
+    ``symbol_error``); any other name as it is. The far end's counters (``checks/partner.py``,
+    the Prometheus renderer) are named this way, so they read as our own port's."""
+    info = lookup(name)
+    return info.name if name in info.aliases else name
+
+
 def rule_for(name: str, thresholds: Thresholds) -> CounterRule:
     """The catalogue's default rule for ``name`` with the thresholds' overrides on top.
 

@@ -419,12 +419,24 @@ def report_command(bundle, fmt, as_json, output, quiet, verbose, accept_altered,
     return _emit(report, fmt, as_json, output, quiet, verbose)
 
 
-def _quick_reporter(settings):
-    """A function making a fresh quick-level report of the node ``settings`` name, and how
-    long it took: sysfs re-read every time, no command run; thresholds and checks settled once."""
+_metrics_level_option = click.option(
+    "--level",
+    type=click.Choice(["quick", "standard"]),
+    default="quick",
+    show_default=True,
+    help="quick: sysfs only, no command; standard: also the read-only commands under "
+    "--deadline (perfquery, ethtool -S, ...), the far end of each cable (ibdiag_partner_*) "
+    "included.",
+)
+
+
+def _reporter(settings):
+    """A function making a fresh report of the node ``settings`` name at their level, and how
+    long it took: the node re-read (and, at level standard, its commands re-run) every time;
+    thresholds and checks settled once."""
     import time
 
-    pipeline = prepare(pipeline_options(settings, level="quick"))
+    pipeline = prepare(pipeline_options(settings))
 
     def make_report():
         start = time.monotonic()
@@ -435,6 +447,8 @@ def _quick_reporter(settings):
 
 
 @cli.command("export")
+@_metrics_level_option
+@command_limits
 @source_options
 @checks_dir_option
 @expectation_options
@@ -447,12 +461,13 @@ def _quick_reporter(settings):
 )
 @compat_option
 def export_command(textfile, compat, **settings) -> int:
-    """Write the quick check's counters, gauges and results as Prometheus metrics."""
+    """Write the check's counters, gauges and results as Prometheus metrics (level quick
+    unless --level standard)."""
     from ibdiag.files import write_output
     from ibdiag.render import prometheus
     from ibdiag.render.options import RenderOptions
 
-    report, duration = _quick_reporter(settings)()
+    report, duration = _reporter(settings)()
     options = RenderOptions(duration_s=duration, compat=compat)
     try:  # atomically, mode 0644: node_exporter's textfile collector never reads half a file
         write_output(textfile, prometheus.render(report, options), mode=0o644)
@@ -473,6 +488,8 @@ def _listen_address(ctx, param, value: str) -> str:
 
 
 @cli.command("serve")
+@_metrics_level_option
+@command_limits
 @source_options
 @checks_dir_option
 @expectation_options
@@ -482,8 +499,8 @@ def _listen_address(ctx, param, value: str) -> str:
     show_default=True,
     metavar="ADDR:PORT",
     callback=_listen_address,
-    help="Where to answer GET /metrics ([::1]:PORT for IPv6); every scrape re-reads sysfs "
-    "(level quick, no command).",
+    help="Where to answer GET /metrics ([::1]:PORT for IPv6); every scrape re-reads the node "
+    "at --level (quick: sysfs, no command).",
 )
 @click.option(
     "--scrape-timeout",
@@ -515,14 +532,14 @@ def _listen_address(ctx, param, value: str) -> str:
 def serve_command(
     listen, scrape_timeout, client_timeout, max_connections, compat, **settings
 ) -> int:
-    """Serve the quick check as Prometheus metrics over HTTP.
+    """Serve the check (level quick unless --level standard) as Prometheus metrics over HTTP.
 
     Concurrent scrapes share one collection; a scrape answers within --scrape-timeout even if
     sysfs hangs. Stops on SIGTERM, SIGINT or SIGHUP (exit 0).
     """
     from ibdiag import exporter
 
-    make_report = _quick_reporter(settings)
+    make_report = _reporter(settings)
     try:
         exporter.serve(
             listen,

@@ -3,8 +3,11 @@ real Prometheus (Debian ``prometheus``) scraping ``ibdiag serve`` and returns se
 
 The sysfs tree has non-zero port and hw error counters (so the "non-zero" tables and the
 non-passing checks table have rows) and ``make_report`` bumps traffic and error counters before
-each collection (so rate() sees growing counters). A missing ``prometheus`` fails the test, it
-never skips it. Everything listens on loopback and is stopped in ``finally``.
+each collection (so rate() sees growing counters). The far end of mlx5_0's cable is read as at
+level standard, through stub ``smpquery``/``perfquery`` printing the ibsim captures
+(tests/captures/ibsim-partner: switch ``leaf07`` port 1), whose SymbolErrorCounter grows with
+every collection. A missing ``prometheus`` fails the test, it never skips it. Everything listens
+on loopback and is stopped in ``finally``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
 import pytest
+import stubs as S
 from loopback import free_port, http_get, start_prometheus, stop
 from sysfs_builder import mlx5_node, write_node
 
@@ -51,6 +55,9 @@ HW_ERRORS = {
 # Counters mlx5 exposes on some kernels that sysfs_builder's list lacks; the dashboard uses them.
 EXTRA_HW = ("req_transport_retries_exceeded", "req_rnr_retries_exceeded")
 GROWING = ("counters/port_rcv_data", "counters/port_xmit_data", "hw_counters/rx_write_requests")
+# The far end's plain perfquery: the ibsim capture with SymbolErrorCounter 1234 and
+# LinkDownedCounter 3, its SymbolErrorCounter grown by 7 at each run.
+FAR_END_ERRORS = {"symbol_error", "link_downed"}
 
 
 def _load() -> dict:
@@ -93,7 +100,12 @@ def test_dashboard_shape() -> None:
     assert variables["ib_port"]["type"] == "query"
     assert ", ib_port)" in variables["ib_port"]["definition"]
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
-    assert rows == ["IB Port Health", "IB Hardware Counters", "ibdiag check status"]
+    assert rows == [
+        "IB Port Health",
+        "Far end of each cable",
+        "IB Hardware Counters",
+        "ibdiag check status",
+    ]
     ids = set()
     for panel in _panels(dashboard):
         grid = panel["gridPos"]
@@ -116,6 +128,9 @@ def test_dashboard_shape() -> None:
         "TX data rate",
         "RX error rate",
         "Physical state",
+        "Non-zero far-end error counters",
+        "Far end (switch port) error counters",
+        "Far end link state",
         "Non-zero hw error counters",
         "Retransmission / timeout rate",
         "Sequence / NAK error rate",
@@ -150,8 +165,20 @@ def _bump(path: str, by: int) -> None:
         handle.write(f"{value + by}\n")
 
 
+def _far_end_tools(tmp_path: Path) -> S.StubBin:
+    """smpquery/perfquery answering mlx5_0's far end as the ibsim captures do (switch leaf07,
+    port 1); plain perfquery's SymbolErrorCounter grows by 7 at each run."""
+    stubs = S.StubBin(tmp_path / "stubs")
+    stubs.add("smpquery", S.by_args(S.partner_smpquery("switch-hdr")))
+    errors = S.partner_capture("switch-hdr-errors-perfquery.txt")
+    growing = S.grows(errors, "SymbolErrorCounter", 7, stubs.state)
+    stubs.add("perfquery", S.by_args({**S.partner_perfquery(), "-C * -P * -t *": growing}))
+    return stubs
+
+
 def _serving(tmp_path: Path):
     sys_root = str(tmp_path / "sys")
+    far_end = _far_end_tools(tmp_path)
     hcas = mlx5_node(2)
     port = hcas[0].ports[0]
     port.counters.update(PORT_ERRORS)
@@ -174,7 +201,8 @@ def _serving(tmp_path: Path):
             for name in GROWING:
                 _bump(os.path.join(port_dir, name), 250_000)
         _bump(os.path.join(port_dirs[0], "hw_counters", "out_of_sequence"), 1)
-        snapshot = collect(sys_root, "/nonexistent-proc", {"sysfs"})
+        options = {"path": far_end.path, "timeout_s": 5.0, "deadline_s": 10.0}
+        snapshot = collect(sys_root, "/nonexistent-proc", {"sysfs", "partner"}, options)
         report = grade(snapshot, registry, Thresholds(), "quick")
         return report, time.monotonic() - start
 
@@ -249,6 +277,25 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
         table = _query(prom_port, exprs_for(exprs, "Non-zero hw error counters/A"))
         names = {series["metric"]["__name__"] for series in table["data"]["result"]}
         assert names == {f"ibdiag_port_hw_{name}_total" for name in HW_ERRORS}, names
+        # The far end: its symbol errors grow, the non-zero table names the cable's counters,
+        # the link state table has both ends' rates.
+        far = "Far end (switch port) error counters/A"
+        symbols = _query(prom_port, exprs_for(exprs, far))["data"]["result"]
+        assert [series["metric"] for series in symbols] == [
+            {
+                "instance": f"127.0.0.1:{port}",
+                "ib_port": "mlx5_0:1",
+                "peer_name": "leaf07",
+                "peer_port": "1",
+            }
+        ], symbols
+        assert float(symbols[0]["value"][1]) > 0, symbols
+        table = _query(prom_port, exprs_for(exprs, "Non-zero far-end error counters/A"))
+        names = {series["metric"]["__name__"] for series in table["data"]["result"]}
+        assert names == {f"ibdiag_partner_{name}_total" for name in FAR_END_ERRORS}, names
+        for ref, value in (("A", 4), ("B", 5), ("C", 4), ("D", 25e9), ("E", 25e9)):
+            found = _query(prom_port, exprs_for(exprs, f"Far end link state/{ref}"))
+            assert [float(s["value"][1]) for s in found["data"]["result"]] == [value], found
         checks = _query(prom_port, exprs_for(exprs, "Non-passing checks/A"))["data"]["result"]
         assert any(series["metric"]["target"] == "mlx5_1:1" for series in checks), checks
 

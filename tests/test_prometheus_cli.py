@@ -24,6 +24,7 @@ import pytest
 from conftest import REPO, SCENARIOS_DIR
 from loopback import ServeProcess, free_port, raw_request
 from test_prometheus import parse, promtool_check
+from test_prometheus_partner import SWITCH, partner_tools
 
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
 
@@ -38,8 +39,50 @@ def test_export_writes_the_metrics_file_atomically(run_cli, tmp_path):
     assert "ibdiag_verdict 2" in text
     assert 'ibdiag_check_status{check="link.state",target="mlx5_6:1"} 2' in text
     assert "ib_port_physical_state{" in text  # the moneo names too
+    assert "ibdiag_partner_" not in text  # level quick: the far end is not read
     assert sorted(os.listdir(tmp_path)) == ["ibdiag.prom"], "a temp file was left behind"
     assert stat.S_IMODE(target.stat().st_mode) == 0o644  # node_exporter may run as anyone
+
+
+def test_export_at_level_standard_has_the_far_end_of_each_cable(tmp_path):
+    """--level standard runs the read-only commands (here stubs printing the ibsim captures):
+    the far ends' series are in the file; the default, quick, runs none and has none."""
+    sysfs, procfs, stubs = partner_tools(tmp_path)
+    texts, calls = {}, {}
+    for level in ("standard", "quick"):
+        target = tmp_path / f"{level}.prom"
+        argv = [sys.executable, "-m", "ibdiag", "export", "--level", level, "--sysfs", sysfs,
+                "--procfs", procfs, "--textfile", str(target)]  # fmt: skip
+        proc = subprocess.run(
+            argv, cwd=REPO, env=stubs.env(), capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        texts[level] = target.read_text()
+        calls[level] = len(stubs.calls())
+    samples = parse(texts["standard"])
+    promtool_check(texts["standard"])
+    assert samples[("ibdiag_partner_symbol_error_total", tuple(SWITCH.items()))] == 1234
+    assert samples[("ibdiag_partner_port_state", tuple(SWITCH.items()))] == 4
+    assert "ibdiag_partner_" not in texts["quick"]
+    assert calls["quick"] == calls["standard"] > 0  # quick ran no command
+
+
+def test_serve_at_level_standard_serves_the_far_end_of_each_cable(tmp_path):
+    sysfs, procfs, stubs = partner_tools(tmp_path)
+    server = ServeProcess(
+        ["--level", "standard", "--sysfs", sysfs, "--procfs", procfs],
+        REPO,
+        tmp_path,
+        env=stubs.env(),
+    )
+    try:
+        text = server.ready()
+        samples = parse(text)
+        assert samples[("ibdiag_partner_symbol_error_total", tuple(SWITCH.items()))] == 1234
+        assert samples[("ibdiag_scrape_timeout", ())] == 0
+    finally:
+        code, stderr = server.stop()
+    assert code == 0, stderr
 
 
 def test_export_to_an_unwritable_place_is_one_line_exit_3(run_cli, tmp_path):

@@ -13,12 +13,17 @@ prerequisite failed is recorded as never started, naming the step that failed). 
 lists every run of the port's chain, found or not, in chain order: the evidence.
 """
 
+import re
 from typing import List, Optional
 
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
 from ibdiag.facts.perfquery import PmaReading
+
+_NAME_IN_DESCRIPTION = re.compile(r"^[^;]*;([^:;\s]+)[:;]")  # "MF0;leaf07:MQM9700/U1"
+_UNSAFE = re.compile(r"[^\x21-\x7e]+")  # whitespace and anything unprintable
+NAME_MAX = 64
 
 
 class PortInfo(Fact):
@@ -84,3 +89,14 @@ class Partner(Fact):
     @property
     def is_switch(self) -> bool:
         return self.node_type == "Switch"
+
+
+def short_name(partner: Partner) -> str:
+    """How results, drain reasons and metric labels name the far end: ``leaf07`` from
+    ``MF0;leaf07:MQM9700/U1``; else the description (whitespace and anything unprintable as
+    ``_``, at most 64 characters); else the node GUID; else ``?``."""
+    description = (partner.description or "").strip()
+    match = _NAME_IN_DESCRIPTION.match(description)
+    name = match.group(1) if match else description
+    name = _UNSAFE.sub("_", name).strip("_")[:NAME_MAX]
+    return name or partner.node_guid or "?"

@@ -28,6 +28,36 @@ Counters, one family per counter name, HELP from ``ibdiag.catalogue``:
 Every per-port sample also carries ``ib_port`` (``mlx5_0:1``), the name check targets and
 existing dashboards use for a port, so one label (one Grafana variable) selects it.
 
+The far end of each cable (``Port.partner``: the switch port, or the other HCA of a
+back-to-back cable, read at level standard; ``ibdiag.render.prometheus_partner``): its samples
+carry our port's ``device, port, ib_port`` plus ``peer_guid`` (its node GUID), ``peer_name``
+(``leaf07`` from ``MF0;leaf07:MQM9700/U1``, as check targets name it:
+``ibdiag.facts.partner.short_name``) and ``peer_port`` (its port number); "" for what was not
+read. A port whose far end was not collected, or whose chain named nothing (no node GUID, no
+description), has none.
+
+- ``ibdiag_partner_<name>_total{...,peer_guid,peer_name,peer_port}``: each counter of the far
+  end's perfquery reading (``counters``, then ``rcv_error_details``, perfquery -E). ``<name>``
+  follows our port's rule on the catalogue's name for the counter, so the far end's family
+  pairs with ours: ``SymbolErrorCounter`` -> ``symbol_error`` ->
+  ``ibdiag_partner_symbol_error_total`` (beside ``ibdiag_port_symbol_error_total``),
+  ``PortRcvErrors`` -> ``ibdiag_partner_rcv_errors_total``; a name the catalogue has only as
+  perfquery's goes to snake case first (``PortLocalPhysicalErrors`` ->
+  ``ibdiag_partner_local_physical_errors_total``, ``QP1Dropped`` ->
+  ``ibdiag_partner_qp1_dropped_total``). Units as ours: ``PortXmitData``/``PortRcvData`` (4-byte
+  words) x 4 as ``ibdiag_partner_xmit_data_bytes_total``. A name that cannot be a metric name
+  goes, raw, into the untyped ``ibdiag_partner_other_value{...,counter}``. A far end whose
+  counters could not be read has its gauges and no counter sample.
+- ``ibdiag_partner_info{...,peer_type,peer_description}`` (always 1): ``peer_type`` as smpquery
+  prints NodeType (``Switch``, ``Channel Adapter``), ``peer_description`` the node description
+  as read (escaped).
+- ``ibdiag_partner_port_state`` (LinkState: 1 Down, 2 Initialize, 3 Armed, 4 Active, the
+  numbers of ``ibdiag_port_state``), ``ibdiag_partner_phys_state`` (PhysLinkState: 2 Polling,
+  3 Disabled, 5 LinkUp, ...), ``ibdiag_partner_width_active`` (lanes: 4 for 4X) and
+  ``ibdiag_partner_rate_bytes_per_second`` (lanes x the speed's per-lane rate as sysfs counts
+  it: 4X HDR is 200 Gb/s, as ``ibdiag_port_rate_bytes_per_second`` says for our end). A value
+  that was not read, or a word that is not one of libibmad's, has no sample.
+
 Gauges:
 
 - ``ibdiag_port_state{device,port}`` (IB PortState: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, ...),
@@ -65,10 +95,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ibdiag.catalogue import lookup
+from ibdiag.facts.partner import Partner
 from ibdiag.model import Report, Status
+from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -150,16 +182,27 @@ def format_value(value: float) -> str:
 
 
 def _counter_family(
-    out: _Exposition, scope: str, prefix: str, name: str, directory: str
+    out: _Exposition,
+    scope: str,
+    prefix: str,
+    name: str,
+    directory: str,
+    stem: Optional[str] = None,
+    where: Optional[str] = None,
 ) -> Optional[Tuple[_Family, float]]:
     """The family for counter ``name`` and the factor its raw value is multiplied by; None when
-    the name cannot be part of a metric name (it then goes to the generic family)."""
+    the name cannot be part of a metric name (it then goes to the generic family).
+
+    ``stem``: the family's name fragment when it is not ``name``'s own (the far end's
+    counters, ``prometheus_partner.counter_stem``); ``where``: what HELP says the value is
+    (``directory/name`` unless given)."""
     if not _FRAGMENT.fullmatch(name):
         return None
     info = lookup(name, directory)
-    stem = name.lower()
-    if prefix == "ibdiag_port_" and stem.startswith("port_"):
-        stem = stem[len("port_") :]
+    if stem is None:
+        stem = name.lower()
+        if prefix == "ibdiag_port_" and stem.startswith("port_"):
+            stem = stem[len("port_") :]
     factor: float = 1
     unit = ""
     if info.unit == "words":
@@ -182,7 +225,9 @@ def _counter_family(
         meaning += " Converted from 4-byte words to bytes."
     elif info.unit == "ms":
         meaning += " Converted from milliseconds to seconds."
-    help_text = f"{directory}/{name} ({info.category}): {meaning}"
+    if where is None:
+        where = f"{directory}/{name}"
+    help_text = f"{where} ({info.category}): {meaning}"
     return out.family(full, kind, help_text), factor
 
 
@@ -298,6 +343,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         "untyped",
         "Raw device hw_counters whose names cannot be metric names (name in label counter).",
     )
+    far = _partner_families(out)
     for device in snapshot.devices:
         problems.add((("device", device.name),), _problem_count(device))
         for port in device.ports:
@@ -331,6 +377,9 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
                 port_other,
                 (("source", "hw_counters"),),
             )
+        for port in device.ports:
+            if port.partner is not None and far_end.known(port.partner):
+                _add_partner(out, far, _port_labels(device, port), port.partner)
         _add_counters(
             out,
             "device_hw_counters",
@@ -343,6 +392,90 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
     if compat == "moneo":
         _add_moneo(out, report)
     return out.text()
+
+
+class _PartnerFamilies(NamedTuple):
+    info: _Family
+    state: _Family
+    phys: _Family
+    lanes: _Family
+    rate: _Family
+    other: _Family
+
+
+def _partner_families(out: _Exposition) -> _PartnerFamilies:
+    """The far end's gauges (module docstring), made in this order after our own port's."""
+    return _PartnerFamilies(
+        info=out.family(
+            "ibdiag_partner_info",
+            "gauge",
+            "Always 1: the far end of the port's cable (peer_guid, peer_name, peer_port, "
+            "peer_type, peer_description: the switch port or the other HCA).",
+        ),
+        state=out.family(
+            "ibdiag_partner_port_state",
+            "gauge",
+            "The far end's IB port state (smpquery portinfo LinkState): 1 Down, 2 Initialize, "
+            "3 Armed, 4 Active.",
+        ),
+        phys=out.family(
+            "ibdiag_partner_phys_state",
+            "gauge",
+            "The far end's IB physical port state (smpquery portinfo PhysLinkState): 1 Sleep, "
+            "2 Polling, 3 Disabled, 4 PortConfigurationTraining, 5 LinkUp, 6 "
+            "LinkErrorRecovery, 7 PhyTest.",
+        ),
+        lanes=out.family(
+            "ibdiag_partner_width_active",
+            "gauge",
+            "Lanes the far end's port runs (smpquery portinfo LinkWidthActive: 4 for 4X).",
+        ),
+        rate=out.family(
+            "ibdiag_partner_rate_bytes_per_second",
+            "gauge",
+            "The far end's active rate in bytes per second (lanes x per-lane Gb/s as sysfs "
+            "counts it x 1e9 / 8): compare with ibdiag_port_rate_bytes_per_second.",
+        ),
+        other=out.family(
+            "ibdiag_partner_other_value",
+            "untyped",
+            "Raw far-end counters whose names cannot be metric names (name in label counter).",
+        ),
+    )
+
+
+def _add_partner(out: _Exposition, far: _PartnerFamilies, base: Labels, partner: Partner) -> None:
+    """One port's far end: its info, link gauges and counters (perfquery's names mapped to the
+    catalogue's, so the families pair with our own port's)."""
+    labels = base + far_end.peer_labels(partner)
+    far.info.add(labels + far_end.info_labels(partner), 1)
+    info = partner.port_info
+    if info is not None:
+        for family, value in (
+            (far.state, far_end.link_state(info.link_state)),
+            (far.phys, far_end.phys_state(info.phys_link_state)),
+            (far.lanes, far_end.lanes(info.width_active)),
+            (far.rate, far_end.rate_bytes_per_second(info.width_active, info.speed_active)),
+        ):
+            if value is not None:
+                family.add(labels, value)
+    values: Dict[str, int] = {}
+    for reading in (partner.counters, partner.rcv_error_details):
+        if reading is not None:
+            values.update(reading.counters)
+    for name in sorted(values):
+        named, stem = far_end.counter_stem(name)
+        found = None
+        if _FRAGMENT.fullmatch(name):
+            where = f"Far end, perfquery {name}"
+            found = _counter_family(
+                out, "partner", "ibdiag_partner_", named, "perfquery", stem, where
+            )
+        if found is None:
+            far.other.add((*labels, ("counter", name)), values[name])
+            continue
+        family, factor = found
+        family.add(labels, values[name] * factor)
 
 
 def _add_moneo(out: _Exposition, report: Report) -> None:

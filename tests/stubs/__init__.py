@@ -11,6 +11,8 @@ Behaviours, as script bodies (``StubBin.add(name, body)``):
 - ``by_args({pattern: body})``: dispatch on the arguments (``case "$*" in pattern)``);
 - ``in_turn([capture1, capture2])``: the first run with these arguments prints capture1, every
   later one capture2 (a per-argv counter file in the stub directory);
+- ``grows(capture, field, by, state_dir)``: print a perfquery capture with one counter raised by
+  ``by`` more at every run (a per-stub counter file), so rate() sees it grow;
 - ``hangs(mark)``, ``ignores_sigterm(mark)``: never finish (``sleep <mark>``: a number no other
   process uses, so ``processes_with(mark)`` finds strays);
 - ``fails(message, rc)``, ``garbage()``, ``binary_junk()``;
@@ -149,6 +151,24 @@ def prints(capture: PathLike, rc: int = 0, delay: float = 0.0, stderr: str = "")
     if stderr:
         body += f"printf '%s\\n' {_q(stderr)} >&2\n"
     return body + f"exit {rc}\n"
+
+
+def grows(capture: PathLike, field: str, by: int, state_dir: PathLike) -> str:
+    """Print the perfquery ``capture`` with ``field`` (``SymbolErrorCounter``) raised by ``by``
+    x the number of runs so far (``$0``'s counter file in ``state_dir``); exit 0."""
+    state = _q(state_dir)
+    return (
+        f"mkdir -p {state}\n"
+        'key=$(basename "$0")-grows\n'
+        f'n=$(cat {state}/"$key" 2>/dev/null || echo 0)\n'
+        "n=$((n + 1))\n"
+        f'echo "$n" > {state}/"$key"\n'
+        f"awk -v add=$((n * {int(by)})) -v field={_q(field + ':')} "
+        "'index($0, field) == 1 && match($0, /[0-9]+$/) "
+        "{ print substr($0, 1, RSTART - 1) (substr($0, RSTART) + add); next } { print }' "
+        f"{_q(capture)}\n"
+        "exit 0\n"
+    )
 
 
 def prints_text(text: str, rc: int = 0, delay: float = 0.0) -> str:
