@@ -529,7 +529,7 @@ def test_a_pool_worker_killed_midway_loses_no_node(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fleet_read, "_read_job", read_job)
     monkeypatch.setattr(fleet_read, "_MP_CONTEXT", "fork")  # the workers run the patched code
-    items = read_with_deadline([str(tmp_path)], workers=2)
+    items = list(read_inputs([str(tmp_path)], workers=2))  # forked from this thread, the only one
     assert hosts(items) == [f"node{n:03d}" for n in range(30)]
     assert in_process == [str(tmp_path / "node017.json")], "read again in-process, once"
 
