@@ -20,7 +20,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, Optional, Tuple
+from typing import BinaryIO, Dict, Mapping, Optional, Tuple
 
 from ibdiag import bundle_limits as limits
 from ibdiag.bundle_limits import size_text
@@ -185,8 +185,9 @@ def kept_area(rel: str) -> Optional[Tuple[str, int, int, str]]:
 
 
 class _Reader:
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, keep: Optional[Mapping[str, int]] = None) -> None:
         self.stream = _Stream(stream)
+        self.keep = keep
         self.archive: Optional[Archive] = None
         self.members = 0
         self.kept_bytes: Dict[str, int] = {}  # by area
@@ -286,7 +287,10 @@ class _Reader:
         if size < 0 or size > limit:
             raise ArchiveError(f"member {name!r} is {size} bytes; {what} {size_text(limit)}")
         area = kept_area(rel)
-        keep = area is not None or rel == MANIFEST
+        if self.keep is None:
+            keep = area is not None or rel == MANIFEST
+        else:
+            keep = rel == MANIFEST or size <= self.keep.get(rel, -1)
         if area is not None:
             prefix, total = area[0], area[2]
             self.kept_bytes[prefix] = self.kept_bytes.get(prefix, 0) + size
@@ -315,15 +319,19 @@ class _Reader:
                 raise CorruptArchive("data after the end-of-archive marker")
 
 
-def read_archive(raw: BinaryIO) -> Archive:
+def read_archive(raw: BinaryIO, keep: Optional[Mapping[str, int]] = None) -> Archive:
     """Every member of the tar archive ``raw`` (compressed or not), judged and hashed.
+
+    Kept in memory: the manifest and the files replay reads; with ``keep`` (bundle path -> most
+    bytes), the manifest and those files instead, each only when it is at most that size (the
+    fleet keeps report.json alone). What is refused does not depend on ``keep``.
 
     Raises ``ArchiveError`` (``CorruptArchive`` for a damaged or truncated stream) with a
     message that does not name the archive; decompression errors are turned into it too.
     """
     stream = decompressing(raw)
     try:
-        return _Reader(stream).run()
+        return _Reader(stream, keep).run()
     except _stream_errors() as exc:
         raise CorruptArchive(str(exc) or type(exc).__name__) from None
 

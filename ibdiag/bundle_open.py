@@ -16,7 +16,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from ibdiag import bundle_limits as limits
 from ibdiag.bundle_archive import (
@@ -77,7 +77,8 @@ class OpenedBundle:
 
     def read(self, rel: str) -> Optional[bytes]:
         """The bundle's file ``rel`` (a manifest path); None when it is not there. Of a tarball
-        only manifest.json and what replay reads (root/, commands/, nccl_inspector/) are kept."""
+        only manifest.json and what replay reads (root/, commands/, nccl_inspector/) are kept,
+        or what ``open_bundle(keep=...)`` asked for."""
         if not safe_relpath(rel):
             return None
         if self.archive is not None:
@@ -107,11 +108,11 @@ def _manifest(data: bytes, label: str) -> Manifest:
         raise BundleError(f"refusing {label}: {exc}") from None
 
 
-def _open_archive(path: str) -> OpenedBundle:
+def _open_archive(path: str, keep: Optional[Mapping[str, int]] = None) -> OpenedBundle:
     """A tarball: every member judged and hashed in one pass over the stream, nothing written."""
     try:
         with open(path, "rb") as raw:
-            archive = read_archive(raw)
+            archive = read_archive(raw, keep)
     except CorruptArchive as exc:
         why = f"not a readable bundle (truncated or corrupt archive): {exc}"
         raise BundleError(f"{path}: {why}") from None
@@ -223,7 +224,9 @@ def _refuse_altered(opened: OpenedBundle) -> None:
 
 
 @contextlib.contextmanager
-def open_bundle(path: str, accept_altered: bool = False) -> Iterator[OpenedBundle]:
+def open_bundle(
+    path: str, accept_altered: bool = False, keep: Optional[Mapping[str, int]] = None
+) -> Iterator[OpenedBundle]:
     """Open a bundle (a tarball - gzip, bzip2, xz or plain - or a directory) and verify it
     against its manifest.
 
@@ -235,11 +238,15 @@ def open_bundle(path: str, accept_altered: bool = False) -> Iterator[OpenedBundl
     invalid manifest, and - unless ``accept_altered`` - a file whose sha256 differs from the
     manifest's. Missing and unlisted files (and accepted altered ones) are listed in the
     yielded ``OpenedBundle`` for the caller to show.
+
+    ``keep`` (bundle path -> most bytes) says which files of a tarball to hold for ``read``
+    instead of the manifest and what replay reads: the fleet reads report.json alone. A
+    directory is read in place whatever ``keep`` says.
     """
     if os.path.isdir(path):
         opened = _open_directory(path)
     elif os.path.isfile(path):
-        opened = _open_archive(path)
+        opened = _open_archive(path, keep)
     else:
         raise BundleError(f"{path}: no such bundle (neither a directory nor a file)")
     if opened.altered and not accept_altered:

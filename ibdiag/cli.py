@@ -694,11 +694,12 @@ def config_profiles() -> int:
 
 
 @cli.command("schema")
-@click.argument("name", type=click.Choice(["report", "manifest"]), default="report")
+@click.argument("name", type=click.Choice(["report", "manifest", "fleet"]), default="report")
 @click.option("-o", "--output", "output", metavar="FILE", help="Write it to FILE (- for stdout).")
 def schema(name, output) -> int:
-    """Print the JSON Schema of the report that --json writes, or (NAME manifest) of a support
-    bundle's manifest.json. The same files are committed under schema/ in the source tree."""
+    """Print the JSON Schema of the report that --json writes, (NAME manifest) of a support
+    bundle's manifest.json, or (NAME fleet) of the fleet report that 'ibdiag fleet report
+    --json' writes. The same files are committed under schema/ in the source tree."""
     from ibdiag.schemas import schema_text
 
     text = schema_text(name)

@@ -1,9 +1,11 @@
-"""The JSON Schemas ibdiag publishes: the report (``--json``) and a bundle's manifest.json.
+"""The JSON Schemas ibdiag publishes: the report (``--json``), a bundle's manifest.json and the
+fleet report (``ibdiag fleet report --json``).
 
 Consumers - a fleet aggregator, a support engineer's script, a monitoring pipeline - validate
 what ibdiag writes against these instead of reverse-engineering it. They are generated from the
-pydantic models that write the files (``Report``, ``bundle_manifest.Manifest``), in
-serialization mode (what the JSON holds, not what validation would accept), and the same text is
+pydantic models that write the files (``Report``, ``bundle_manifest.Manifest``,
+``fleet.model.FleetReport``), in serialization mode (what the JSON holds, not what validation
+would accept), and the same text is
 committed under ``schema/`` in the repository: a test fails when a model changes and the
 committed file was not regenerated (``ibdiag schema NAME -o schema/NAME.schema.json``), so a
 change to the published contract is always a visible change in review.
@@ -29,7 +31,17 @@ def _manifest() -> Dict[str, Any]:
     return Manifest.model_json_schema(mode="serialization")
 
 
-_BUILDERS: Dict[str, Callable[[], Dict[str, Any]]] = {"report": _report, "manifest": _manifest}
+def _fleet() -> Dict[str, Any]:
+    from ibdiag.fleet.model import FleetReport
+
+    return FleetReport.model_json_schema(mode="serialization")
+
+
+_BUILDERS: Dict[str, Callable[[], Dict[str, Any]]] = {
+    "report": _report,
+    "manifest": _manifest,
+    "fleet": _fleet,
+}
 NAMES = tuple(_BUILDERS)
 
 

@@ -1,7 +1,9 @@
 """The published JSON Schemas (``schema/``): committed, current, and true of real output.
 
-``schema/report.schema.json`` is what a consumer validates ``--json`` against, and
-``schema/manifest.schema.json`` a bundle's manifest.json. Three promises, each tested here:
+``schema/report.schema.json`` is what a consumer validates ``--json`` against,
+``schema/manifest.schema.json`` a bundle's manifest.json and ``schema/fleet.schema.json`` the
+fleet report (``ibdiag fleet report --json``; real output validated in test_fleet_cli). Three
+promises, each tested here:
 
 - the committed files are exactly what ``ibdiag schema`` generates from today's models (a model
   change without a regenerated schema fails here, so the contract never drifts silently);
@@ -63,7 +65,7 @@ def test_schema_writes_to_a_file_and_refuses_an_unknown_name(run_cli, tmp_path):
     out = tmp_path / "report.json"
     assert run_cli("schema", "-o", str(out)).exit_code == 0
     assert out.read_text() == schema_text("report")
-    refused = run_cli("schema", "fleet")
+    refused = run_cli("schema", "nodes")
     assert refused.exit_code == 3 and "Traceback" not in refused.stderr
 
 

@@ -153,6 +153,9 @@ class FleetReport(_Frozen):
     read_problems: List[ReadProblem] = Field(default_factory=list)
     # Hosts with more than one report: the newest (collected_at) was used.
     duplicates: List[NodeGroup] = Field(default_factory=list)
+    # Nodes read with a caveat, by caveat: a report schema newer than this ibdiag's (read
+    # best-effort), a bundle whose files differ from its manifest (--accept-altered).
+    read_notes: List[NodeGroup] = Field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

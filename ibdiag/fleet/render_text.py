@@ -1,0 +1,158 @@
+"""The fleet's answer on a terminal: ``render_text(FleetReport)``.
+
+What an admin reads first comes first: the verdict line (``IBDIAG FLEET CRITICAL - ...``, as
+``ibdiag check`` starts its own with ``IBDIAG``), the counts, then what to act on - the nodes to
+drain grouped by reason (``reason: hostlist (N)``, pasteable into ``scontrol``), the nodes that
+are the switch's fault and the switches to open a ticket for - then what to look at: outliers
+against their rail's peers, drift, misplaced rails, missing nodes, and the inputs that could
+not be read. A section with nothing in it is not printed; a healthy fleet is three lines.
+
+Every value comes from the nodes' reports (host names, reasons, switch descriptions, file
+names) and is printed ``inert`` (``ibdiag.render.inert``, as the node's text renderer does):
+one line of the output is one line, and nothing read from a node can steer the terminal or
+forge a line.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Sequence
+
+from ibdiag.fleet.model import (
+    Drift,
+    FleetReport,
+    NodeGroup,
+    Outlier,
+    RailMisplacement,
+    SuspectSwitch,
+)
+from ibdiag.render.inert import inert
+
+COUNT_ORDER = ("OK", "WARNING", "CRITICAL", "UNKNOWN", "MISSING")
+_PORTS_SHOWN = 8  # a switch's failing ports listed one per line, then how many more
+
+
+def render_text(report: FleetReport) -> str:
+    """The whole report as text, one finding per line, ending with a newline."""
+    lines = [verdict_line(report), counts_line(report)]
+    lines += _groups("drain (CRITICAL, by reason)", report.drain)
+    lines += _groups(
+        "switch-suspect (failing on a suspect switch: ticket the switch, not the nodes)",
+        report.switch_suspect,
+    )
+    suspects = [switch for switch in report.switches if switch.suspect]
+    others = [switch for switch in report.switches if not switch.suspect]
+    lines += _section("switches to ticket", (line for s in suspects for line in _switch(s)))
+    lines += _section(
+        "switches with failing ports (below the suspect threshold)",
+        (line for s in others for line in _switch(s)),
+    )
+    lines += _groups("warnings (by reason)", report.warnings)
+    lines += _groups("unknown (no verdict; by reason)", report.unknown)
+    lines += _section("outliers (against their rail's peers)", map(outlier_line, report.outliers))
+    lines += _section("drift (the majority, then the others)", map(drift_line, report.drift))
+    lines += _section(
+        "rail misplacements (a cable in another rail's switch)",
+        map(misplacement_line, report.rail_misplacements),
+    )
+    if report.missing is not None and report.missing.count:
+        lines += ["", "missing (expected, no report):", f"  {_group_hosts(report.missing)}"]
+    lines += _section(
+        "read problems (inputs that gave no node)",
+        (f"  {inert(p.source)}: {inert(p.reason)}" for p in report.read_problems),
+    )
+    lines += _groups("duplicates (one host, several reports)", report.duplicates)
+    lines += _groups("read with a caveat", report.read_notes)
+    return "\n".join(lines) + "\n"
+
+
+def verdict_line(report: FleetReport) -> str:
+    """``IBDIAG FLEET <VERDICT> - <reason> (<N> nodes read)``."""
+    nodes = f"{report.nodes_read} node{'s' if report.nodes_read != 1 else ''} read"
+    return f"IBDIAG FLEET {inert(report.verdict)} - {inert(report.verdict_reason)} ({nodes})"
+
+
+def counts_line(report: FleetReport) -> str:
+    """``nodes: OK 480, WARNING 3, CRITICAL 12, UNKNOWN 1, MISSING 4`` (a count of 0 shown
+    too, so the line always reads the same; other keys after those, as the report has them)."""
+    keys = [key for key in COUNT_ORDER if key in report.counts or key != "MISSING"]
+    keys += [key for key in report.counts if key not in COUNT_ORDER]
+    return "nodes: " + ", ".join(f"{inert(key)} {report.counts.get(key, 0)}" for key in keys)
+
+
+def group_line(group: NodeGroup) -> str:
+    """``reason: hostlist (N)``."""
+    return f"  {inert(group.reason)}: {_group_hosts(group)}"
+
+
+def outlier_line(outlier: Outlier) -> str:
+    """``gpu017 rail 3 ib_write_bw_gbps 312 vs median 392 (-20.4%, low; 64 peers, MAD 2.1)``."""
+    where = f"rail {outlier.rail}" if outlier.rail is not None else "node-wide"
+    return (
+        f"  {inert(outlier.host)} {where} {inert(outlier.metric)} {_number(outlier.value)} "
+        f"vs median {_number(outlier.median)} ({_percent(outlier.gap)}, "
+        f"{inert(outlier.direction)}; {outlier.peers} peers, MAD {_number(outlier.mad)})"
+    )
+
+
+def drift_line(drift: Drift) -> str:
+    """``fw_ver rail 0: 28.39.1002 on 495 nodes; 28.36.1010 on gpu[017,033] (2)``."""
+    where = f" rail {drift.rail}" if drift.rail is not None else ""
+    others = "; ".join(
+        f"{inert(other.value)} on {inert(other.nodes)} ({other.count})" for other in drift.others
+    )
+    majority = f"{inert(drift.majority)} on {drift.majority_count} node"
+    majority += "s" if drift.majority_count != 1 else ""
+    return f"  {inert(drift.attribute)}{where}: {majority}; {others}"
+
+
+def misplacement_line(item: RailMisplacement) -> str:
+    """``gpu044 rail 2 mlx5_2:1 lands on leaf15; rail 2 of the others: leaf03, leaf04``."""
+    expected = ", ".join(inert(name) for name in item.expected) or "(none)"
+    return (
+        f"  {inert(item.host)} rail {item.rail} {inert(item.target)} lands on "
+        f"{inert(item.peer_name)}; rail {item.rail} of the others: {expected}"
+    )
+
+
+def _switch(switch: SuspectSwitch) -> List[str]:
+    guid = f" ({inert(switch.peer_guid)})" if switch.peer_guid else ""
+    ports = sorted({p.peer_port for p in switch.failing_ports if p.peer_port is not None})
+    head = (
+        f"  {inert(switch.peer_name)}{guid}: {switch.failing_node_count} of "
+        f"{switch.attached_node_count} attached nodes fail on it "
+        f"({len(switch.failing_ports)} port{'s' if len(switch.failing_ports) != 1 else ''}"
+        + (f": {', '.join(map(str, ports))}" if ports else "")
+        + f"): {inert(switch.failing_nodes)}"
+    )
+    lines = [head]
+    for port in switch.failing_ports[:_PORTS_SHOWN]:
+        number = f"port {port.peer_port}" if port.peer_port is not None else "port ?"
+        checks = ", ".join(inert(check) for check in port.checks) or "(no check named)"
+        lines.append(f"    {number} <- {inert(port.host)} {inert(port.target)}: {checks}")
+    more = len(switch.failing_ports) - _PORTS_SHOWN
+    if more > 0:
+        lines.append(f"    and {more} more port{'s' if more != 1 else ''}")
+    return lines
+
+
+def _groups(title: str, groups: Sequence[NodeGroup]) -> List[str]:
+    return _section(title, (group_line(group) for group in groups))
+
+
+def _section(title: str, lines: Iterable[str]) -> List[str]:
+    body = list(lines)
+    return ["", f"{title}:", *body] if body else []
+
+
+def _group_hosts(group: NodeGroup) -> str:
+    return f"{inert(group.nodes)} ({group.count})"
+
+
+def _number(value: Optional[float]) -> str:
+    if value is None:
+        return "?"
+    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+
+
+def _percent(gap: float) -> str:
+    return f"{gap * 100:+.1f}%"

@@ -1,0 +1,328 @@
+"""``ibdiag fleet report`` end to end, on real per-node reports: each written by ``ibdiag check
+--json`` on a golden scenario's sysfs tree, as a distinct host (its procfs names it), and on
+real bundles written by ``ibdiag collect``. Exit codes are the fleet's verdict; -o is atomic;
+--expect-nodes names the missing; a bad option is one line and exit 3."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, SCENARIOS_DIR
+
+from ibdiag.fleet.node import summarize
+
+GOOD = "gcm-8xCX6-HDR-good"
+STUCK = "gcm-8xCX6-HDR-2ports-stuck-INIT"  # CRITICAL
+FLAPPING = "gcm-8xCX6-HDR-ib4-operstate-down-flapping"  # WARNING
+NODES = {"gpu001": GOOD, "gpu002": GOOD, "gpu003": GOOD, "gpu004": STUCK, "gpu005": FLAPPING}
+SCHEMA = Path(REPO) / "schema" / "fleet.schema.json"
+
+
+def write_procfs(path: Path, host: str) -> str:
+    files = {
+        "sys/kernel/hostname": f"{host}\n",
+        "sys/kernel/random/boot_id": "5c1f2f6e-7a0e-4c59-9a0b-0d3b1a3a8e11\n",
+        "stat": "cpu  1 2 3 4\nbtime 1700000000\nprocesses 42\n",
+    }
+    for rel, text in files.items():
+        full = path / rel
+        full.parent.mkdir(parents=True, exist_ok=True)
+        full.write_text(text)
+    return str(path)
+
+
+def sysfs(scenario: str) -> str:
+    return os.path.join(SCENARIOS_DIR, scenario, "root", "sys")
+
+
+def cli(*args: str):
+    from ibdiag.cli import cli as command
+
+    try:  # click 8.1 mixes stderr into stdout unless told not to; 8.2 never does
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(command, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> Dict[str, str]:
+    """host -> its report JSON, as ``ibdiag check --json -o`` wrote it."""
+    base = tmp_path_factory.mktemp("nodes")
+    found = {}
+    for host, scenario in NODES.items():
+        procfs = write_procfs(base / host / "proc", host)
+        out = base / f"{host}.json"
+        done = cli(
+            "check", "--sysfs", sysfs(scenario), "--procfs", procfs, "--json", "-o", str(out)
+        )
+        assert done.exit_code in (0, 1, 2), done.stderr
+        found[host] = out.read_text()
+        assert json.loads(found[host])["snapshot"]["host"] == host
+    return found
+
+
+def fleet_dir(tmp_path: Path, reports: Dict[str, str], hosts, name: str = "reports") -> str:
+    folder = tmp_path / name
+    folder.mkdir()
+    for host in hosts:
+        (folder / f"{host}.json").write_text(reports[host])
+    return str(folder)
+
+
+def assert_one_line_error(result, fragment: str) -> None:
+    assert result.exit_code == 3
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("ibdiag: error: ")
+    assert fragment in result.stderr and "Traceback" not in result.stderr
+
+
+def drain_reason(report_text: str) -> str:
+    return summarize(json.loads(report_text), "x").drain_reason
+
+
+# -- exit codes: the fleet's verdict ------------------------------------------------------------
+
+
+def test_a_healthy_fleet_exits_0(tmp_path, reports):
+    done = cli("fleet", "report", fleet_dir(tmp_path, reports, ["gpu001", "gpu002", "gpu003"]))
+    assert done.exit_code == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("IBDIAG FLEET OK - ") and lines[0].endswith("(3 nodes read)")
+    assert lines[1] == "nodes: OK 3, WARNING 0, CRITICAL 0, UNKNOWN 0" or lines[1].startswith(
+        "nodes: OK 3, WARNING 0, CRITICAL 0, UNKNOWN 0, MISSING 0"
+    )
+    assert done.stderr == ""
+
+
+def test_a_critical_node_makes_the_fleet_critical_and_is_listed_to_drain(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, NODES)
+    done = cli("fleet", "report", folder)
+    assert done.exit_code == 2, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("IBDIAG FLEET CRITICAL - ")
+    assert lines[1].startswith("nodes: OK 3, WARNING 1, CRITICAL 1, UNKNOWN 0")
+    drain = lines.index("drain (CRITICAL, by reason):")
+    assert lines[drain + 1] == f"  {drain_reason(reports['gpu004'])}: gpu004 (1)"
+    assert f"  {drain_reason(reports['gpu005'])}: gpu005 (1)" in lines  # under warnings
+    assert done.stderr == ""
+
+
+def test_a_warning_node_makes_the_fleet_warn(tmp_path, reports):
+    done = cli("fleet", "report", fleet_dir(tmp_path, reports, ["gpu001", "gpu002", "gpu005"]))
+    assert done.exit_code == 1, done.stdout
+
+
+def test_an_unreadable_input_beside_good_reports_warns_and_loses_no_node(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002", "gpu003"])
+    text = reports["gpu004"]
+    Path(folder, "gpu004.json").write_text(text[: len(text) // 3])
+    done = cli("fleet", "report", folder, "--json")
+    assert done.exit_code == 1
+    report = json.loads(done.stdout)
+    assert report["nodes_read"] == 3 and report["counts"]["OK"] == 3
+    (problem,) = report["read_problems"]
+    assert problem["source"] == os.path.join(folder, "gpu004.json")
+    assert problem["reason"].startswith("truncated JSON")
+
+
+def test_no_node_read_is_unknown_exit_3(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = cli("fleet", "report", str(empty))
+    assert done.exit_code == 3
+    assert done.stdout.startswith("IBDIAG FLEET UNKNOWN - ")
+    assert f"  {empty}: no reports in {empty}" in done.stdout
+    assert done.stderr == ""
+
+
+def test_expected_nodes_without_a_report_are_missing_and_critical(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002", "gpu003"])
+    done = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-004]", "--json")
+    assert done.exit_code == 2
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "CRITICAL"
+    assert report["missing"]["nodes"] == "gpu004" and report["missing"]["count"] == 1
+    text = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-004]")
+    lines = text.stdout.splitlines()
+    assert lines[lines.index("missing (expected, no report):") + 1] == "  gpu004 (1)"
+    everyone = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-003]")
+    assert everyone.exit_code == 0
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def validate(document: dict) -> None:
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    errors = list(cls(schema).iter_errors(document))
+    assert not errors, [f"{list(e.absolute_path)}: {e.message[:200]}" for e in errors[:5]]
+
+
+def test_the_json_validates_against_the_published_schema(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, NODES)
+    Path(folder, "garbage.json").write_bytes(b"\x00\x01\x02")
+    Path(folder, "gpu001-again.json").write_text(reports["gpu001"])
+    done = cli("fleet", "report", folder, "--json", "--switch-min-nodes", "7")
+    assert done.exit_code == 2
+    report = json.loads(done.stdout)
+    validate(report)
+    assert report["settings"]["switch_min_nodes"] == 7
+    assert report["nodes_read"] == 5
+    assert [d["nodes"] for d in report["duplicates"]] == ["gpu001"]
+    assert [p["reason"] for p in report["read_problems"]] == ["binary data, not JSON"]
+    assert cli("fleet", "report", folder, "--format", "json").stdout.startswith("{")
+
+
+def test_o_writes_atomically_and_prints_the_verdict_line(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, NODES)
+    out = Path(folder, "fleet.json")
+    out.write_text("the previous run's report\n")
+    held = open(out)  # a reader of the previous file keeps it whole: the new one is renamed in
+    try:
+        done = cli("fleet", "report", folder, "-o", str(out))
+        assert held.read() == "the previous run's report\n"
+    finally:
+        held.close()
+    assert done.exit_code == 2
+    assert done.stdout.startswith("IBDIAG FLEET CRITICAL - ") and done.stdout.count("\n") == 1
+    written = json.loads(out.read_text())
+    validate(written)
+    assert not [name for name in os.listdir(folder) if name.startswith(".ibdiag-")]
+    # fleet.json beside the reports is not read as one of them next time
+    again = cli("fleet", "report", folder, "--json")
+    assert json.loads(again.stdout)["nodes_read"] == 5
+    assert json.loads(again.stdout)["read_problems"] == []
+    text = Path(folder, "fleet.txt")
+    quiet = cli("fleet", "report", folder, "-o", str(text), "-q")
+    assert quiet.stdout == "" and quiet.exit_code == 2
+    assert text.read_text().startswith("IBDIAG FLEET CRITICAL - ")
+    dash = cli("fleet", "report", folder, "-o", "-", "--json")
+    assert json.loads(dash.stdout)["nodes_read"] == 5
+
+
+def test_o_where_it_cannot_write_is_one_line(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, ["gpu001"])
+    done = cli("fleet", "report", folder, "-o", str(tmp_path / "no-such-dir" / "fleet.json"))
+    assert_one_line_error(done, "cannot write")
+
+
+def test_html_output(tmp_path, reports):
+    """Needs the HTML helper's ibdiag.fleet.render_html (merged separately)."""
+    folder = fleet_dir(tmp_path, reports, NODES)
+    out = tmp_path / "fleet.html"
+    done = cli("fleet", "report", folder, "-o", str(out))
+    assert done.exit_code == 2, done.stderr
+    page = out.read_text()
+    assert "<html" in page.lower() and "gpu004" in page
+
+
+# -- usage errors: one line, exit 3 -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--expect-nodes", "gpu[001-"], "--expect-nodes: unbalanced '['"),
+        (["--expect-nodes", "gpu[1-99999999]"], "--expect-nodes: "),
+        (["--expect-nodes", ","], "--expect-nodes names no host"),
+        (["--switch-min-share", "0"], "--switch-min-share 0.0: Input should be greater than 0"),
+        (["--outlier-min-nodes", "2"], "--outlier-min-nodes 2: Input should be greater than"),
+        (["--outlier-margin", "lots"], "'lots' is not a valid float"),
+        (["--workers", "0"], "--workers"),
+        (["--format", "pdf"], "--format"),
+        (["--no-such-option"], "--no-such-option"),
+    ],
+)
+def test_a_bad_option_is_one_line_and_exit_3(tmp_path, reports, args, fragment):
+    folder = fleet_dir(tmp_path, reports, ["gpu001"])
+    assert_one_line_error(cli("fleet", "report", folder, *args), fragment)
+
+
+def test_no_input_is_a_usage_error():
+    assert_one_line_error(cli("fleet", "report"), "Missing argument")
+
+
+def test_the_settings_options_are_the_fleet_settings():
+    from ibdiag.fleet.model import FleetSettings
+    from ibdiag.fleet.report_cli import _SETTINGS
+
+    assert list(_SETTINGS) == list(FleetSettings.model_fields)
+    for name, field in FleetSettings.model_fields.items():
+        assert f"[default: {field.default}]" in _SETTINGS[name][2], name
+    for name in _SETTINGS:
+        assert f"--{name.replace('_', '-')}" in cli("fleet", "report", "--help").stdout
+
+
+# -- bundles, duplicates, a real process ------------------------------------------------------
+
+
+def collect(tmp_path: Path, host: str, scenario: str, out: Path, tarball: bool) -> str:
+    procfs = write_procfs(tmp_path / f"proc-{host}", host)
+    args = ["collect", "--level", "quick", "--sysfs", sysfs(scenario), "--procfs", procfs]
+    done = cli(*args, "-o", str(out), *(["--tarball"] if tarball else []))
+    assert done.exit_code == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("bundle: ")]
+    return line[len("bundle: ") :]
+
+
+def test_bundles_from_ibdiag_collect_beside_reports(tmp_path, reports):
+    folder = Path(fleet_dir(tmp_path, reports, ["gpu001", "gpu002"]))
+    collect(tmp_path, "gpu011", GOOD, folder, tarball=True)
+    directory = collect(tmp_path, "gpu012", STUCK, folder, tarball=False)
+    done = cli("fleet", "report", str(folder), "--json")
+    report = json.loads(done.stdout)
+    assert report["nodes_read"] == 4 and report["read_problems"] == []
+    assert done.exit_code == 2  # gpu012's bundle holds a CRITICAL report
+    # an altered bundle is a read problem, unless accepted - then its node is noted
+    report_json = Path(directory, "report.json")
+    report_json.write_text(report_json.read_text().replace('"CRITICAL"', '"OK"', 1))
+    refused = json.loads(cli("fleet", "report", str(folder), "--json").stdout)
+    assert refused["nodes_read"] == 3
+    (problem,) = refused["read_problems"]
+    assert problem["source"] == directory and "report.json" in problem["reason"]
+    accepted = cli("fleet", "report", str(folder), "--accept-altered")
+    lines = accepted.stdout.splitlines()
+    note = lines[lines.index("read with a caveat:") + 1]
+    assert note.startswith("  read from a bundle whose files differ from its manifest")
+    assert note.endswith(": gpu012 (1)")
+
+
+def test_a_host_reported_twice_is_listed_once_with_its_sources(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002"])
+    older = json.loads(reports["gpu001"])
+    older["snapshot"]["collected_at"] = "2020-01-01T00:00:00Z"
+    Path(folder, "old-gpu001.json").write_text(json.dumps(older))
+    done = cli("fleet", "report", folder)
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("(2 nodes read)")
+    (line,) = lines[lines.index("duplicates (one host, several reports):") + 1 :]
+    new = os.path.join(folder, "gpu001.json")
+    assert line.startswith(f"  2 reports: used {new} (collected ")
+    assert line.endswith(f"not {os.path.join(folder, 'old-gpu001.json')}: gpu001 (1)")
+
+
+def test_a_real_process_with_a_pool_of_workers(tmp_path, reports):
+    folder = fleet_dir(tmp_path, reports, NODES)
+    for n in range(6, 40):  # more reports than one chunk per worker
+        text = reports["gpu001"].replace('"gpu001"', f'"gpu{n:03d}"')
+        Path(folder, f"gpu{n:03d}.json").write_text(text)
+    Path(folder, "trunc.json").write_text("{")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    argv = [sys.executable, "-m", "ibdiag", "fleet", "report", folder, "--workers", "2", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 2 and done.stderr == ""
+    report = json.loads(done.stdout)
+    validate(report)
+    assert report["nodes_read"] == 39 and report["counts"]["OK"] == 37
+    assert [p["source"] for p in report["read_problems"]] == [os.path.join(folder, "trunc.json")]
