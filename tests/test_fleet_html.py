@@ -44,6 +44,7 @@ SECTIONS = (
     "unknown",
     "read-problems",
     "duplicates",
+    "read-notes",
 )
 WHEN = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 
@@ -167,6 +168,9 @@ def full_report(evil: str = HOSTILE) -> FleetReport:
             ReadProblem(source="/reports/notes.txt", reason="not an ibdiag report"),
         ],
         duplicates=[NodeGroup(reason="2 reports", nodes=f"gpu[011,013]{evil}", count=2)],
+        read_notes=[
+            NodeGroup(reason=f"report schema 2 read best-effort{evil}", nodes="gpu014", count=1)
+        ],
     )
 
 
@@ -261,6 +265,7 @@ def test_every_section_of_a_full_report_is_shown():
     assert "/reports/gpu901.json truncated JSON at byte 812" in problems
     assert "/reports/notes.txt not an ibdiag report" in problems
     assert "2 reports gpu[011,013] 2" in cells(found["duplicates"])
+    assert "report schema 2 read best-effort" in cells(found["read-notes"])
 
     footer = cells(page.split("<footer>")[1])
     assert "ibdiag 9.8.7 (fleet schema 1) at 2025-03-04 05:06:07 UTC" in footer

@@ -121,6 +121,9 @@ def test_odd_field_types_are_unknown_not_a_crash():
         },
         "counter_increases": {"hours": "two"},
     }  # fmt: skip
+    listed = {**data, "counter_increases": {"hours": 2.0, "targets": ["mlx5_0:1"]}}
+    listed["snapshot"] = {**data["snapshot"], "driver_versions": ["mlx5_core"]}
+    assert summarize(listed, "x").driver_versions == {}
     found = summarize(data, "x")
     assert found.collected_at is None and found.driver_versions == {}
     assert found.drain_reason == "ibdiag: mlx5_0:1 x"

@@ -158,9 +158,7 @@ def summarize(report: Any, source: str) -> NodeSummary:
         ),
         kernel_release=_text(snapshot.get("kernel_release")),
         driver_versions={
-            str(k): str(v)
-            for k, v in (snapshot.get("driver_versions") or {}).items()
-            if isinstance(v, str)
+            str(k): v for k, v in _mapping(snapshot.get("driver_versions")).items() if _text(v)
         },
         metrics=_metrics(snapshot, rails, report.get("counter_increases")),
         rate_window_hours=_window(report.get("counter_increases")),
@@ -301,7 +299,7 @@ def _metrics(snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any) ->
     hours = _window(increases)
     if hours is not None:
         rates: Dict[Tuple[str, int], float] = {}
-        for target, counters in (increases.get("targets") or {}).items():
+        for target, counters in _mapping(increases.get("targets")).items():
             rail = rails.get(str(target).split(":", 1)[0])
             if rail is None or not isinstance(counters, dict):
                 continue
@@ -357,6 +355,10 @@ def _window(increases: Any) -> Optional[float]:
 def _worst(results: Sequence[Finding]) -> str:
     statuses = [r.status for r in results if r.status in _SEVERITY]
     return max(statuses, key=_SEVERITY.index) if statuses else "none"
+
+
+def _mapping(value: Any) -> Dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _dicts(value: Any) -> List[Dict[str, Any]]:

@@ -69,7 +69,7 @@ from pydantic import ValidationError
 
 from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, NotAReport, summarize
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.hostlist import compress
 
 MiB = 1 << 20
 # The largest report ibdiag writes is a level-full run's: every command's output (each kept to
@@ -183,7 +183,7 @@ def read_fleet(
         if note:
             grouped.setdefault(note, []).append(node.host)
     groups = [
-        NodeGroup(reason=note, nodes=",".join(sorted(hosts, key=natural_key)), count=len(hosts))
+        NodeGroup(reason=note, nodes=compress(hosts), count=len(hosts))
         for note, hosts in grouped.items()
     ]
     return FleetInput(nodes, problems, duplicates, groups)
