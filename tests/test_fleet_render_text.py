@@ -243,3 +243,21 @@ def test_nothing_read_from_a_node_can_steer_the_terminal_or_forge_a_line():
     assert "gpu\\x1b]0;owned\\x07001\\x0aIBDIAG FLEET OK - forged\\x0d\\u202e" in text
     for line in lines:  # every line is one of ours: a heading, an item, or empty
         assert line == "" or line.startswith(("IBDIAG FLEET", "nodes:", "  ")) or line.endswith(":")
+
+
+def test_drift_that_differs_only_by_rail_is_one_line():
+    from ibdiag.fleet.model import Drift, DriftValue
+    from ibdiag.fleet.render_text import drift_line, merged_rails
+
+    off = [DriftValue(value="28.36.1010", nodes="gpu017", count=1)]
+    same = [Drift(attribute="fw_ver", rail=r, majority="28.39.1002", majority_count=63,
+                  others=off) for r in (0, 1, 2, 3, 5)]  # fmt: skip
+    other = Drift(attribute="fw_ver", rail=4, majority="28.39.1002", majority_count=63,
+                  others=[DriftValue(value="28.36.1010", nodes="gpu018", count=1)])  # fmt: skip
+    kernel = Drift(attribute="kernel_release", majority="6.8.0", majority_count=63, others=off)
+    lines = [drift_line(d, rails) for d, rails in merged_rails([*same[:4], other, same[4], kernel])]
+    assert lines == [
+        "  fw_ver rails 0-3,5: 28.39.1002 on 63 nodes; 28.36.1010 on gpu017 (1)",
+        "  fw_ver rail 4: 28.39.1002 on 63 nodes; 28.36.1010 on gpu018 (1)",
+        "  kernel_release: 6.8.0 on 63 nodes; 28.36.1010 on gpu017 (1)",
+    ]

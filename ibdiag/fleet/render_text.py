@@ -15,7 +15,7 @@ forge a line.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ibdiag.fleet.model import (
     Drift,
@@ -49,7 +49,10 @@ def render_text(report: FleetReport) -> str:
     lines += _groups("warnings (by reason)", report.warnings)
     lines += _groups("unknown (no verdict; by reason)", report.unknown)
     lines += _section("outliers (against their rail's peers)", map(outlier_line, report.outliers))
-    lines += _section("drift (the majority, then the others)", map(drift_line, report.drift))
+    lines += _section(
+        "drift (the majority, then the others)",
+        (drift_line(first, rails) for first, rails in merged_rails(report.drift)),
+    )
     lines += _section(
         "rail misplacements (a cable in another rail's switch)",
         map(misplacement_line, report.rail_misplacements),
@@ -94,15 +97,48 @@ def outlier_line(outlier: Outlier) -> str:
     )
 
 
-def drift_line(drift: Drift) -> str:
-    """``fw_ver rail 0: 28.39.1002 on 495 nodes; 28.36.1010 on gpu[017,033] (2)``."""
-    where = f" rail {drift.rail}" if drift.rail is not None else ""
+def merged_rails(drifts: Sequence[Drift]) -> List[Tuple[Drift, List[int]]]:
+    """Drift entries that differ only by rail, as one with their rails (a node on other
+    firmware on all eight HCAs is one line, not eight), in their first entry's place."""
+    merged: Dict[Tuple[object, ...], Tuple[Drift, List[int]]] = {}
+    for drift in drifts:
+        key = (drift.attribute, drift.rail is None, drift.majority, drift.majority_count,
+               tuple(drift.others))  # fmt: skip
+        if drift.rail is None:
+            key += (id(drift),)
+        _, rails = merged.setdefault(key, (drift, []))
+        if drift.rail is not None:
+            rails.append(drift.rail)
+    return list(merged.values())
+
+
+def drift_line(drift: Drift, rails: Sequence[int] = ()) -> str:
+    """``fw_ver rails 0-7: 28.39.1002 on 495 nodes; 28.36.1010 on gpu[017,033] (2)``."""
+    rails = list(rails) or ([drift.rail] if drift.rail is not None else [])
+    where = ""
+    if rails:
+        where = f" rail{'s' if len(rails) > 1 else ''} {_ranges(rails)}"
     others = "; ".join(
         f"{inert(other.value)} on {inert(other.nodes)} ({other.count})" for other in drift.others
     )
     majority = f"{inert(drift.majority)} on {drift.majority_count} node"
     majority += "s" if drift.majority_count != 1 else ""
     return f"  {inert(drift.attribute)}{where}: {majority}; {others}"
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """``0-3,5`` of 0, 1, 2, 3, 5."""
+    parts: List[str] = []
+    ordered = sorted(set(numbers))
+    start = previous = ordered[0]
+    for number in [*ordered[1:], None]:
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        parts.append(f"{start}-{previous}" if previous != start else f"{start}")
+        if number is not None:
+            start = previous = number
+    return ",".join(parts)
 
 
 def misplacement_line(item: RailMisplacement) -> str:
