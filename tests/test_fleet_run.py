@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -646,3 +648,100 @@ def test_real_slurm_a_drained_node_is_not_given_to_srun(slurm, tmp_path):
     assert done.stderr.splitlines() == [
         f"ibdiag: fleet run: {slurm.node_name}: never answered: not run: Slurm state drained"
     ]
+
+
+# --- the README's recipes ---------------------------------------------------------------------
+
+README = Path(REPO, "README.md")
+DAEMONSET = Path(REPO, "contrib", "kubernetes", "ibdiag-daemonset.yaml")
+IBDIAG = shutil.which("ibdiag", path=os.path.dirname(PY)) or shutil.which("ibdiag")
+
+
+def fleet_section() -> str:
+    return README.read_text(encoding="utf-8").split("\n## Fleet: ", 1)[1].split("\n## ", 1)[0]
+
+
+def sh_blocks() -> list:
+    return re.findall(r"^```sh\n(.*?)^```", fleet_section(), re.M | re.S)
+
+
+def test_readme_fleet_run_recipe_parses_as_fleet_run_and_check_options():
+    from ibdiag.fleet.run_cli import run_command
+
+    [line] = [line for line in sh_blocks()[0].splitlines() if line.startswith("ibdiag fleet run")]
+    context = run_command.make_context("run", shlex.split(line)[3:])
+    assert context.params["partition"] == "gpu" and context.params["level"] == "standard"
+    assert validated_check_args(context.params["check_args"]) == ("--profile", "dgx-h100")
+    assert Path(REPO, "ibdiag", "profiles", "dgx-h100.toml").is_file()
+
+
+def test_readme_clush_and_pdsh_recipes_write_each_nodes_report(tmp_path):
+    """The command clush and pdsh run on each node, run here as they would there (sh -c), into
+    a stand-in for /shared/ibdiag: a whole report named after the host."""
+    lines = sh_blocks()[1].splitlines()
+    clush, pdsh = (
+        shlex.split(next(x for x in lines if x.startswith(t))) for t in ("clush", "pdsh")
+    )
+    assert clush[:5] == ["clush", "-w", "gpu[001-128]", "-u", "120"] and "-b" in clush
+    assert pdsh[:5] == ["pdsh", "-w", "gpu[001-128]", "-u", "120"]
+    assert clush[-1] == pdsh[-1]  # the same command on each node
+    remote = clush[-1]
+    assert remote.startswith("/opt/ibdiag/bin/ibdiag check --json -o /shared/ibdiag/")
+    assert IBDIAG, "the ibdiag console script is not installed beside this Python"
+    here = remote.replace("/opt/ibdiag/bin/ibdiag", shlex.quote(IBDIAG))
+    here = here.replace("/shared/ibdiag", str(tmp_path))
+    done = subprocess.run(["sh", "-c", here], env=ibdiag_env(), capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode in (0, 1, 2, 3), done.stderr  # this machine's answer, whatever it is
+    short = subprocess.run(["hostname", "-s"], capture_output=True, text=True, check=True)
+    [name] = os.listdir(tmp_path)
+    assert name == short.stdout.strip() + ".json"
+    assert summarize(json.loads((tmp_path / name).read_text()), name).verdict
+
+
+def daemonset_env(text: str) -> dict:
+    return dict(re.findall(r"- name: (\w+)(?:  #[^\n]*)?\n\s+value: \"?([^\"\n]*)\"?", text))
+
+
+def daemonset_script(text: str) -> str:
+    block = text.split("args:\n", 1)[1].split("- |\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line.strip() and not line.startswith(" " * 14):
+            break
+        lines.append(line[14:])
+    return "\n".join(lines) + "\n"
+
+
+def test_kubernetes_daemonset_reads_host_sys_read_only_without_privilege():
+    text = DAEMONSET.read_text()
+    assert "\n      hostNetwork: true" in text  # the report names the node, not the pod
+    assert "- {name: host-sys, mountPath: /host/sys, readOnly: true}" in text
+    assert "hostPath: {path: /sys, type: Directory}" in text
+    assert re.search(r"^\s+privileged: false  # standard: true", text, re.M)
+    env = daemonset_env(text)
+    assert env["IBDIAG_ARGS"] == "--level quick --sysfs /host/sys"
+    assert env["IBDIAG_OUT"] == "/shared/ibdiag" and env["IBDIAG_INTERVAL"] == "900"
+    assert "- {name: reports, mountPath: /shared/ibdiag}" in text
+    assert "fieldPath: spec.nodeName" in text
+    assert "contrib/kubernetes/ibdiag-daemonset.yaml" in fleet_section()
+
+
+def test_kubernetes_daemonset_script_writes_the_nodes_report(tmp_path):
+    """The container's script, run by sh as the container would, once (IBDIAG_INTERVAL=0)."""
+    script = daemonset_script(DAEMONSET.read_text())
+    assert 'ibdiag check --json $IBDIAG_ARGS -o "$IBDIAG_OUT/$NODE_NAME.json"' in script
+    env = ibdiag_env(
+        NODE_NAME="gpu042",
+        IBDIAG_OUT=str(tmp_path),
+        IBDIAG_INTERVAL="0",
+        IBDIAG_ARGS=f"--level quick --sysfs {GOOD}",
+    )
+    env["PATH"] = os.pathsep.join([os.path.dirname(IBDIAG or PY), env.get("PATH", "")])
+    done = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert os.listdir(tmp_path) == ["gpu042.json"]
+    report = json.loads((tmp_path / "gpu042.json").read_text())
+    assert summarize(report, "gpu042.json").verdict == "OK"
+    assert report["snapshot"]["sysfs_root"] == GOOD
