@@ -7,7 +7,7 @@ check`` on a prolog's path pays nothing for the fleet.
 import click
 
 from ibdiag.fleet.report_cli import report_command
-from ibdiag.fleet.run_cli import run_command
+from ibdiag.fleet.run_cli import node_task_command, run_command
 
 
 @click.group("fleet")
@@ -18,4 +18,5 @@ def fleet_group() -> None:
 
 
 fleet_group.add_command(run_command)
+fleet_group.add_command(node_task_command)  # hidden: what fleet run starts on each node
 fleet_group.add_command(report_command)
