@@ -12,13 +12,12 @@ fail: a node is not drained for a permission.
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
-from ibdiag.catalogue import catalogue_name
 from ibdiag.command_results import command_line
 from ibdiag.counter_grading import grade_errors, saturated
-from ibdiag.deltas import Comparison, compare
+from ibdiag.deltas import Comparison, compare, previous_partner
 from ibdiag.facts.partner import Partner, PortInfo, short_name
 from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
@@ -263,38 +262,6 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 # --- counters.partner --------------------------------------------------------------------------
 
 
-def catalogue_names(values: Dict[str, int]) -> Dict[str, int]:
-    """perfquery's names -> the catalogue's (``SymbolErrorCounter`` -> ``symbol_error``), so a
-    result's subject, and the drain reason, read as for our own port."""
-    return {catalogue_name(name): value for name, value in values.items()}
-
-
-def _values(partner: Partner) -> Dict[str, int]:
-    values = dict(partner.counters.counters) if partner.counters is not None else {}
-    if partner.rcv_error_details is not None:
-        values.update(partner.rcv_error_details.counters)
-    return catalogue_names(values)
-
-
-def previous_partner(baseline: Snapshot, partner: Partner) -> Optional[Partner]:
-    """The baseline's reading of the same far-end port (same node GUID and port number), on
-    whichever of our ports it was; None when the baseline had none (re-cabled, or new)."""
-    if partner.node_guid is None or partner.port is None:
-        return None
-    for dev in baseline.devices:
-        for port in dev.ports:
-            then = port.partner
-            if (
-                then is not None
-                and then.counters is not None
-                and not then.counters.mad_error
-                and then.node_guid == partner.node_guid
-                and then.port == partner.port
-            ):
-                return then
-    return None
-
-
 @check(
     "counters.partner",
     title="The far end's error counters did not increase",
@@ -336,7 +303,7 @@ def counters_partner(
         if partner.counters.mad_error:
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue
-        values = _values(partner)
+        values = partner.error_counter_values()
         for info in saturated(values):
             yield Result(
                 target=target, status=Status.WARN,
@@ -364,6 +331,6 @@ def counters_partner(
             )  # fmt: skip
             continue
         yield from grade_errors(
-            target, values, _values(then), comparison, th,
+            target, values, then.error_counter_values(), comparison, th,
             directory="perfquery", command=evidence,
         )  # fmt: skip

@@ -3,6 +3,11 @@ counter checks' verdicts, kept on the Report so that ``ibdiag fleet report`` can
 nodes' error rates (a node whose symbol errors climb ten times faster than its peers') without
 the baselines themselves.
 
+The far end of each cable (``Port.partner``) is listed under our port's target with its
+counters named ``partner:<counter>`` (``partner:symbol_error``), against the baseline's reading
+of the same far-end port (node GUID and port), as ``counters.partner`` grades it: a node reboot
+does not restart a switch's counters.
+
 Only counters the catalogue files as ``error`` (``ibdiag explain``) and only those that went
 up are listed: a node whose listing is empty had none increase over ``hours``. Deltas follow
 ``ibdiag.deltas`` (never negative; a counter that restarted counts from zero). Pure functions.
@@ -13,7 +18,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from ibdiag.catalogue import lookup
-from ibdiag.deltas import compare
+from ibdiag.deltas import compare, previous_partner
 from ibdiag.model import CounterIncreases, Snapshot
 
 
@@ -36,6 +41,8 @@ def counter_increases(
                 targets.setdefault(target, {})[change.name] = change.delta
 
     for dev in snapshot.devices:
+        for port in dev.ports:
+            _add_partner(targets, dev.target(port), port.partner, comparison)
         previous = comparison.previous_device(dev)
         add(dev.name, "hw_counters", dev.hw_counters, previous.hw_counters if previous else None)
         for port in dev.ports:
@@ -44,3 +51,21 @@ def counter_increases(
             add(target, "counters", port.counters, then.counters if then else None)
             add(target, "hw_counters", port.hw_counters, then.hw_counters if then else None)
     return CounterIncreases(hours=comparison.hours, rebooted=comparison.rebooted, targets=targets)
+
+
+PARTNER_PREFIX = "partner:"
+
+
+def _add_partner(targets, target: str, partner, comparison) -> None:
+    """The far end's error counters that went up since the baseline's reading of that port."""
+    if partner is None or partner.counters is None or partner.counters.mad_error:
+        return
+    then = previous_partner(comparison.baseline, partner)
+    if then is None:
+        return
+    changes = comparison._replace(rebooted=False).changes(
+        partner.error_counter_values(), then.error_counter_values()
+    )
+    for change in changes:
+        if change.delta and lookup(change.name, "counters").category == "error":
+            targets.setdefault(target, {})[PARTNER_PREFIX + change.name] = change.delta

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from ibdiag.facts.partner import Partner
 from ibdiag.model import Device, Port, Snapshot
 
 MIN_RATE_WINDOW_HOURS = 1.0  # rates over shorter intervals are judged as if over one hour
@@ -133,3 +134,22 @@ def compare(snapshot: Snapshot, baseline: Snapshot) -> Comparison:
         devices=devices,
         unmatched=unmatched,
     )
+
+
+def previous_partner(baseline: Snapshot, partner: Partner) -> Optional[Partner]:
+    """The baseline's reading of the same far-end port (same node GUID and port number), on
+    whichever of our ports it was; None when the baseline had none (re-cabled, or new)."""
+    if partner.node_guid is None or partner.port is None:
+        return None
+    for dev in baseline.devices:
+        for port in dev.ports:
+            then = port.partner
+            if (
+                then is not None
+                and then.counters is not None
+                and not then.counters.mad_error
+                and then.node_guid == partner.node_guid
+                and then.port == partner.port
+            ):
+                return then
+    return None

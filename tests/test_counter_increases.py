@@ -57,3 +57,16 @@ def test_grade_keeps_them_on_the_report_and_they_round_trip_json():
     assert grade(now, builtin_registry(), Thresholds(), "quick").counter_increases is None
     again = Report.model_validate_json(report.model_dump_json())
     assert again.counter_increases == report.counter_increases
+
+
+def test_the_far_ends_increases_are_listed_under_our_port_as_partner_counters():
+    from test_checks_partner import counters, partner
+
+    then = replaced(node(), "mlx5_0:1", partner=partner(counters=counters(SymbolErrorCounter=5)))
+    now = node(hours=2.0, boot_id="rebooted-since")  # a node reboot leaves the switch counting
+    now = replaced(now, "mlx5_0:1", partner=partner(counters=counters(SymbolErrorCounter=25)))
+    found = counter_increases(now, then)
+    assert found.targets == {"mlx5_0:1": {"partner:symbol_error": 20}}
+    recabled = replaced(now, "mlx5_0:1", partner=partner(port=30, counters=counters(
+        SymbolErrorCounter=25)))  # fmt: skip
+    assert counter_increases(recabled, then).targets == {}  # another switch port: starts fresh

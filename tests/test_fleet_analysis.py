@@ -536,3 +536,23 @@ def test_analysis_cost_grows_linearly_with_nodes():
     took = seconds(large)
     assert took < 30  # about 2 s on two shared cores
     assert took / seconds(large[:2500]) < 10
+
+
+def test_outliers_already_failed_by_the_nodes_own_checks_are_not_repeated():
+    """Outliers name nodes that pass their own floor: a rail whose port (or cable) fails is
+    drained for it already; a node-wide metric of a CRITICAL node adds nothing."""
+    fleet = [bw(h, {0: 400.0, 1: 400.0}) for h in hosts(11)]
+    slow_passing = bw("gpu012", {0: 400.0, 1: 320.0})
+    slow_failing = bw("gpu013", {0: 400.0, 1: 300.0}).model_copy(
+        update={"ports": [port(0), port(1, status="fail")], "verdict": "CRITICAL",
+                "drain_reason": "ibdiag: mlx5_1:1 perftest.bandwidth"}
+    )  # fmt: skip
+    assert len(find_outliers([*fleet, slow_passing, slow_failing], SETTINGS)) == 2
+    report = analyze([*fleet, slow_passing, slow_failing], SETTINGS)
+    assert [(o.host, o.rail) for o in report.outliers] == [("gpu012", 1)]
+
+
+def test_an_expected_short_name_matches_a_report_from_its_fqdn_host():
+    fleet = [node("gpu001.cluster.example"), node("gpu002")]
+    report = analyze(fleet, SETTINGS, expected=["gpu001", "gpu002", "gpu003"])
+    assert report.missing.nodes == "gpu003" and report.counts["MISSING"] == 1

@@ -157,6 +157,33 @@ def test_expected_nodes_without_a_report_are_missing_and_critical(tmp_path, repo
     assert everyone.exit_code == 0
 
 
+def test_a_fleet_run_directory_expects_the_nodes_that_run_was_asked_for(tmp_path, reports):
+    """fleet run's DIR: its fleet-run.json is no read problem, and a node that never answered
+    is missing without --expect-nodes (which, given, still wins)."""
+    from datetime import datetime, timezone
+
+    from ibdiag.fleet.run_model import SUMMARY_NAME, FleetRun, NodeOutcome
+
+    folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002"])
+    now = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    outcomes = [NodeOutcome(node=n, answered=True, rc=0) for n in ("gpu001", "gpu002")]
+    outcomes.append(NodeOutcome(node="gpu009", answered=False, reason="time limit"))
+    run = FleetRun(tool_version="x", level="quick", node_timeout_s=60, started_at=now,
+                   ended_at=now, out_dir=folder, srun_argv=["srun"], expected=3,
+                   answered_nodes=["gpu001", "gpu002"], never_answered_nodes=["gpu009"],
+                   nodes=outcomes, exit_code=1)  # fmt: skip
+    Path(folder, SUMMARY_NAME).write_text(run.model_dump_json())
+    done = cli("fleet", "report", folder, "--json")
+    report = json.loads(done.stdout)
+    assert report["read_problems"] == [] and report["nodes_read"] == 2
+    assert report["missing"]["nodes"] == "gpu009" and done.exit_code == 2
+    given = cli("fleet", "report", folder, "--json", "--expect-nodes", "gpu[001-002]")
+    assert json.loads(given.stdout)["missing"] is None
+    Path(folder, SUMMARY_NAME).write_text("{not json")  # someone else's: expects nothing
+    broken = json.loads(cli("fleet", "report", folder, "--json").stdout)
+    assert broken["missing"] is None and broken["read_problems"] == []
+
+
 # -- output -------------------------------------------------------------------------------------
 
 

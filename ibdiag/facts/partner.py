@@ -14,7 +14,7 @@ lists every run of the port's chain, found or not, in chain order: the evidence.
 """
 
 import re
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from pydantic import Field
 
@@ -89,6 +89,17 @@ class Partner(Fact):
     @property
     def is_switch(self) -> bool:
         return self.node_type == "Switch"
+
+    def error_counter_values(self) -> Dict[str, int]:
+        """The far end's counters by the catalogue's names (``SymbolErrorCounter`` ->
+        ``symbol_error``), the -x (or plain) reading with -E's details over it: graded and
+        compared exactly like our own port's."""
+        from ibdiag.catalogue import catalogue_name
+
+        values = dict(self.counters.counters) if self.counters is not None else {}
+        if self.rcv_error_details is not None:
+            values.update(self.rcv_error_details.counters)
+        return {catalogue_name(name): value for name, value in values.items()}
 
 
 def short_name(partner: Partner) -> str:

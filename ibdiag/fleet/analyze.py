@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag import __version__
 from ibdiag.fleet.drift import find_drift
-from ibdiag.fleet.model import FleetReport, FleetSettings, NodeGroup, ReadProblem
+from ibdiag.fleet.model import FleetReport, FleetSettings, NodeGroup, Outlier, ReadProblem
 from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
 from ibdiag.fleet.outliers import find_outliers
 from ibdiag.fleet.switches import (
@@ -57,7 +57,7 @@ def analyze(
             _add(warnings, node.drain_reason or node.verdict_reason, node.host)
         elif node.verdict == "UNKNOWN":
             _add(unknown, node.verdict_reason or node.drain_reason, node.host)
-    hosts = {node.host for node in nodes}
+    hosts = {node.host for node in nodes} | {node.host.split(".", 1)[0] for node in nodes}
     absent = sorted(set(expected or ()) - hosts, key=natural_key)
     counts[MISSING] = len(absent)
     missing = NodeGroup(reason=NO_REPORT, nodes=compress(absent), count=len(absent))
@@ -74,7 +74,7 @@ def analyze(
         warnings=_groups(warnings),
         unknown=_groups(unknown),
         missing=missing if absent else None,
-        outliers=find_outliers(nodes, settings),
+        outliers=unexplained(find_outliers(nodes, settings), nodes),
         drift=find_drift(nodes, settings),
         switches=switches,
         rail_misplacements=find_rail_misplacements(nodes, settings),
@@ -83,6 +83,26 @@ def analyze(
     )
     verdict, reason = _verdict(report)
     return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
+
+
+def unexplained(outliers: Sequence[Outlier], nodes: Sequence[NodeSummary]) -> List[Outlier]:
+    """The outliers a node's own checks did not already fail: a rail whose port or cable
+    fails or errs is drained (or switch-suspect) for it, and a node-wide metric of a CRITICAL
+    node adds nothing to its drain. Outliers are for the nodes that pass their own floor."""
+    by_host = {node.host: node for node in nodes}
+    kept = []
+    for outlier in outliers:
+        node = by_host.get(outlier.host)
+        if node is None:
+            kept.append(outlier)
+            continue
+        if outlier.rail is None:
+            if node.verdict != "CRITICAL":
+                kept.append(outlier)
+            continue
+        if not any(port.rail == outlier.rail and fails(port) for port in node.ports):
+            kept.append(outlier)
+    return kept
 
 
 def _on_suspect_switch(node: NodeSummary, on_suspect: Set[Tuple[str, str]]) -> bool:

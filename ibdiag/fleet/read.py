@@ -81,7 +81,8 @@ MANIFEST = "manifest.json"
 
 TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 # What ``ibdiag fleet report -o`` writes into a directory it may read again.
-FLEET_OUTPUTS = ("fleet.json", "fleet.html", "fleet.txt")
+# and what ``ibdiag fleet run`` writes beside the node reports (its summary).
+FLEET_OUTPUTS = ("fleet.json", "fleet.html", "fleet.txt", "fleet-run.json")
 IGNORED_SUFFIXES = (".sha256", ".redaction-map.json")
 
 _COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
@@ -593,3 +594,30 @@ def _foreign(document: object) -> Optional[str]:
     if "files" in document and "created_utc" in document:
         return "a bundle's manifest.json: give the bundle (its directory) instead"
     return None
+
+
+def fleet_run_nodes(paths: Sequence[str]) -> Optional[List[str]]:
+    """The nodes ``ibdiag fleet run`` was asked for, from the ``fleet-run.json`` of each
+    directory in ``paths`` that has one (answered or not): the nodes a report is expected
+    from when ``--expect-nodes`` is not given. None when no directory has a readable one."""
+    from pydantic import ValidationError
+
+    from ibdiag.fleet.run_model import SUMMARY_NAME, FleetRun
+
+    found: Optional[List[str]] = None
+    for path in paths:
+        summary = os.path.join(path, SUMMARY_NAME)
+        if not os.path.isdir(path) or not os.path.isfile(summary):
+            continue
+        try:
+            if os.path.getsize(summary) > MAX_RUN_SUMMARY_BYTES:
+                continue
+            with open(summary, "rb") as handle:
+                run = FleetRun.model_validate_json(handle.read())
+        except (OSError, ValueError, ValidationError):
+            continue  # not fleet run's: its reports are still read; nothing is expected
+        found = (found or []) + [outcome.node for outcome in run.nodes]
+    return found
+
+
+MAX_RUN_SUMMARY_BYTES = 64 << 20  # 10,000 nodes' outcomes are a few MiB

@@ -115,12 +115,17 @@ def report_command(
     failing nodes share. Exit code: the fleet's verdict (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN).
 
     A directory is read non-recursively: its *.json reports, bundle tarballs and bundle
-    directories. An input that gives no node is one line under "read problems"."""
+    directories. An input that gives no node is one line under "read problems". Without
+    --expect-nodes, a directory written by 'ibdiag fleet run' expects the nodes that run was
+    asked for (its fleet-run.json), so a node that never answered is named missing."""
     settings = _settings(given)
     expected = _expected(expect_nodes)
     form = _format_for(output, fmt, as_json)
     from ibdiag.fleet.analyze import analyze
-    from ibdiag.fleet.read import read_fleet
+    from ibdiag.fleet.read import fleet_run_nodes, read_fleet
+
+    if expected is None:  # a directory fleet run wrote: the nodes it was asked for
+        expected = fleet_run_nodes(inputs)
 
     read = read_fleet(inputs, workers=workers, accept_altered=accept_altered)
     report = analyze(
