@@ -556,3 +556,10 @@ def test_an_expected_short_name_matches_a_report_from_its_fqdn_host():
     fleet = [node("gpu001.cluster.example"), node("gpu002")]
     report = analyze(fleet, SETTINGS, expected=["gpu001", "gpu002", "gpu003"])
     assert report.missing.nodes == "gpu003" and report.counts["MISSING"] == 1
+
+
+def test_an_expected_node_answers_under_its_report_files_name():
+    """fleet run writes DIR/<Slurm node name>.json; the kernel's host name may differ."""
+    reported = node("vm-7f3a").model_copy(update={"source": "/shared/run/gpu004.json"})
+    report = analyze([reported], SETTINGS, expected=["gpu004", "gpu005"])
+    assert report.missing.nodes == "gpu005"

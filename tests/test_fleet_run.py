@@ -546,6 +546,11 @@ def test_real_slurm_a_node_that_does_not_exist_never_answered_one_line(slurm, tm
         "(sinfo does not list it)"
     ]
     assert (tmp_path / "o" / f"{slurm.node_name}.json").is_file()
+    # then the fleet report of that directory: the node's verdict, ghost07 missing
+    report = ibdiag("fleet", "report", str(tmp_path / "o"), "--json")
+    fleet = json.loads(report.stdout)
+    assert fleet["nodes_read"] == 1 and fleet["read_problems"] == [], report.stderr
+    assert fleet["missing"]["nodes"] == "ghost07" and report.returncode == 2
     alone, _ = fleet_run(slurm, "--nodes", "ghost07", "-o", str(tmp_path / "a"))
     assert alone.returncode == 3 and len(alone.stderr.splitlines()) == 1
     assert "ghost07: never answered" in alone.stderr and "Traceback" not in alone.stderr

@@ -11,6 +11,7 @@ come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -57,8 +58,7 @@ def analyze(
             _add(warnings, node.drain_reason or node.verdict_reason, node.host)
         elif node.verdict == "UNKNOWN":
             _add(unknown, node.verdict_reason or node.drain_reason, node.host)
-    hosts = {node.host for node in nodes} | {node.host.split(".", 1)[0] for node in nodes}
-    absent = sorted(set(expected or ()) - hosts, key=natural_key)
+    absent = sorted(set(expected or ()) - answered_names(nodes), key=natural_key)
     counts[MISSING] = len(absent)
     missing = NodeGroup(reason=NO_REPORT, nodes=compress(absent), count=len(absent))
     report = FleetReport(
@@ -83,6 +83,21 @@ def analyze(
     )
     verdict, reason = _verdict(report)
     return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
+
+
+def answered_names(nodes: Sequence[NodeSummary]) -> Set[str]:
+    """The names an expected node may have answered under: its report's host, that host's
+    first DNS label (Slurm names nodes short, a kernel may say gpu001.cluster.example), and the
+    report file's name without .json (fleet run writes DIR/<Slurm node name>.json, which may
+    differ from the kernel's host name: NodeHostname)."""
+    names: Set[str] = set()
+    for node in nodes:
+        names.add(node.host)
+        names.add(node.host.split(".", 1)[0])
+        base = os.path.basename(node.source)
+        if base.endswith(".json"):
+            names.add(base[: -len(".json")])
+    return names
 
 
 def unexplained(outliers: Sequence[Outlier], nodes: Sequence[NodeSummary]) -> List[Outlier]:
