@@ -18,7 +18,7 @@ from ibdiag import roles
 from ibdiag.command_results import command_line
 from ibdiag.counter_grading import grade_errors, saturated
 from ibdiag.deltas import Comparison, compare, previous_partner
-from ibdiag.facts.partner import Partner, PortInfo, short_name
+from ibdiag.facts.partner import Partner, PortInfo, cable_name, short_name
 from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
@@ -40,12 +40,9 @@ _PMA_STEPS = ("perfquery-x", "perfquery", "perfquery-E")
 
 
 def cable_target(dev: Device, port: Port, partner: Optional[Partner]) -> str:
-    """``mlx5_3:1<->leaf07/21``; just ``mlx5_3:1`` while nothing is known of the far end."""
-    local = dev.target(port)
-    if partner is None or (partner.node_guid is None and partner.description is None):
-        return local
-    far_port = partner.port if partner.port is not None else "?"
-    return f"{local}<->{short_name(partner)}/{far_port}"
+    """``mlx5_3:1<->leaf07/21``; just ``mlx5_3:1`` while nothing is known of the far end
+    (``ibdiag.facts.partner.cable_name``: the Prometheus renderer names the cable alike)."""
+    return cable_name(dev.target(port), partner)
 
 
 def _active_ib_ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, Port]]:

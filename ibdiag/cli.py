@@ -430,6 +430,19 @@ _metrics_level_option = click.option(
 )
 
 
+_export_level_option = click.option(
+    "--level",
+    type=click.Choice(["quick", "standard", "full"]),
+    default="quick",
+    show_default=True,
+    help="quick: sysfs only, no command; standard: also the read-only commands under "
+    "--deadline (perfquery, ethtool -S, ...), the far end of each cable (ibdiag_partner_*) "
+    "included; full: also the traffic tests (ib_write_bw loopback: "
+    "ibdiag_port_loopback_bandwidth_bytes_per_second; minutes) - from a maintenance job, "
+    "never a frequent timer.",
+)
+
+
 def _reporter(settings):
     """A function making a fresh report of the node ``settings`` name at their level, and how
     long it took: the node re-read (and, at level standard, its commands re-run) every time;
@@ -447,7 +460,7 @@ def _reporter(settings):
 
 
 @cli.command("export")
-@_metrics_level_option
+@_export_level_option
 @command_limits
 @source_options
 @checks_dir_option
@@ -462,7 +475,7 @@ def _reporter(settings):
 @compat_option
 def export_command(textfile, compat, **settings) -> int:
     """Write the check's counters, gauges and results as Prometheus metrics (level quick
-    unless --level standard)."""
+    unless --level standard or full)."""
     from ibdiag.files import write_output
     from ibdiag.render import prometheus
     from ibdiag.render.options import RenderOptions

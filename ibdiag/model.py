@@ -40,6 +40,7 @@ from ibdiag.facts.nccl import InspectorDump, NcclTestsResult
 from ibdiag.facts.partner import Partner
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.facts.topology import GpuTopology
+from ibdiag.rails import infiniband_port, rail_numbers
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
@@ -118,12 +119,11 @@ class Port(_Model):
 
     @property
     def is_infiniband(self) -> bool:
-        """The one definition of an InfiniBand port: link layer InfiniBand, or no
-        ``link_layer`` file at all (kernels without it predate RoCE). A link layer that could
-        not be read is not assumed to be anything."""
-        return self.link_layer == "InfiniBand" or (
-            self.link_layer is None and self.problems.get("link_layer") == "missing"
-        )
+        """The one definition of an InfiniBand port (``ibdiag.rails.infiniband_port``, which
+        the fleet view applies to Report JSON): link layer InfiniBand, or no ``link_layer``
+        file at all (kernels without it predate RoCE). A link layer that could not be read is
+        not assumed to be anything."""
+        return infiniband_port(self.link_layer, self.problems)
 
     @property
     def is_ethernet(self) -> bool:
@@ -277,6 +277,13 @@ class Snapshot(_Model):
 
     def device(self, name: str) -> Optional[Device]:
         return next((dev for dev in self.devices if dev.name == name), None)
+
+    def rails(self) -> Dict[str, int]:
+        """HCA name -> rail: its index among the HCAs with an InfiniBand port, in natural name
+        order (``ibdiag.rails``, the definition the fleet view uses too)."""
+        return rail_numbers(
+            (dev.name, any(port.is_infiniband for port in dev.ports)) for dev in self.devices
+        )
 
     def with_problem(self, key: str, why: str) -> "Snapshot":
         """This snapshot with one more node-level problem (``baseline``, ``state``): a new

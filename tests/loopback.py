@@ -1,6 +1,6 @@
 """Helpers for tests (and benchmarks) that run real servers on loopback: ports, GETs (urllib, or
-raw bytes), ``ibdiag serve`` as a child process, a Prometheus scraping one target, and stopping
-what they started."""
+raw bytes), ``ibdiag serve`` as a child process, a Prometheus scraping one or more targets, and
+stopping what they started."""
 
 from __future__ import annotations
 
@@ -25,16 +25,21 @@ def http_get(url: str, timeout: float = 10) -> str:
         return response.read().decode()
 
 
-def start_prometheus(binary: str, workdir: Path, target_port: int) -> Tuple[subprocess.Popen, int]:
-    """A real Prometheus on loopback scraping 127.0.0.1:target_port every second; (process, its
-    port). Its log is workdir/prometheus.log; stop it with ``stop``."""
+def start_prometheus(
+    binary: str, workdir: Path, *target_ports: int, interval_s: float = 1.0
+) -> Tuple[subprocess.Popen, int]:
+    """A real Prometheus on loopback scraping 127.0.0.1:<each of target_ports> every
+    ``interval_s`` (its scrape timeout as long); (process, its port). Its log is
+    workdir/prometheus.log; stop it with ``stop``."""
     port = free_port()
     config = workdir / "prometheus.yml"
+    every = f"{interval_s:g}s"
+    targets = ", ".join(f"'127.0.0.1:{target}'" for target in target_ports)
     config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"global:\n  scrape_interval: {every}\n  evaluation_interval: {every}\n"
         "scrape_configs:\n"
-        "  - job_name: ibdiag\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+        f"  - job_name: ibdiag\n    scrape_interval: {every}\n    scrape_timeout: {every}\n"
+        f"    static_configs:\n      - targets: [{targets}]\n"
     )
     with open(workdir / "prometheus.log", "wb") as log:  # the child keeps its own copy
         proc = subprocess.Popen(

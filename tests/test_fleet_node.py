@@ -8,6 +8,8 @@ import json
 from datetime import timedelta
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from snapshots import builtin_registry, device, port, replaced, snapshot
 from test_checks_partner import partner
 
@@ -147,3 +149,55 @@ def test_failures_off_the_ports_are_named_apart():
     assert found.failing_elsewhere == ["mlx5_0", "node"]
     assert found.drain_reason == "ibdiag: node kernel.log and more"
     assert found.ports[0].failing_checks == ["link.partner", "link.state"]
+
+
+# --- one definition of a rail: the fleet's reading of the JSON and Snapshot.rails agree ---------
+
+# A port's link layer as sysfs gives it: InfiniBand, Ethernet (RoCE), no link_layer file (a
+# kernel older than RoCE: InfiniBand), or a file that could not be read (not assumed anything).
+LINK_LAYERS = {
+    "ib": ("InfiniBand", {}),
+    "eth": ("Ethernet", {}),
+    "missing": (None, {"link_layer": "missing"}),
+    "unreadable": (None, {"link_layer": "Input/output error"}),
+}
+HCA_NAMES = ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_9", "mlx5_10", "mlx5_11", "irdma1", "bnxt_re0")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(HCA_NAMES),
+        st.lists(st.sampled_from(sorted(LINK_LAYERS)), min_size=1, max_size=3),
+        min_size=1,
+        max_size=6,
+    )
+)
+@example({"mlx5_10": ["ib"], "mlx5_2": ["ib"], "mlx5_9": ["eth"], "mlx5_0": ["missing"]})
+@example({"mlx5_1": ["unreadable", "eth"], "mlx5_0": ["eth", "ib"]})
+def test_rails_from_report_json_are_snapshot_rails(hcas):
+    devs = []
+    for name, layers in hcas.items():
+        ports = [
+            port(number, link_layer=LINK_LAYERS[layer][0], problems=dict(LINK_LAYERS[layer][1]))
+            for number, layer in enumerate(layers, 1)
+        ]
+        devs.append(device(name, ports))
+    snap = snapshot(devs)
+    data = {"verdict": "OK", "results": [], "snapshot": json.loads(snap.model_dump_json())}
+    found = summarize(data, "node001.json")
+    rails = snap.rails()
+    assert {hca.name: hca.rail for hca in found.hcas} == rails
+    assert {p.target: p.rail for p in found.ports} == {
+        f"{dev.name}:{p.number}": rails.get(dev.name) for dev in devs for p in dev.ports
+    }
+    # rails are 0..n-1 over the HCAs with an InfiniBand port, in natural name order
+    railed = [dev.name for dev in devs if any(p.is_infiniband for p in dev.ports)]
+    assert sorted(rails.values()) == list(range(len(railed)))
+    assert sorted(rails, key=rails.get) == sorted(
+        railed,
+        key=lambda name: (
+            name.rstrip("0123456789"),
+            int(name[len(name.rstrip("0123456789")) :] or -1),
+        ),
+    )

@@ -7,7 +7,8 @@ each collection (so rate() sees growing counters). The far end of mlx5_0's cable
 level standard, through stub ``smpquery``/``perfquery`` printing the ibsim captures
 (tests/captures/ibsim-partner: switch ``leaf07`` port 1), whose SymbolErrorCounter grows with
 every collection. A missing ``prometheus`` fails the test, it never skips it. Everything listens
-on loopback and is stopped in ``finally``.
+on loopback and is stopped in ``finally``. The Fleet row compares nodes: its expressions run in
+tests/test_grafana_fleet.py, against five.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 import stubs as S
@@ -71,10 +72,28 @@ def _panels(dashboard: dict) -> Iterator[dict]:
         yield from panel.get("panels", [])
 
 
-def _exprs(dashboard: dict) -> List[Tuple[str, str]]:
-    """(panel title/refId, expression with template variables substituted) for every target."""
+def row_of(dashboard: dict) -> Dict[int, str]:
+    """Panel id -> the title of the row it is under (an open row's panels follow it)."""
+    rows, current = {}, ""
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            current = panel["title"]
+        for inner in (panel, *panel.get("panels", [])):
+            rows[inner["id"]] = current if inner is panel else panel["title"]
+    return rows
+
+
+def _exprs(
+    dashboard: dict, rows: Optional[Sequence[str]] = None, without: Sequence[str] = ()
+) -> List[Tuple[str, str]]:
+    """(panel title/refId, expression with template variables substituted) for every target
+    of the panels under ``rows`` (all when None) but not under ``without``."""
     found = []
+    under = row_of(dashboard)
     for panel in _panels(dashboard):
+        row = under[panel["id"]]
+        if (rows is not None and row not in rows) or row in without:
+            continue
         for target in panel.get("targets", []):
             expr = target["expr"]
             for name in sorted(VARIABLES, key=len, reverse=True):
@@ -101,6 +120,7 @@ def test_dashboard_shape() -> None:
     assert ", ib_port)" in variables["ib_port"]["definition"]
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
     assert rows == [
+        "Fleet",
         "IB Port Health",
         "Far end of each cable",
         "IB Hardware Counters",
@@ -123,6 +143,12 @@ def test_dashboard_shape() -> None:
             assert target["refId"] and target["expr"].strip(), panel["title"]
     titles = {p["title"] for p in _panels(dashboard)}
     for title in (
+        "Nodes by verdict",
+        "Switches with the most failing far-end ports",
+        "Far-end ports not passing",
+        "Port rate per rail: min and median",
+        "Loopback bandwidth per rail: min and median",
+        "Ports below their rail's median rate",
         "Non-zero port error counters",
         "RX data rate",
         "TX data rate",
@@ -238,7 +264,8 @@ def _label_values(prom_port: int, definition: str) -> List[str]:
 def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) -> None:
     binary = _tool("prometheus")
     dashboard = _load()
-    exprs = _exprs(dashboard)
+    # One node: the fleet row's comparisons across nodes are test_grafana_fleet's.
+    exprs = _exprs(dashboard, without=("Fleet",))
     assert len(exprs) >= 20
     server, thread, port = _serving(tmp_path)
     proc, prom_port = start_prometheus(binary, tmp_path, port)

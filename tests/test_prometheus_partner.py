@@ -203,6 +203,7 @@ def test_a_switch_partner_has_exactly_these_samples(node: Snapshot) -> None:
         ("ibdiag_partner_phys_state", peer): 5,  # LinkUp
         ("ibdiag_partner_width_active", peer): 4,  # 4X
         ("ibdiag_partner_rate_bytes_per_second", peer): HDR_4X,
+        ("ibdiag_partner_status", peer): 0,  # link.partner and counters.partner pass
     }
     for stem, value in SWITCH_COUNTERS.items():
         expected[(f"ibdiag_partner_{stem}_total", peer)] = value
@@ -245,7 +246,9 @@ def test_a_partner_without_counters_has_its_info_but_no_counter_samples(node: Sn
     unread = partner.model_copy(update={"counters": None, "rcv_error_details": None})
     _, samples = rendered(report_of(with_partner(node, "mlx5_0", unread)))
     found = partner_samples(samples, "mlx5_0:1")
-    assert sorted(name for name, _ in found) == sorted(["ibdiag_partner_info", *GAUGES])
+    assert sorted(name for name, _ in found) == sorted(
+        ["ibdiag_partner_info", "ibdiag_partner_status", *GAUGES]
+    )
     # the other port's far end is untouched
     assert ("ibdiag_partner_symbol_error_total", labels(B2B)) in samples
 

@@ -111,3 +111,16 @@ def short_name(partner: Partner) -> str:
     name = match.group(1) if match else description
     name = _UNSAFE.sub("_", name).strip("_")[:NAME_MAX]
     return name or partner.node_guid or "?"
+
+
+CABLE = "<->"  # a cable named by both ends: mlx5_3:1<->leaf07/21
+
+
+def cable_name(local: str, partner: Optional[Partner]) -> str:
+    """How results name a port's cable: ``mlx5_3:1<->leaf07/21`` (our port ``local``, the far
+    end's ``short_name`` and port number, ``?`` when that was not read); just ``local`` while
+    nothing names the far end (no node GUID, no description)."""
+    if partner is None or (partner.node_guid is None and partner.description is None):
+        return local
+    far_port = partner.port if partner.port is not None else "?"
+    return f"{local}{CABLE}{short_name(partner)}/{far_port}"

@@ -11,6 +11,8 @@ standard reports is read in about a minute on two cores, and memory holds summar
 A *rail* is an HCA's index among the node's InfiniBand HCAs in natural name order (``mlx5_0``
 is rail 0, ``mlx5_10`` comes after ``mlx5_9``): on a GPU node HCA k of every node is cabled to
 the same group of leaf switches, so rail k is what HCA k is compared with across the fleet.
+``ibdiag.rails`` is the one definition: ``Snapshot.rails`` (the Prometheus rail labels) and this
+module number a node's HCAs alike.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from pydantic import BaseModel, ConfigDict
 
 from ibdiag.grade import reason_of
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.rails import infiniband_port, rail_numbers
 
 ATTENTION = ("fail", "error", "warn")
 _SEVERITY = ("none", "skip", "pass", "warn", "error", "fail")
@@ -190,21 +192,18 @@ def _result(item: Dict[str, Any]) -> Finding:
 
 
 def _rails(devices: List[Dict[str, Any]]) -> Dict[str, int]:
-    """Device name -> rail: its index among the HCAs with an InfiniBand port, natural order."""
-    names = [
-        dev["name"]
+    """Device name -> rail, as ``Snapshot.rails`` numbers them (``ibdiag.rails``)."""
+    return rail_numbers(
+        (dev["name"], any(_is_infiniband(port) for port in _dicts(dev.get("ports"))))
         for dev in devices
         if isinstance(dev.get("name"), str)
-        and any(_is_infiniband(port) for port in _dicts(dev.get("ports")))
-    ]
-    return {name: index for index, name in enumerate(sorted(set(names), key=natural_key))}
+    )
 
 
 def _is_infiniband(port: Dict[str, Any]) -> bool:
-    """As ``Port.is_infiniband``: InfiniBand, or no link_layer file at all."""
-    return port.get("link_layer") in ("InfiniBand", None) and "link_layer" not in (
-        port.get("problems") or {}
-    )
+    """``Port.is_infiniband`` of a port as its JSON says it (``ibdiag.rails.infiniband_port``)."""
+    problems = port.get("problems")
+    return infiniband_port(port.get("link_layer"), problems if isinstance(problems, dict) else {})
 
 
 def _hcas(devices: List[Dict[str, Any]], rails: Dict[str, int]) -> List[HcaSummary]:

@@ -57,6 +57,12 @@ description), has none.
   ``ibdiag_partner_rate_bytes_per_second`` (lanes x the speed's per-lane rate as sysfs counts
   it: 4X HDR is 200 Gb/s, as ``ibdiag_port_rate_bytes_per_second`` says for our end). A value
   that was not read, or a word that is not one of libibmad's, has no sample.
+- ``ibdiag_partner_status{...}`` (the far end's labels without peer_type/description): the
+  worst result naming the cable (``mlx5_3:1<->leaf07/21``: link.partner, counters.partner, a
+  site check naming it so) in ``ibdiag_check_status``'s numbers, worst as the verdict ranks
+  them (fail 2 above error 3 above warn 1 above pass 0 above skip -1), so
+  ``count by (peer_name) (ibdiag_partner_status >= 2)`` ranks switches by failing far-end
+  ports. A cable no result names (the checks not run) has no sample.
 
 Gauges:
 
@@ -67,6 +73,20 @@ Gauges:
   does the same),
   ``ibdiag_port_info{device,port,link_layer}`` (always 1).
   A port attribute that could not be read has no sample.
+- ``ibdiag_port_rail_info{device,port,ib_port,rail}`` (always 1): the rail of the port's HCA,
+  its index among the node's InfiniBand HCAs in natural name order (``ibdiag.rails``, as the
+  fleet view numbers them): every port of an HCA with an InfiniBand port has one, an HCA with
+  none has none. A fleet dashboard joins it on ``(instance, ib_port)``:
+  ``min by (rail) (ibdiag_port_rate_bytes_per_second * on (instance, ib_port) group_left (rail)
+  ibdiag_port_rail_info)``. A new family rather than a label on the others, so no existing
+  series changes identity.
+- ``ibdiag_port_loopback_bandwidth_bytes_per_second{device,port,ib_port}``: the ib_write_bw
+  loopback bandwidth measured from this port (``Snapshot.loopback``, level full): the best of
+  its attempts, in bytes per second (Gb/s x 1e9 / 8, as the port's rate). Labelled by the
+  client port (the traffic went to the same port, or to its pair's with
+  ``perftest_pairing = "pairs"``); a port whose attempts all gave no result has none (the
+  perftest check says why). Only ``ibdiag export --level full`` writes it: ``serve`` stops at
+  level standard, as a scrape must not start traffic tests.
 - ``ibdiag_check_status{check,target}``: 0 pass, 1 warn, 2 fail, 3 error, -1 skip.
 - ``ibdiag_verdict``: the node's verdict as its Nagios exit code (0 OK, 1 WARNING,
   2 CRITICAL, 3 UNKNOWN).
@@ -98,7 +118,7 @@ import re
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ibdiag.catalogue import lookup
-from ibdiag.facts.partner import Partner
+from ibdiag.facts.partner import CABLE, Partner, cable_name
 from ibdiag.model import Report, Status
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
@@ -333,6 +353,18 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
     info = out.family(
         "ibdiag_port_info", "gauge", "Always 1; carries the port's link layer as a label."
     )
+    rail_info = out.family(
+        "ibdiag_port_rail_info",
+        "gauge",
+        "Always 1; carries the rail of the port's HCA as a label (its index among the node's "
+        "InfiniBand HCAs in natural name order: mlx5_0 is rail 0).",
+    )
+    loopback = out.family(
+        "ibdiag_port_loopback_bandwidth_bytes_per_second",
+        "gauge",
+        "Measured ib_write_bw loopback bandwidth from this port (level full; the best attempt, "
+        "BW average at the largest message size), in bytes per second (Gb/s x 1e9 / 8).",
+    )
     port_other = out.family(
         "ibdiag_port_other_value",
         "untyped",
@@ -344,6 +376,8 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         "Raw device hw_counters whose names cannot be metric names (name in label counter).",
     )
     far = _partner_families(out)
+    rails = snapshot.rails()
+    cables = _cable_statuses(report)
     for device in snapshot.devices:
         problems.add((("device", device.name),), _problem_count(device))
         for port in device.ports:
@@ -355,6 +389,8 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
             if port.rate is not None:
                 rate.add(base, port.rate.gbps * 1e9 / 8)
             info.add((*base, ("link_layer", port.link_layer or "")), 1)
+            if device.name in rails:
+                rail_info.add((*base, ("rail", str(rails[device.name]))), 1)
         for port in device.ports:
             base = _port_labels(device, port)
             _add_counters(
@@ -379,7 +415,11 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
             )
         for port in device.ports:
             if port.partner is not None and far_end.known(port.partner):
-                _add_partner(out, far, _port_labels(device, port), port.partner)
+                base = _port_labels(device, port)
+                _add_partner(out, far, base, port.partner)
+                found = cables.get(cable_name(device.target(port), port.partner))
+                if found is not None:
+                    far.status.add(base + far_end.peer_labels(port.partner), STATUS_VALUES[found])
         _add_counters(
             out,
             "device_hw_counters",
@@ -389,13 +429,47 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
             (("device", device.name),),
             device_other,
         )
+    for (dev_name, number), gbps in _best_loopback(snapshot).items():
+        labels = (("device", dev_name), ("port", str(number)), ("ib_port", f"{dev_name}:{number}"))
+        loopback.add(labels, gbps * 1e9 / 8)
     if compat == "moneo":
         _add_moneo(out, report)
     return out.text()
 
 
+# Worst first when several results name one cable: as the verdict ranks them (a fail is
+# CRITICAL, an error UNKNOWN, a warn WARNING), a skip least.
+_SEVERITY = (Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL)
+
+
+def _cable_statuses(report: Report) -> Dict[str, Status]:
+    """Cable name (``mlx5_3:1<->leaf07/21``) -> the worst status of the results naming it
+    (link.partner, counters.partner, and any site check that names a cable so)."""
+    worst: Dict[str, Status] = {}
+    for result in report.results:
+        if CABLE not in result.target:
+            continue
+        status = Status(result.status)
+        known = worst.get(result.target)
+        if known is None or _SEVERITY.index(status) > _SEVERITY.index(known):
+            worst[result.target] = status
+    return worst
+
+
+def _best_loopback(snapshot) -> Dict[Tuple[str, int], float]:
+    """(client device, port) -> the best Gb/s of its ib_write_bw attempts that gave one."""
+    best: Dict[Tuple[str, int], float] = {}
+    for attempt in snapshot.loopback or ():
+        if attempt.gbps is None or not math.isfinite(attempt.gbps):
+            continue
+        key = (attempt.client_device, attempt.client_port)
+        best[key] = max(best.get(key, attempt.gbps), attempt.gbps)
+    return best
+
+
 class _PartnerFamilies(NamedTuple):
     info: _Family
+    status: _Family
     state: _Family
     phys: _Family
     lanes: _Family
@@ -411,6 +485,13 @@ def _partner_families(out: _Exposition) -> _PartnerFamilies:
             "gauge",
             "Always 1: the far end of the port's cable (peer_guid, peer_name, peer_port, "
             "peer_type, peer_description: the switch port or the other HCA).",
+        ),
+        status=out.family(
+            "ibdiag_partner_status",
+            "gauge",
+            "The worst result on the port's cable (link.partner, counters.partner): 0 pass, "
+            "1 warn, 2 fail, 3 error, -1 skip, as ibdiag_check_status (a fail ranks above an "
+            "error).",
         ),
         state=out.family(
             "ibdiag_partner_port_state",

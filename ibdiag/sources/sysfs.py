@@ -22,6 +22,7 @@ import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ibdiag.model import Device, NetDev, Pci, Port, Problems
+from ibdiag.natural import natural_key  # also imported from here by others
 from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
 from ibdiag.sources.names import shown
@@ -33,16 +34,8 @@ INFINIBAND_CLASS = "class/infiniband"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", re.IGNORECASE)
 _MAX_ATTRIBUTE_BYTES = 64 * 1024  # sysfs attributes are at most a page; guard against odd files
 _COUNTER_DIRS = ("counters", "counters_ext")
-_DIGITS = re.compile(r"([0-9]+)")
 _OPEN_NOFOLLOW = OPEN_FLAGS | os.O_NOFOLLOW
 _FILE_TYPE, _REGULAR = stat.S_IFMT(0o177777), stat.S_IFREG
-
-
-def natural_key(name: str) -> Tuple[object, ...]:
-    """Sort mlx5_2 before mlx5_10 and port 2 before port 10 (ASCII digits only: ``²`` and
-    ``①`` are text, never numbers)."""
-    parts = _DIGITS.split(name)
-    return tuple(int(part) if index % 2 else part for index, part in enumerate(parts))
 
 
 class SysfsReader:
