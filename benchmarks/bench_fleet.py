@@ -12,8 +12,10 @@ For each size it runs, as a child process, round-robin over --runs rounds:
 
     python -m ibdiag fleet report DIR --json -o out.json
 
-and reports the median wall time, the child's CPU time and its peak RSS (ru_maxrss from
-os.wait4), the throughput (nodes/s, MB of reports/s), whether the report found exactly the
+and reports the median wall time, the CPU time of the child and its children, its peak RSS
+(ru_maxrss from os.wait4: the largest single process of the tree) and the peak of the whole
+tree's RSS summed (sampled from /proc every 0.1 s: the parent and its reading pool), the
+throughput (nodes/s, MB of reports/s), whether the report found exactly the
 planted faults (outliers, suspect switches, rail misplacements, drift), and the ratio of the
 10k run to the 1k run (linear: 10; per node: 1.0). Targets (issue 15): 10,000 nodes in at most
 60 s and 1 GiB on a 2-core machine.
@@ -39,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -46,20 +49,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
 
 import fleet_gen  # noqa: E402
-from bench_quick import REPO, child_env, spawn  # noqa: E402
+from bench_quick import REPO, child_env  # noqa: E402
 
 TARGET_WALL_S = 60.0  # 10,000 nodes
 TARGET_RSS_MB = 1024.0
 TARGET_NODES = 10_000
+FLEET_PACKAGE = os.path.join(REPO, "ibdiag", "fleet")
 
 
 def source_key() -> str:
-    """A hash of everything a generated report depends on: the generator, its captures' code
-    paths (tests/), ibdiag and the built-in checks. Another version regenerates the cache."""
+    """A hash of everything a generated report depends on: the generator and the test helpers
+    it uses, ibdiag (but ibdiag.fleet, what is timed) and the built-in checks. Another version
+    regenerates the cache."""
     digest = hashlib.sha256()
     for folder in ("ibdiag", "checks"):
         for root, dirs, names in os.walk(os.path.join(REPO, folder)):
-            dirs.sort()
+            dirs[:] = sorted(d for d in dirs if os.path.join(root, d) != FLEET_PACKAGE)
             for name in sorted(names):
                 if name.endswith(".py"):
                     with open(os.path.join(root, name), "rb") as handle:
@@ -137,6 +142,67 @@ def compare(report: Dict[str, Any], truth: Dict[str, Any]) -> List[str]:
         },
     )
     return lines
+
+
+def tree_rss_kb(root: int) -> int:
+    """The summed VmRSS (kB) of process ``root`` and every descendant (its reading pool)."""
+    parents: Dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            parents[int(name)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo += [child for child, parent in parents.items() if parent == pid]
+    total = 0
+    for pid in tree:
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as handle:
+                total += next((int(line.split()[1]) for line in handle
+                               if line.startswith("VmRSS:")), 0)  # fmt: skip
+        except OSError:
+            continue
+    return total
+
+
+def spawn(argv: Sequence[str], env: Dict[str, str]) -> Dict[str, Any]:
+    """Run once with stdout/stderr to /dev/null: wall seconds, exit code, CPU seconds of it
+    and its children, ru_maxrss (the largest single process: ``wait4`` reports the child's own
+    or its largest descendant's), and the sampled peak of the whole tree's RSS, summed (every
+    0.1 s: the reading pool's workers and the parent at once)."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    peak = [0]
+    done = threading.Event()
+    start = time.perf_counter()
+    pid = os.posix_spawn(argv[0], list(argv), env, file_actions=actions)
+
+    def sample() -> None:
+        while not done.wait(0.1):
+            peak[0] = max(peak[0], tree_rss_kb(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return {
+        "wall_s": wall,
+        "exit": os.waitstatus_to_exitcode(status),
+        "maxrss_kb": usage.ru_maxrss,
+        "tree_rss_kb": peak[0],
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
 
 
 def time_report(fleet: Dict[str, Any], out_dir: str, env: Dict[str, str]) -> Dict[str, Any]:
@@ -233,24 +299,26 @@ def run_reports(fleets: List[Dict[str, Any]], runs: int) -> Dict[str, Any]:
                 )
 
     print()
-    print(f"{'nodes':>7} {'median s':>9} {'cpu s':>7} {'peak RSS MB':>12} {'nodes/s':>8} "
-          f"{'MB/s':>7} {'exit':>5}  planted faults")  # fmt: skip
+    print(f"{'nodes':>7} {'median s':>9} {'cpu s':>7} {'maxrss MB':>10} {'tree RSS MB':>12} "
+          f"{'nodes/s':>8} {'MB/s':>7} {'exit':>5}  planted faults")  # fmt: skip
     summary = {}
     for fleet in fleets:
         n = fleet["nodes"]
         wall = statistics.median(s["wall_s"] for s in samples[n])
         cpu = statistics.median(s["cpu_s"] for s in samples[n])
         rss_mb = max(s["maxrss_kb"] for s in samples[n]) / 1024
+        tree_mb = max(s["tree_rss_kb"] for s in samples[n]) / 1024
         misses = findings[n]
         summary[n] = {
-            "median_s": wall, "cpu_s": cpu, "peak_rss_mb": rss_mb, "nodes_per_s": n / wall,
+            "median_s": wall, "cpu_s": cpu, "peak_rss_mb": rss_mb, "tree_rss_mb": tree_mb,
+            "nodes_per_s": n / wall,
             "mb_per_s": fleet["bytes"] / 1e6 / wall, "exit": samples[n][-1]["exit"],
             "exact": not misses, "differences": misses,
         }  # fmt: skip
         found = "all found, nothing else" if not misses else f"{len(misses)} differences"
         mb_s = fleet["bytes"] / 1e6 / wall
-        print(f"{n:>7} {wall:>9.2f} {cpu:>7.2f} {rss_mb:>12.1f} {n / wall:>8.0f} "
-              f"{mb_s:>7.1f} {samples[n][-1]['exit']:>5}  {found}")  # fmt: skip
+        print(f"{n:>7} {wall:>9.2f} {cpu:>7.2f} {rss_mb:>10.1f} {tree_mb:>12.1f} "
+              f"{n / wall:>8.0f} {mb_s:>7.1f} {samples[n][-1]['exit']:>5}  {found}")  # fmt: skip
         for line in misses[:20]:
             print(f"          {line}")
         failed = failed or bool(misses)
@@ -267,13 +335,14 @@ def run_reports(fleets: List[Dict[str, Any]], runs: int) -> Dict[str, Any]:
               f"(per node x{per_node:.2f}; linear is 1.0)")  # fmt: skip
     if TARGET_NODES in summary:
         at = summary[TARGET_NODES]
+        rss = max(at["peak_rss_mb"], at["tree_rss_mb"])  # the stricter of the two
         checks["target"] = {
             "wall_s": at["median_s"], "wall_ok": at["median_s"] <= TARGET_WALL_S,
-            "rss_mb": at["peak_rss_mb"], "rss_ok": at["peak_rss_mb"] <= TARGET_RSS_MB,
+            "rss_mb": rss, "rss_ok": rss <= TARGET_RSS_MB,
         }  # fmt: skip
         print(f"target at {TARGET_NODES} nodes: {at['median_s']:.1f} s (<= {TARGET_WALL_S:g}: "
-              f"{'yes' if checks['target']['wall_ok'] else 'NO'}), "
-              f"{at['peak_rss_mb']:.0f} MB (<= {TARGET_RSS_MB:g}: "
+              f"{'yes' if checks['target']['wall_ok'] else 'NO'}), {rss:.0f} MB, the process "
+              f"tree's sampled sum or the largest process (<= {TARGET_RSS_MB:g}: "
               f"{'yes' if checks['target']['rss_ok'] else 'NO'})")  # fmt: skip
     return {"runs": runs, "summary": summary, "checks": checks, "samples": samples,
             "failed": failed}  # fmt: skip
