@@ -19,8 +19,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from fleet_gen import (
+    BOARD_ID,
     BW_NORMAL,
     FW,
+    HCA_TYPE,
     KERNEL,
     NCCL_NORMAL,
     OFED,
@@ -149,7 +151,7 @@ def test_the_truth_is_what_the_reports_hold(fleet, summaries):
         assert {hca.fw_ver for hca in node.hcas} == {FW}
         assert node.kernel_release == KERNEL
         assert {node.driver_versions[m] for m in OFED_MODULES} == {OFED}
-        assert {(h.hca_type, h.board_id) for h in node.hcas} == {("MT4129", "MT_0000000838")}
+        assert {(h.hca_type, h.board_id) for h in node.hcas} == {(HCA_TYPE, BOARD_ID)}
 
     # far ends: rail k of node i on su<i//32>-rail<k>, port i%32+1, but the swapped pair
     swapped = {(m["host"], m["rail"]): m["peer_name"] for m in truth["rail_misplacements"]}
