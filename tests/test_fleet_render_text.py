@@ -261,3 +261,15 @@ def test_drift_that_differs_only_by_rail_is_one_line():
         "  fw_ver rail 4: 28.39.1002 on 63 nodes; 28.36.1010 on gpu018 (1)",
         "  kernel_release: 6.8.0 on 63 nodes; 28.36.1010 on gpu017 (1)",
     ]
+
+
+def test_a_rail_spanning_many_leaves_names_four_and_counts_the_rest():
+    from ibdiag.fleet.model import RailMisplacement
+    from ibdiag.fleet.render_text import misplacement_line
+
+    item = RailMisplacement(host="gpu0044", rail=3, target="mlx5_3:1", peer_name="su1-rail5",
+                            expected=[f"su{n}-rail3" for n in range(32)])  # fmt: skip
+    assert misplacement_line(item) == (
+        "  gpu0044 rail 3 mlx5_3:1 lands on su1-rail5; rail 3 of the others: "
+        "su0-rail3, su1-rail3, su2-rail3, su3-rail3 and 28 more"
+    )

@@ -141,9 +141,14 @@ def _ranges(numbers: Sequence[int]) -> str:
     return ",".join(parts)
 
 
+EXPECTED_SHOWN = 4  # a rail spans a leaf per scalable unit: 32 names make no line
+
+
 def misplacement_line(item: RailMisplacement) -> str:
     """``gpu044 rail 2 mlx5_2:1 lands on leaf15; rail 2 of the others: leaf03, leaf04``."""
-    expected = ", ".join(inert(name) for name in item.expected) or "(none)"
+    shown = ", ".join(inert(name) for name in item.expected[:EXPECTED_SHOWN]) or "(none)"
+    more = len(item.expected) - EXPECTED_SHOWN
+    expected = f"{shown} and {more} more" if more > 0 else shown
     return (
         f"  {inert(item.host)} rail {item.rail} {inert(item.target)} lands on "
         f"{inert(item.peer_name)}; rail {item.rail} of the others: {expected}"
