@@ -45,6 +45,15 @@ How ibsim-utils 0.10 behaves, and what the harness does about it:
   device ibdiag sees as its own single-port ``Hca`` (as mlx5 devices are). At most 10 clients
   may be attached at once (``IBSIM_MAX_CLIENTS``; each opensm holds one for its life): the next
   tool fails at once, exit 255, stderr ``sim_ctl: ctl error`` / ``sim_init: connect failed``.
+  A level-standard run starts 3 perfquery runs per port plus its far-end chain (2 to 3 tools
+  at once per port), so a node with many ports needs several fabrics: ``dispatch_shims``
+  writes one PATH for them all, sending each run to the fabric of the device it names.
+* **Not root changes nothing.** umad2sim answers the tool's ``open("/dev/infiniband/umadN")``
+  itself (no kernel, no file mode) and ibsim listens on an abstract socket (no file mode
+  either): as ``nobody`` the tools read the fabric exactly as root does, provided the working
+  directory is writable (else umad2sim dies on ``Failed to make directory <./sys-PID>``, a
+  failure of its own scratch tree). A node whose umad device is root-only cannot be simulated
+  here; ``tests/test_partner_fabric.py`` builds one in a mount namespace instead.
 * **Faults are instant, a dead simulator is not.** A MAD that ``Error`` drops, or that has no
   route (an unlinked cable, a DR path through a down port), fails at once with the real tools'
   ``_do_madrpc failed`` (ibsim answers with a timeout status; a real fabric would make the tool
@@ -89,6 +98,7 @@ __all__ = [
     "Hca",
     "Switch",
     "Topology",
+    "dispatch_shims",
     "leftover_processes",
     "parse_dotted",
 ]
@@ -768,6 +778,54 @@ def parse_dotted(text: str) -> Dict[str, str]:
     return fields
 
 
+def dispatch_shims(
+    directory: PathLike,
+    shims: Dict[str, PathLike],
+    tools: Iterable[str] = SHIMMED_TOOLS,
+    default_device: Optional[str] = None,
+) -> Path:
+    """Write a PATH shim per tool into ``directory`` (created) that hands each run to the shim
+    directory of the device it names, and return ``directory``: a node whose HCAs sit on
+    several fabrics (ibsim attaches at most 10 clients at once, so a standard run on 8 ports
+    needs more than one).
+
+    ``shims`` maps a device name (``mlx5_3``) to a directory ``Fabric.shim_dir`` wrote for it
+    (any directory holding an executable per tool will do). The device is found as
+    ``shim_dir``'s shims find it (``-C DEV``, ``-CDEV``, ``--Ca DEV``, ``--Ca=DEV``; ``ibstat``:
+    its first positional argument; the last one named wins); argv is passed on unchanged and
+    the shim ``exec``'d, so exit status and streams are the tool's. A run naming no device, or
+    a device not in ``shims``, goes to ``default_device``'s directory (default: the first in
+    ``shims``), whose shim passes an unknown device to the tool unchanged.
+    """
+    if not shims:
+        raise ValueError("shims is empty: map at least one device to a shim directory")
+    tools = list(tools)
+    for device, shim_dir in shims.items():
+        if not _DEVICE_RE.match(device):
+            raise ValueError(f"device name {device!r}")
+        for tool in tools:
+            if not os.access(Path(shim_dir) / tool, os.X_OK):
+                raise ValueError(f"{device} -> {shim_dir}: no executable {tool} there")
+    default_dir = Path(shims[default_device or next(iter(shims))]).resolve()
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    for tool in tools:
+        cases = "\n".join(
+            f"    {_shell_quote(device)}) shim={_shell_quote(str(Path(d).resolve() / tool))} ;;"
+            for device, d in shims.items()
+        )
+        script = _DISPATCH_TEMPLATE.format(
+            tool=tool,
+            cases=cases,
+            default=_shell_quote(str(default_dir / tool)),
+            positional="1" if tool in POSITIONAL_CA_TOOLS else "0",
+        )
+        path = target / tool
+        path.write_text(script)
+        path.chmod(0o755)
+    return target
+
+
 def _terminate_group(process: subprocess.Popen) -> None:
     terminate_group(process, grace=3.0)
 
@@ -812,4 +870,38 @@ unset LD_PRELOAD
 SIM_HOST=$host IBSIM_SOCKNAME={socket_name}
 export SIM_HOST IBSIM_SOCKNAME
 exec {ibsim_run} {real} "$@"
+"""
+
+
+# POSIX sh: finds the device as _SHIM_TEMPLATE does (without rewriting anything), then execs the
+# shim of that device's fabric with argv unchanged.
+_DISPATCH_TEMPLATE = """#!/bin/sh
+# {tool} for a node on several simulated fabrics: written by tests/fabric_sim.py
+# (dispatch_shims). Runs the shim of the fabric that holds the device named by -C/--Ca (or
+# ibstat's first argument), with every argument unchanged.
+shim=
+pick() {{
+  shim=
+  case "$1" in
+{cases}
+  esac
+}}
+positional={positional}
+expect=0
+for a in "$@"; do
+  if [ "$expect" = 1 ]; then
+    expect=0
+    pick "$a"
+  else
+    case "$a" in
+      -C|--Ca) expect=1 ;;
+      --Ca=*) pick "${{a#--Ca=}}" ;;
+      -C*) pick "${{a#-C}}" ;;
+      -*) ;;
+      *) if [ "$positional" = 1 ]; then positional=0; pick "$a"; fi ;;
+    esac
+  fi
+done
+[ -n "$shim" ] || shim={default}
+exec "$shim" "$@"
 """

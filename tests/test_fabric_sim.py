@@ -27,6 +27,7 @@ from tests.fabric_sim import (
     Hca,
     Switch,
     Topology,
+    dispatch_shims,
     leftover_processes,
     parse_dotted,
 )
@@ -269,6 +270,72 @@ def test_shim_keeps_argv_exit_status_and_streams(sim, tmp_path, monkeypatch):
 def test_shim_refuses_a_device_mapped_to_a_switch(sim, tmp_path):
     with pytest.raises(ValueError, match="not an HCA"):
         sim.fabric.shim_dir(tmp_path / "bin", {"mlx5_0": LEAF})
+
+
+# ---------------------------------------------------------------- several fabrics, one node
+
+
+def stand_in(directory: Path, name: str, status: int) -> Path:
+    """A shim directory whose smpquery and ibstat report which directory ran and with what."""
+    directory.mkdir(parents=True)
+    for tool in ("smpquery", "ibstat"):
+        (directory / tool).write_text(
+            "#!/bin/sh\n"
+            f'echo "{name} $0"\n'
+            'for a in "$@"; do printf "[%s]\\n" "$a"; done\n'
+            f"echo {name}-stderr >&2\n"
+            f"exit {status}\n"
+        )
+        (directory / tool).chmod(0o755)
+    return directory
+
+
+def test_dispatch_runs_the_shim_of_the_named_devices_fabric(tmp_path):
+    one = stand_in(tmp_path / "one", "one", 3)
+    two = stand_in(tmp_path / "two", "two", 4)
+    bin_dir = dispatch_shims(
+        tmp_path / "bin", {"mlx5_0": one, "mlx5_1": two}, tools=("smpquery", "ibstat")
+    )
+
+    def run(tool: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(bin_dir / tool), *args], capture_output=True, text=True, check=False
+        )
+
+    for args in (
+        ["-C", "mlx5_1", "-P", "1"],
+        ["-Cmlx5_1"],
+        ["--Ca", "mlx5_1"],
+        ["--Ca=mlx5_1", "-P1"],
+        ["-C", "mlx5_0", "-C", "mlx5_1"],  # the last one named, as the tools read it
+    ):
+        done = run("smpquery", *args, "a b", "", "*")
+        assert done.returncode == 4, args
+        assert done.stderr == "two-stderr\n"
+        lines = done.stdout.splitlines()
+        assert lines[0] == f"two {two / 'smpquery'}", args
+        assert lines[1:] == [f"[{a}]" for a in [*args, "a b", "", "*"]]
+    assert run("ibstat", "mlx5_1", "1").stdout.startswith("two ")
+    # no device, or one on no fabric: the default (first) directory, argv unchanged
+    assert run("smpquery", "-D", "nodeinfo", "0,1").returncode == 3
+    unknown = run("smpquery", "-C", "mlx5_9", "-P", "1")
+    assert unknown.returncode == 3 and "[mlx5_9]" in unknown.stdout
+    with pytest.raises(ValueError, match="no executable perfquery"):
+        dispatch_shims(tmp_path / "bin2", {"mlx5_0": one}, tools=("perfquery",))
+
+
+def test_dispatch_reaches_each_devices_own_fabric(sim, tmp_path):
+    with Fabric(tmp_path / "second", small_topology("MF0;leaf09:second/U1")) as second:
+        shims = {device: sim.shims for device in DEVICES}
+        shims["mlx5_9"] = second.shim_dir(tmp_path / "second-bin", {"mlx5_9": "h1"})
+        node = Shimmed(sim.fabric, dispatch_shims(tmp_path / "bin", shims))
+        assert node.query("mlx5_9", "-D", "nodedesc", "0,1") == {
+            "Node Description": "MF0;leaf09:second/U1"
+        }
+        assert node.query("mlx5_0", "-D", "nodedesc", "0,1") == {
+            "Node Description": LEAF_DESCRIPTION
+        }
+        assert node.query("mlx5_9", "-D", "nodeinfo", "0,1")["LocalPort"] == "2"
 
 
 # ---------------------------------------------------------------- lifecycle

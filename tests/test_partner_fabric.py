@@ -10,12 +10,24 @@ plus its own perfquery runs stay under ibsim's limit of 10 attached clients (thr
 once made some tools fail with "sim_init: connect failed"). Only the partner checks' results
 are asserted: the other standard checks meet a machine without InfiniBand hardware. Faults are
 undone in ``finally``.
+
+Not root is the one case the simulator cannot give: umad2sim answers the tools' open of
+``/dev/infiniband/umad0`` itself and ibsim listens on an abstract socket, so as ``nobody`` the
+tools read the fabric as root does (``test_the_simulator_lets_any_user_read_the_fabric`` keeps
+that true). So the not-root run is a node of its own, built as root in a private mount namespace
+(``unshare --mount``, as tests/test_readme_node_install.py does): the sysfs tree bound over /sys
+with the ``class/infiniband_mad`` entries libibumad reads, a /dev whose ``infiniband/umad0`` is
+the char device 231:0 mode 0600 root, as on a node without a umad group; ``ibdiag check --level
+standard`` runs there with the real smpquery and perfquery run as ``nobody`` (``setpriv``), so
+the kernel refuses them the device.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -24,7 +36,7 @@ from typing import Dict, List
 
 import pytest
 
-from tests.fabric_sim import Cable, Fabric, Hca, Switch, Topology
+from tests.fabric_sim import SIM_CA, Cable, Fabric, Hca, Switch, Topology, parse_dotted
 from tests.sysfs_builder import mlx5_node, write_node
 
 LEAF = "leaf07"
@@ -156,3 +168,109 @@ def test_a_switch_port_dropping_mads_skips_within_the_deadline(node):
         assert result["status"] == "skip", result
         assert result["observed"] == "mad-timeout", result
         assert "smpquery" in result["message"]
+
+
+# --- not root -------------------------------------------------------------------------------
+
+NOBODY = ("--reuid=65534", "--regid=65534", "--clear-groups")
+CAPTURES = Path(__file__).parent / "captures" / "ibsim-partner"
+
+# As root, in the private mount namespace: the node's /dev and /sys, a probe of the device as
+# nobody (its stderr to $3), then argv.
+_NOT_ROOT_NODE = r"""
+set -eu
+dev=$1 sys=$2 probe=$3
+shift 3
+mount -t tmpfs -o mode=0755 ibdiag-test-dev "$dev"
+for name in null zero full random urandom tty; do
+    : > "$dev/$name"
+    mount --bind "/dev/$name" "$dev/$name"
+done
+ln -s /proc/self/fd "$dev/fd"
+mkdir "$dev/infiniband"
+mknod -m 600 "$dev/infiniband/umad0" c 231 0
+mount --rbind "$dev" /dev
+mount --bind "$sys" /sys
+setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'exec 3<> /dev/infiniband/umad0' \
+    2> "$probe" || true
+exec "$@"
+"""
+
+
+def _program(name: str) -> str:
+    path = shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    assert path, f"{name} not found (install infiniband-diags / util-linux)"
+    return path
+
+
+def test_the_simulator_lets_any_user_read_the_fabric(node, tmp_path):
+    """Why the not-root run below is not on the fabric: as nobody the simulated tool reads the
+    far end as root does; its only failure is umad2sim's own scratch tree (./sys-PID) in a
+    working directory nobody may write, which says nothing about the umad device."""
+    assert os.geteuid() == 0, "runs a tool as nobody: run as root"
+    argv = [_program("setpriv"), *NOBODY, _program("ibsim-run"), _program("smpquery")]
+    argv += ["-C", SIM_CA, "-P", "1", "-t", "200", "-D", "nodeinfo", "0,1"]
+    env = {**node.fabric.env, "SIM_HOST": DEVICES["mlx5_3"]}
+    writable = tmp_path / "writable"
+    writable.mkdir(mode=0o777)
+    writable.chmod(0o777)
+    done = subprocess.run(argv, env=env, cwd=writable, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done
+    assert parse_dotted(done.stdout)["LocalPort"] == "21"
+    kept = tmp_path / "kept"
+    kept.mkdir(mode=0o755)
+    done = subprocess.run(argv, env=env, cwd=kept, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert "Failed to make directory <./sys-" in done.stderr, done.stderr
+
+
+def test_not_root_skips_both_partner_checks_with_no_access(tmp_path):
+    assert os.geteuid() == 0, "binds over /sys and /dev in a mount namespace: run as root"
+    sys_root = tmp_path / "sys"
+    write_node(str(sys_root), mlx5_node(1, port=dict(rate="40 Gb/sec (4X QDR)")))
+    umad = sys_root / "class" / "infiniband_mad"
+    (umad / "umad0").mkdir(parents=True)
+    (umad / "abi_version").write_text("5\n")
+    (umad / "umad0" / "ibdev").write_text("mlx5_0\n")
+    (umad / "umad0" / "port").write_text("1\n")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for tool in ("smpquery", "perfquery"):  # the real tools, as nobody
+        shim = shims / tool
+        shim.write_text(
+            f'#!/bin/sh\nexec {_program("setpriv")} {" ".join(NOBODY)} {_program(tool)} "$@"\n'
+        )
+        shim.chmod(0o755)
+    (tmp_path / "dev").mkdir()
+    probe = tmp_path / "probe.stderr"
+    argv = [sys.executable, "-m", "ibdiag", "check", "--level", "standard", "--json"]
+    argv += ["--deadline", str(DEADLINE_S)]  # --sysfs: the default /sys, this node's
+    done = subprocess.run(
+        [_program("unshare"), "--mount", "--propagation", "private", "sh", "-c", _NOT_ROOT_NODE,
+         "not-root-node", str(tmp_path / "dev"), str(sys_root), str(probe), *argv],
+        env=dict(os.environ, PATH=f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    # the node is as described: the kernel refuses nobody the umad device
+    assert "/dev/infiniband/umad0: Permission denied" in probe.read_text(), probe.read_text()
+    assert done.stdout, done.stderr
+    report = json.loads(done.stdout)
+    partner = [r for r in report["results"] if r["check_id"] in PARTNER_CHECKS]
+    assert sorted((r["check_id"], r["target"]) for r in partner) == [
+        ("counters.partner", "mlx5_0:1"),
+        ("link.partner", "mlx5_0:1"),
+    ], partner
+    for result in partner:
+        assert result["status"] == "skip", result
+        assert result["observed"] == "no-access", result
+        assert "not root" in result["message"], result
+        assert "smpquery exited 255" in result["message"], result
+        assert "can't open UMAD port (mlx5_0:1)" in result["message"], result
+    # what the tool said is what tests/captures/ibsim-partner/notroot-nodeinfo.* recorded
+    runs = report["snapshot"]["commands"].values()
+    nodeinfo = next(r for r in runs if r["role"] == "partner-nodeinfo mlx5_0:1")
+    assert nodeinfo["rc"] == int((CAPTURES / "notroot-nodeinfo.rc").read_text())
+    stdout = nodeinfo["stdout"].replace(_program("smpquery"), "smpquery")  # the shim's argv[0]
+    assert stdout == (CAPTURES / "notroot-nodeinfo.txt").read_text()
+    stderr = re.sub(r"\[\d+\]", "[PID]", nodeinfo["stderr"])
+    assert stderr == (CAPTURES / "notroot-nodeinfo.stderr").read_text()

@@ -79,3 +79,41 @@ real() {
 }
 real nodevice-nodeinfo smpquery -C mlx5_0 -P 1 -t 1000 -D nodeinfo 0,1
 real nodevice-perfquery-x perfquery -C mlx5_0 -P 1 -t 1000 -x 1 1
+
+# Not root: the real tools as an unprivileged user (nobody) on a node whose umad device is
+# root-only (crw------- root root, as a distribution without a umad group makes it). The
+# simulator cannot show this: umad2sim answers the tool's open of /dev/infiniband/umad0 itself.
+# So, as root, in a private mount namespace: a /sys holding what libibumad reads for mlx5_0
+# port 1 (its umad0), a /dev holding umad0 as the char device 231:0, mode 0600.
+[ "$(id -u)" -eq 0 ] || { echo "not root: no notroot-* captures (they need unshare)" >&2; exit 0; }
+unshare --mount --propagation private sh -s "$here" "$work" <<'NAMESPACE'
+set -eu
+here=$1 ns=$2/ns
+mkdir -p "$ns/sys" "$ns/dev"
+mount -t tmpfs -o mode=0755 ibdiag-notroot "$ns/dev"
+for name in null zero full random urandom tty; do
+    : > "$ns/dev/$name"; mount --bind "/dev/$name" "$ns/dev/$name"
+done
+ln -s /proc/self/fd "$ns/dev/fd"
+mkdir "$ns/dev/infiniband"
+mknod -m 600 "$ns/dev/infiniband/umad0" c 231 0
+mkdir -p "$ns/sys/class/infiniband/mlx5_0/ports/1" "$ns/sys/class/infiniband_mad/umad0"
+echo 5 > "$ns/sys/class/infiniband_mad/abi_version"
+echo mlx5_0 > "$ns/sys/class/infiniband_mad/umad0/ibdev"
+echo 1 > "$ns/sys/class/infiniband_mad/umad0/port"
+echo "4: ACTIVE" > "$ns/sys/class/infiniband/mlx5_0/ports/1/state"
+mount --rbind "$ns/dev" /dev
+mount --bind "$ns/sys" /sys
+nobody() {
+    name=$1; shift
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$@" > "$here/$name.txt" 2> "$ns/err"
+    rc=$?
+    [ -s "$ns/err" ] && sed 's/\[[0-9]*\]/[PID]/' "$ns/err" > "$here/$name.stderr"
+    [ "$rc" -ne 0 ] && echo "$rc" > "$here/$name.rc"
+    [ -s "$here/$name.txt" ] || rm -f "$here/$name.txt"
+}
+set +e
+nobody notroot-open sh -c 'exec 3<> /dev/infiniband/umad0'
+nobody notroot-nodeinfo smpquery -C mlx5_0 -P 1 -t 1000 -D nodeinfo 0,1
+nobody notroot-perfquery-x perfquery -C mlx5_0 -P 1 -t 1000 -x 1 1
+NAMESPACE
