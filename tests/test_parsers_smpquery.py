@@ -110,6 +110,10 @@ FACTS = {
     "nodevice-nodeinfo.txt": ("nodeinfo", {"node_type": None,
                                            "mad_error": "can't open UMAD port (mlx5_0:1)"}),
     "nodevice-perfquery-x.txt": ("perfquery", {"mad_error": "Failed to open 'mlx5_0' port"}),
+    # as nobody, against a root-only /dev/infiniband/umad0 (SOURCES.md)
+    "notroot-nodeinfo.txt": ("nodeinfo", {"node_type": None,
+                                          "mad_error": "Failed to open 'mlx5_0' port '1'"}),
+    "notroot-perfquery-x.txt": ("perfquery", {"mad_error": "Failed to open 'mlx5_0' port '1'"}),
 }  # fmt: skip
 
 PARSERS = {"nodeinfo": parse_nodeinfo, "nodedesc": parse_nodedesc, "portinfo": parse_portinfo}
