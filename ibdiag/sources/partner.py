@@ -6,14 +6,25 @@ one hop: whatever the cable plugs into), one chain of steps, each run recorded w
 (``ibdiag.roles.partner``):
 
 1. ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort, the
-   partner's port number the cable is in; beside it ``smpquery -D portinfo 0 PORT``, our own
-   port's PortInfo (what it enables and supports: sysfs does not say);
+   partner's port number the cable is in;
 2. at once: ``smpquery -D nodedesc 0,1`` (its name), ``smpquery -D portinfo 0,1 LOCALPORT``
    (its port's state, widths, speeds) and, for a switch, ``smpquery -D portinfo 0,1 0`` (port 0:
    the switch's LID; a CA's LID is in its own port's PortInfo);
-3. at once: ``perfquery -x LID LOCALPORT`` and ``perfquery -E LID LOCALPORT``; then plain
-   ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without the
-   additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch).
+3. at once: ``perfquery -x LID LOCALPORT`` and, only where it can matter, ``smpquery -D portinfo
+   0 PORT``: our own port's PortInfo (what it enables and supports, which sysfs does not say),
+   needed for "could be 4X" only when the partner enables and supports more than the link runs
+   at, or to know our width/speed when sysfs's ``rate`` did not say
+   (``ibdiag.facts.partner.local_port_info_matters``);
+4. plain ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without
+   the additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch);
+5. ``perfquery -E LID LOCALPORT`` (PortRcvErrorDetails) only when the counters read say
+   PortRcvErrors or PortRcvSwitchRelayErrors is not 0 (or do not say): the details break those
+   two down, so with both 0 they are all 0 (``ibdiag.facts.partner.rcv_error_details_matter``).
+
+A step that was not needed (local-portinfo, the plain perfquery, -E) is not run and not
+recorded: its absence is not a failure, and its fact stays None (``Partner``). A healthy
+switch partner with the extended counters costs 5 tool runs (nodeinfo; nodedesc, portinfo,
+portinfo0; perfquery -x), in 3 dependent waves.
 
 Every port's chain runs in a thread of its own, all at once; each chain is sequential where a
 step needs an earlier one's answer. They run through the collection's one ``Runner`` (its
@@ -24,10 +35,11 @@ times, and nodedesc and perfquery send two queries, so one unanswered partner co
 
 A step whose prerequisite did not succeed is recorded as never started (``CommandRun.skipped``)
 naming the step that failed and why, so a check can say why the far end is unknown; its argv
-holds ``<LocalPort>``/``<LID>`` where the value it needed would have gone. Whether the tools are
-there and may open the umad device is judged from their own result (not found, exit 255 with
-``can't open UMAD port``), never by testing ``/dev/infiniband/umad*`` first: under the simulator
-there is no such node, and distributions name it differently.
+holds ``<LocalPort>``/``<LID>`` where the value it needed would have gone (the steps run only
+on an earlier answer, ``CONDITIONAL_STEPS``, are not recorded then: nothing asked for them).
+Whether the tools are there and may open the umad device is judged from their own result (not
+found, exit 255 with ``can't open UMAD port``), never by testing ``/dev/infiniband/umad*``
+first: under the simulator there is no such node, and distributions name it differently.
 
 Read-only: nodeinfo, nodedesc, portinfo and perfquery without ``-r``/``-R`` only send Get MADs.
 Never a Set, never a counter reset.
@@ -39,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
-from ibdiag.model import CommandRun, Device, command_key
+from ibdiag.model import CommandRun, Device, LinkRate, command_key
 from ibdiag.sources import interruptible, names
 from ibdiag.sources.plan import port_problem
 
@@ -50,6 +62,8 @@ MAD_TIMEOUT_MAX_MS = 1000  # libibmad's own default
 MAD_TIMEOUTS_PER_COMMAND = 8  # 2 queries x 3 tries, and some room for starting the tool
 LOCAL_PORT = "<LocalPort>"  # in the argv of a step never started: the value it lacked
 LID = "<LID>"
+# Run only when an earlier step's answer asks for them (module doc): never recorded otherwise.
+CONDITIONAL_STEPS = ("local-portinfo", "perfquery", "perfquery-E")
 
 
 class Step(NamedTuple):
@@ -96,14 +110,20 @@ def steps(device: str, number: int, mad_ms: int, local_port=LOCAL_PORT, lid=LID)
 def ports(devices: List[Device]) -> Iterator[Tuple[Device, int, Optional[str]]]:
     """(device, port number, why no command may name it or None) for every ACTIVE InfiniBand
     port, as ``ibdiag.sources.plan`` vets the ports perfquery runs for."""
+    for dev, number, _, why in _ports(devices):
+        yield dev, number, why
+
+
+_Vetted = Tuple[Device, int, Optional[LinkRate], Optional[str]]
+
+
+def _ports(devices: List[Device]) -> Iterator[_Vetted]:
+    """``ports``, with each port's sysfs rate."""
     for dev in devices:
         for port in dev.ports:
             if port.state == 4 and port.is_infiniband:
-                yield (
-                    dev,
-                    port.number,
-                    names.device_name_problem(dev.name) or port_problem(port.number),
-                )
+                why = names.device_name_problem(dev.name) or port_problem(port.number)
+                yield dev, port.number, port.rate, why
 
 
 def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
@@ -111,13 +131,16 @@ def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
     ``ibdiag.sources.commands.Runner``); the runs by ``CommandRun.key``. Ports whose names may
     not go on a command line are left to ``refused_runs``."""
     mad_ms = mad_timeout_ms(runner.timeout_s)
-    todo = [(dev.name, number) for dev, number, why in ports(devices) if why is None]
+    todo = [(dev.name, number, rate) for dev, number, rate, why in _ports(devices) if why is None]
     if not todo:
         return {}
     runs: Dict[str, CommandRun] = {}
     pool = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="ibdiag-partner")
     try:
-        chains = [pool.submit(read_partner, runner, name, number, mad_ms) for name, number in todo]
+        chains = [
+            pool.submit(read_partner, runner, name, number, mad_ms, rate)
+            for name, number, rate in todo
+        ]
         for chain in chains:
             runs.update({run.key: run for run in interruptible.result(chain)})
     except BaseException:  # KeyboardInterrupt: start nothing more, kill what runs, re-raise
@@ -136,27 +159,37 @@ def refused_runs(devices: List[Device]) -> Dict[str, CommandRun]:
         if why is not None:
             target = f"{dev.name}:{number}"
             for step in steps(dev.name, number, MAD_TIMEOUT_MAX_MS).values():
-                if step.step != "perfquery":  # a fallback: only ever run after -x
+                if step.step not in CONDITIONAL_STEPS:  # only ever run on an earlier answer
                     run = _never_started(step, target, why)
                     refused[run.key] = run
     return refused
 
 
-def read_partner(runner, device: str, number: int, mad_ms: int) -> List[CommandRun]:
-    """One port's chain (module doc), every step recorded: run, or never started with why."""
-    from ibdiag.sources.parsers.perfquery import parse_perfquery
+def read_partner(
+    runner, device: str, number: int, mad_ms: int, rate: Optional[LinkRate] = None
+) -> List[CommandRun]:
+    """One port's chain (module doc), every step it needed recorded: run, or never started
+    with why. ``rate``: our port's sysfs rate (None: unknown - our own PortInfo is then read
+    whenever the partner's port is)."""
+    from ibdiag.facts.partner import (
+        local_port_info_matters,
+        our_width_speed,
+        rcv_error_details_matter,
+    )
+    from ibdiag.sources.interpret.partner import ERROR_COUNTER, pma_counters, port_info_of
+    from ibdiag.sources.interpret.perfquery import reading
     from ibdiag.sources.parsers.smpquery import parse_nodeinfo, parse_portinfo
 
     target = f"{device}:{number}"
     chain = _Chain(runner, target)
     planned = steps(device, number, mad_ms)
-    nodeinfo, _ = chain.run(planned["nodeinfo"], planned["local-portinfo"])
+    (nodeinfo,) = chain.run(planned["nodeinfo"])
     who = parse_nodeinfo(_output(nodeinfo)) if nodeinfo.succeeded else None
     why = chain.failed("nodeinfo", nodeinfo)
     if why is None and (who is None or who.local_port is None or who.node_type is None):
         why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
     if why is not None or who is None:
-        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x", "perfquery-E"):
+        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x"):
             chain.never_started(planned[step], why or "")
         return chain.runs
 
@@ -166,6 +199,9 @@ def read_partner(runner, device: str, number: int, mad_ms: int) -> List[CommandR
     if is_switch:
         wanted.append(planned["portinfo0"])
     answers = chain.run(*wanted)
+    local = [planned["local-portinfo"]]
+    if not local_port_info_matters(port_info_of(answers[1]), *our_width_speed(rate)):
+        local = []
     lid_run = answers[2] if is_switch else answers[1]
     lid_step = "portinfo0" if is_switch else "portinfo"
     why = chain.failed(lid_step, lid_run)
@@ -178,16 +214,19 @@ def read_partner(runner, device: str, number: int, mad_ms: int) -> List[CommandR
             else "it named no LID",
         )
     if why is not None:
-        for step in ("perfquery-x", "perfquery-E"):
-            chain.never_started(planned[step], why)
+        chain.never_started(planned["perfquery-x"], why)
+        if local:
+            chain.run(*local)
         return chain.runs
 
     planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
-    extended, _ = chain.run(planned["perfquery-x"], planned["perfquery-E"])
-    if not (
-        extended.succeeded and "SymbolErrorCounter" in parse_perfquery(_output(extended)).counters
-    ):
-        chain.run(planned["perfquery"])
+    extended = reading(chain.run(planned["perfquery-x"], *local)[0])
+    basic = None
+    if extended is None or ERROR_COUNTER not in extended.counters:
+        basic = reading(chain.run(planned["perfquery"])[0])
+    counters = pma_counters(extended, basic)
+    if counters is not None and rcv_error_details_matter(counters.counters):
+        chain.run(planned["perfquery-E"])
     return chain.runs
 
 
