@@ -188,17 +188,38 @@ def test_rcv_error_details_are_not_read_when_no_counters_were(tmp_path):
     assert roles.partner("perfquery-E", "mlx5_0:1") not in runs
 
 
-def test_a_back_to_back_ca_partner_has_no_port0_step(tmp_path):
+def test_a_back_to_back_ca_partner_has_its_lid_in_its_own_port(tmp_path):
+    """Port 0 is read with nodeinfo (a switch's LID, before anyone knows it is a switch); a CA's
+    LID is its port's own, so -x waits for that PortInfo."""
     node = Node(tmp_path, count=1)
     node.tools("b2b-ca")
-    runs = by_role(node.collect())
-    assert roles.partner("portinfo0", "mlx5_0:1") not in runs
+    snap = node.collect()
+    runs = by_role(snap)
+    assert runs[roles.partner("portinfo0", "mlx5_0:1")].succeeded  # read for nothing
     assert runs[roles.partner("perfquery-x", "mlx5_0:1")].argv[-3:] == ["-x", "7", "1"]
+    assert snap.devices[0].ports[0].partner.lid == 7
+
+
+def test_a_switch_partners_counters_are_read_beside_its_port(tmp_path):
+    """A switch's LID comes from port 0, read with nodeinfo: -x starts with the partner port's
+    PortInfo (2 waves), not after it. Every portinfo stub takes 0.5 s: -x, which needs only
+    nodeinfo and port 0, is done before that port's PortInfo is."""
+    node = Node(tmp_path, count=1)
+    slow = S.partner_smpquery()
+    slow["* portinfo 0,1 *"] = slow["* portinfo 0,1 *"].replace("cat ", "sleep 0.5; cat ", 1)
+    node.tools(smpquery=slow)
+    snap = node.collect()
+    runs = by_role(snap)
+    x = runs[roles.partner("perfquery-x", "mlx5_0:1")]
+    info = runs[roles.partner("portinfo", "mlx5_0:1")]
+    assert x.succeeded and info.succeeded and info.duration_s >= 0.5
+    assert x.duration_s < info.duration_s
 
 
 def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_path):
     """nodeinfo hangs (a MAD that never comes back and a tool that ignores -t): the runner kills
-    it at the command timeout; every later step is recorded never started, naming nodeinfo."""
+    it at the command timeout; every step that needs it is recorded never started, naming
+    nodeinfo."""
     node = Node(tmp_path, count=4)
     mark = S.marker()
     node.tools(smpquery={"* nodeinfo 0,1": S.hangs(mark)})
@@ -210,7 +231,9 @@ def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_
     for n in range(4):
         target = f"mlx5_{n}:1"
         assert runs[roles.partner("nodeinfo", target)].timed_out
-        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x"):
+        for step in ("nodedesc", "portinfo0"):  # asked beside nodeinfo
+            assert runs[roles.partner(step, target)].succeeded
+        for step in ("portinfo", "perfquery-x"):
             run = runs[roles.partner(step, target)]
             assert run.rc is None and run.duration_s == 0.0, run
             assert run.skipped.startswith(
@@ -225,11 +248,14 @@ def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_
         ]
     found = snap.devices[0].ports[0].partner
     assert found.node_type is None and len(found.roles) == 5
+    # nodedesc and port 0 were asked at once with nodeinfo (the stubs answer them)
+    assert found.description == "MF0;leaf07:MQM8700/U1" and found.counters is None
 
 
 def test_the_chains_end_within_the_run_deadline(tmp_path):
-    """Every smpquery answers after 1 s, the run's deadline is 2 s: the second wave of each
-    chain is killed at the deadline and its perfquery steps never start, naming why."""
+    """Every smpquery answers after 1 s, the run's deadline is 2 s: the second wave's portinfo
+    is killed at the deadline, and the step after it (the plain perfquery: ibsim's -x has no
+    error counters) never starts, naming the deadline."""
     node = Node(tmp_path, count=3)
     slow = {pattern: body.replace("cat ", "sleep 1; cat ", 1)
             for pattern, body in S.partner_smpquery().items()}  # fmt: skip
@@ -240,9 +266,9 @@ def test_the_chains_end_within_the_run_deadline(tmp_path):
     runs = by_role(snap)
     assert all(run.succeeded or run.timed_out or run.skipped for run in runs.values()), runs
     for n in range(3):
-        x = runs[roles.partner("perfquery-x", f"mlx5_{n}:1")]
-        assert x.skipped and "smpquery timed out" in x.skipped, x
-    assert not [call for call in node.stubs.calls() if call.startswith("perfquery")]
+        assert runs[roles.partner("portinfo", f"mlx5_{n}:1")].timed_out
+        plain = runs[roles.partner("perfquery", f"mlx5_{n}:1")]
+        assert plain.skipped and "deadline" in plain.skipped, plain
 
 
 def test_tools_not_installed_are_recorded_as_such(tmp_path):
@@ -265,7 +291,9 @@ def test_no_umad_access_is_the_tools_own_answer(tmp_path):
     runs = by_role(node.collect())
     nodeinfo = runs[roles.partner("nodeinfo", "mlx5_0:1")]
     assert nodeinfo.rc == 255 and "can't open UMAD port" in nodeinfo.stderr
-    why = runs[roles.partner("nodedesc", "mlx5_0:1")].skipped
+    for step in ("nodedesc", "portinfo0"):  # asked beside it: each says so itself
+        assert "can't open UMAD port" in runs[roles.partner(step, "mlx5_0:1")].stderr
+    why = runs[roles.partner("portinfo", "mlx5_0:1")].skipped
     assert why.startswith("needs partner-nodeinfo mlx5_0:1, which did not succeed: smpquery")
     assert "exited 255" in why
 

@@ -5,16 +5,18 @@ its own HCA and port (``-C DEV -P PORT``) and over the direct route ``0,1`` (out
 one hop: whatever the cable plugs into), one chain of steps, each run recorded with its role
 (``ibdiag.roles.partner``):
 
-1. ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort, the
-   partner's port number the cable is in;
-2. at once: ``smpquery -D nodedesc 0,1`` (its name), ``smpquery -D portinfo 0,1 LOCALPORT``
-   (its port's state, widths, speeds) and, for a switch, ``smpquery -D portinfo 0,1 0`` (port 0:
-   the switch's LID; a CA's LID is in its own port's PortInfo);
-3. at once: ``perfquery -x LID LOCALPORT`` and, only where it can matter, ``smpquery -D portinfo
-   0 PORT``: our own port's PortInfo (what it enables and supports, which sysfs does not say),
-   needed for "could be 4X" only when the partner enables and supports more than the link runs
-   at, or to know our width/speed when sysfs's ``rate`` did not say
-   (``ibdiag.facts.partner.local_port_info_matters``);
+1. at once: ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort,
+   the partner's port number the cable is in; ``smpquery -D nodedesc 0,1`` (its name) and
+   ``smpquery -D portinfo 0,1 0`` (port 0: a switch's LID, where its PMA answers), neither of
+   which needs LocalPort;
+2. ``smpquery -D portinfo 0,1 LOCALPORT`` (its port's state, widths, speeds) and, for a switch
+   (its LID known), beside it ``perfquery -x LID LOCALPORT``; for a CA (back to back: its LID is
+   in that PortInfo, its port 0 was read for nothing) -x after it;
+3. only where it can matter, ``smpquery -D portinfo 0 PORT``: our own port's PortInfo (what it
+   enables and supports, which sysfs does not say), needed for "could be 4X" only when the
+   partner enables and supports more than the link runs at, or to know our width/speed when
+   sysfs's ``rate`` did not say (``ibdiag.facts.partner.local_port_info_matters``); beside the
+   next PMA step;
 4. plain ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without
    the additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch);
 5. ``perfquery -E LID LOCALPORT`` (PortRcvErrorDetails) only when the counters read say
@@ -23,8 +25,8 @@ one hop: whatever the cable plugs into), one chain of steps, each run recorded w
 
 A step that was not needed (local-portinfo, the plain perfquery, -E) is not run and not
 recorded: its absence is not a failure, and its fact stays None (``Partner``). A healthy
-switch partner with the extended counters costs 5 tool runs (nodeinfo; nodedesc, portinfo,
-portinfo0; perfquery -x), in 3 dependent waves.
+switch partner with the extended counters costs 5 tool runs in 2 dependent waves (nodeinfo,
+nodedesc, portinfo0; portinfo, perfquery -x).
 
 Every port's chain runs in a thread of its own, all at once; each chain is sequential where a
 step needs an earlier one's answer. They run through the collection's one ``Runner`` (its
@@ -178,56 +180,74 @@ def read_partner(
     )
     from ibdiag.sources.interpret.partner import ERROR_COUNTER, pma_counters, port_info_of
     from ibdiag.sources.interpret.perfquery import reading
-    from ibdiag.sources.parsers.smpquery import parse_nodeinfo, parse_portinfo
+    from ibdiag.sources.parsers.smpquery import parse_nodeinfo
 
     target = f"{device}:{number}"
     chain = _Chain(runner, target)
     planned = steps(device, number, mad_ms)
-    (nodeinfo,) = chain.run(planned["nodeinfo"])
+    nodeinfo, _, port0 = chain.run(planned["nodeinfo"], planned["nodedesc"], planned["portinfo0"])
     who = parse_nodeinfo(_output(nodeinfo)) if nodeinfo.succeeded else None
     why = chain.failed("nodeinfo", nodeinfo)
     if why is None and (who is None or who.local_port is None or who.node_type is None):
         why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
     if why is not None or who is None:
-        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x"):
+        for step in ("portinfo", "perfquery-x"):
             chain.never_started(planned[step], why or "")
         return chain.runs
 
-    is_switch = who.node_type == "Switch"
     planned = steps(device, number, mad_ms, local_port=who.local_port)
-    wanted = [planned["nodedesc"], planned["portinfo"]]
-    if is_switch:
-        wanted.append(planned["portinfo0"])
-    answers = chain.run(*wanted)
+    extended_run: Optional[CommandRun] = None
+    if who.node_type == "Switch":  # its LID is port 0's, read already: -x beside portinfo
+        lid, why = _lid(chain, "portinfo0", port0)
+        if why is None:
+            planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
+            info, extended_run = chain.run(planned["portinfo"], planned["perfquery-x"])
+        else:
+            (info,) = chain.run(planned["portinfo"])
+    else:  # a CA's LID is in the PortInfo of its port
+        (info,) = chain.run(planned["portinfo"])
+        lid, why = _lid(chain, "portinfo", info)
+        planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid or LID)
     local = [planned["local-portinfo"]]
-    if not local_port_info_matters(port_info_of(answers[1]), *our_width_speed(rate)):
+    if not local_port_info_matters(port_info_of(info), *our_width_speed(rate)):
         local = []
-    lid_run = answers[2] if is_switch else answers[1]
-    lid_step = "portinfo0" if is_switch else "portinfo"
-    why = chain.failed(lid_step, lid_run)
-    lid = parse_portinfo(_output(lid_run)).lid if why is None else None
-    if why is None and not lid:
-        why = chain.unusable(
-            lid_step,
-            "its LID is 0: no subnet manager has configured it yet"
-            if lid == 0
-            else "it named no LID",
-        )
     if why is not None:
         chain.never_started(planned["perfquery-x"], why)
         if local:
             chain.run(*local)
         return chain.runs
 
-    planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
-    extended = reading(chain.run(planned["perfquery-x"], *local)[0])
+    if extended_run is None:
+        extended_run = chain.run(planned["perfquery-x"], *local)[0]
+        local = []
+    extended = reading(extended_run)
     basic = None
     if extended is None or ERROR_COUNTER not in extended.counters:
-        basic = reading(chain.run(planned["perfquery"])[0])
+        basic = reading(chain.run(planned["perfquery"], *local)[0])
+        local = []
     counters = pma_counters(extended, basic)
     if counters is not None and rcv_error_details_matter(counters.counters):
-        chain.run(planned["perfquery-E"])
+        local.append(planned["perfquery-E"])
+    if local:
+        chain.run(*local)
     return chain.runs
+
+
+def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Optional[str]]:
+    """(the partner's LID, None) from ``run`` of ``step`` (portinfo0 for a switch, portinfo
+    for a CA); (None, why the PMA steps cannot run) when it failed or named no LID."""
+    from ibdiag.sources.parsers.smpquery import parse_portinfo
+
+    why = chain.failed(step, run)
+    lid = parse_portinfo(_output(run)).lid if why is None else None
+    if why is None and not lid:
+        why = chain.unusable(
+            step,
+            "its LID is 0: no subnet manager has configured it yet"
+            if lid == 0
+            else "it named no LID",
+        )
+    return (lid, None) if why is None else (None, why)
 
 
 def _output(run: CommandRun) -> str:
