@@ -208,28 +208,27 @@ def read_partner(
         (info,) = chain.run(planned["portinfo"])
         lid, why = _lid(chain, "portinfo", info)
         planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid or LID)
-    local = [planned["local-portinfo"]]
-    if not local_port_info_matters(port_info_of(info), *our_width_speed(rate)):
-        local = []
+    # steps that wait for nothing more: they go with the next wave the chain runs anyway
+    pending: List[Step] = []
+    if local_port_info_matters(port_info_of(info), *our_width_speed(rate)):
+        pending.append(planned["local-portinfo"])
     if why is not None:
         chain.never_started(planned["perfquery-x"], why)
-        if local:
-            chain.run(*local)
+        chain.run(*pending)
         return chain.runs
 
     if extended_run is None:
-        extended_run = chain.run(planned["perfquery-x"], *local)[0]
-        local = []
+        extended_run = chain.run(planned["perfquery-x"], *pending)[0]
+        pending = []
     extended = reading(extended_run)
     basic = None
     if extended is None or ERROR_COUNTER not in extended.counters:
-        basic = reading(chain.run(planned["perfquery"], *local)[0])
-        local = []
+        basic = reading(chain.run(planned["perfquery"], *pending)[0])
+        pending = []
     counters = pma_counters(extended, basic)
     if counters is not None and rcv_error_details_matter(counters.counters):
-        local.append(planned["perfquery-E"])
-    if local:
-        chain.run(*local)
+        pending.append(planned["perfquery-E"])
+    chain.run(*pending)
     return chain.runs
 
 
@@ -269,6 +268,8 @@ class _Chain:
 
     def run(self, *wanted: Step) -> List[CommandRun]:
         """Run ``wanted`` at once; their runs, in that order, recorded with their roles."""
+        if not wanted:
+            return []
         by_key = self.runner.run_all([step.argv for step in wanted])
         done = []
         for step in wanted:
