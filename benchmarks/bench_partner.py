@@ -8,7 +8,7 @@ commands. Issue 14's target: those chains run concurrently with the rest, so the
 
 This script runs the real infiniband-diags tools against simulated fabrics (tests/fabric_sim.py:
 Debian's ibsim + opensm). ibsim attaches at most 10 clients at once and one standard run starts
-3 perfquery runs per port plus 2-3 tools of its far-end chain at once, so the HCAs are spread
+3 perfquery runs per port plus up to 3 tools of its far-end chain at once, so the HCAs are spread
 over several fabrics (``--per-fabric``, default 1: 8 fabrics for 8 HCAs, each a leaf switch of
 its own with an opensm); one PATH of dispatching shims (``fabric_sim.dispatch_shims``) sends
 each tool run to the fabric of the device it names (``-C mlx5_N``). The node is a generated

@@ -18,15 +18,20 @@ from ibdiag import roles
 from ibdiag.command_results import command_line
 from ibdiag.counter_grading import grade_errors, saturated
 from ibdiag.deltas import Comparison, compare, previous_partner
-from ibdiag.facts.partner import Partner, PortInfo, cable_name, short_name
+from ibdiag.facts.partner import (
+    ACTIVE_STATE,
+    SPEEDS,
+    WIDTHS,
+    Partner,
+    PortInfo,
+    cable_name,
+    link_speed,
+    short_name,
+)
 from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
-
-WIDTHS = ("1X", "2X", "4X", "8X", "12X")
-SPEEDS = ("SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR", "XDR")
-ACTIVE_STATE = ("Active", "LinkUp")
 
 # Why the far end could not be read, from the failing run's own words: (stable word, phrase).
 _NO_ACCESS = re.compile(
@@ -111,30 +116,19 @@ def _skip(target: str, word: str, message: str, evidence: str) -> Result:
 # --- link.partner ------------------------------------------------------------------------------
 
 
-def _speed(name: Optional[str]) -> Optional[str]:
-    """A speed as PortInfo names it: sysfs's FDR10 is QDR there; "HDR100"-style -> HDR."""
-    if not name:
-        return None
-    if name.upper().startswith("FDR10"):
-        return "QDR"
-    for speed in SPEEDS:
-        if name.upper().startswith(speed):
-            return speed
-    return None
-
-
 def _ours(port: Port, local: Optional[PortInfo]) -> Tuple[Optional[str], Optional[str], str]:
     """Our port's (width, speed, where from): sysfs ``rate`` first (what the kernel says the
-    link runs at), else our own SMA's PortInfo."""
+    link runs at), else our own SMA's PortInfo (read only where it can matter:
+    ``ibdiag.facts.partner.local_port_info_matters``)."""
     rate = port.rate
     width = rate.width if rate is not None else None
-    speed = _speed(rate.speed) if rate is not None else None
+    speed = link_speed(rate.speed) if rate is not None else None
     where = f"{port.path}/rate"
     if local is not None:
         if width is None:
             width, where = local.width_active, local.role
         if speed is None:
-            speed, where = _speed(local.speed_active), local.role
+            speed, where = link_speed(local.speed_active), local.role
     return width, speed, where
 
 
@@ -280,6 +274,11 @@ def counters_partner(
     same far-end port (node GUID and port number): a re-cabled port starts fresh, and a value
     that went down (a switch reboot, a counter reset) counts from zero, not as a spike. Never
     graded on lifetime totals: without a baseline (--baseline or --state) it passes, saying so.
+    Only counters both readings hold are compared: the receive error details (perfquery -E)
+    are read only while PortRcvErrors or PortRcvSwitchRelayErrors is not 0, so the run where
+    such errors first appear has no details in its baseline and grades them through those
+    totals (whose increase includes the details', with the same rules), the details from the
+    next run on.
 
     What to do: reseat or replace the cable/transceiver named by both ends (mlx5_3:1<->leaf07/21)
     and check the switch port (ibqueryerrors). A far end that could not be read (not root, no

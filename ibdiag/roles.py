@@ -39,6 +39,7 @@ def perfquery(mode: str, target: str) -> str:
 # our own port's PortInfo (the widths and speeds it supports, which sysfs does not show), then
 # the partner port's PMA counters: "perfquery-x" (PortCountersExtended), "perfquery" (plain
 # PortCounters: when -x failed or printed no error counters), "perfquery-E" (PortRcvErrorDetails).
+# "local-portinfo", "perfquery" and "perfquery-E" run only where an earlier answer asks for them.
 PARTNER_STEPS = (
     "nodeinfo",
     "nodedesc",

@@ -70,12 +70,15 @@ from snapshots import builtin_registry, device, netdev, pci, port
 from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 
 from ibdiag import __version__, roles
+from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
 from ibdiag.grade import drain_reason, grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
 from ibdiag.sources import SOURCE_LEVELS, active, plan
 from ibdiag.sources import partner as partner_source
 from ibdiag.sources.interpret import interpret
+from ibdiag.sources.interpret.partner import port_info_of
+from ibdiag.sources.interpret.perfquery import reading
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -99,6 +102,7 @@ OFED_OFF = "24.07-0.6.1"
 OFED_MODULES = ("mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs", "ib_umad")
 PEERMEM = "550.90.07"
 NDR = "400 Gb/sec (4X NDR)"
+NDR_WIDTH_SPEED = ("4X", "NDR")  # NDR's, as PortInfo names them
 NCCL_PROGRAM = "/opt/nccl-tests/build/all_reduce_perf"
 
 # A site's config for this fleet (what /etc/ibdiag/ibdiag.toml would say): floors well below
@@ -405,8 +409,8 @@ def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str
             flags=re.M,
         ),
     }
-    return [
-        CommandRun(
+    runs = {
+        step: CommandRun(
             argv=steps[step].argv,
             role=roles.partner(step, target),
             rc=0,
@@ -414,7 +418,13 @@ def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str
             duration_s=0.02,
         )
         for step, text in stdout.items()
-    ]
+    }
+    # the steps the chain runs only where they can matter, decided as it decides them
+    if not local_port_info_matters(port_info_of(runs["portinfo"]), *NDR_WIDTH_SPEED):
+        del runs["local-portinfo"]
+    if not rcv_error_details_matter(reading(runs["perfquery-x"]).counters):
+        del runs["perfquery-E"]
+    return list(runs.values())
 
 
 def _switch_x(lid: int, port_number: int, counters: Dict[str, int]) -> str:

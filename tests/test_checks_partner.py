@@ -148,6 +148,71 @@ def test_a_width_only_one_end_enables_is_no_capability():
     assert one(run("link.partner", node(far))).status == Status.PASS
 
 
+def _far_ends() -> List[PortInfo]:
+    """Partner PortInfos around a 4X QDR link: states, active values, what it enables and
+    supports (narrower, the same, wider; empty lists: not printed)."""
+    found = []
+    for state in ("Active", "Armed"):
+        for width_active in ("4X", "2X", None):
+            for widths in ([], ["1X", "4X"], ["1X", "4X", "8X"], ["1X", "2X", "4X"]):
+                for speeds in ([], ["SDR", "QDR"], ["SDR", "QDR", "FDR"]):
+                    for which in ("enabled", "supported", "both"):
+                        lists = {}
+                        for kind in ("enabled", "supported"):
+                            lists[f"width_{kind}"] = widths if which in (kind, "both") else ["4X"]
+                            lists[f"speed_{kind}"] = speeds if which in (kind, "both") else ["QDR"]
+                        found.append(port_info(link_state=state, width_active=width_active,
+                                               **lists))  # fmt: skip
+    return found
+
+
+_OURS = [
+    port_info("local-portinfo", port=1),
+    port_info(
+        "local-portinfo",
+        port=1,
+        width_enabled=["1X", "4X", "8X"],
+        width_supported=["1X", "4X", "8X"],
+        speed_enabled=["SDR", "QDR", "FDR"],
+        speed_supported=["SDR", "QDR", "FDR"],
+    ),
+    port_info("local-portinfo", port=1, width_active="2X", speed_active="DDR"),
+    port_info(
+        "local-portinfo",
+        port=1,
+        width_enabled=[],
+        width_supported=[],
+        speed_enabled=[],
+        speed_supported=[],
+    ),
+]
+
+
+@pytest.mark.parametrize("rate_text", [QDR, "20 Gb/sec (2X QDR)", "80 Gb/sec (8X QDR)", None])
+def test_our_portinfo_is_not_needed_where_it_cannot_change_link_partner(rate_text):
+    """``local_port_info_matters`` (the source reads our own PortInfo only where it says so):
+    wherever it says no, link.partner's result is the same without our PortInfo as with any of
+    ours; and it says yes somewhere a PortInfo of ours changes the result."""
+    from ibdiag.facts.partner import local_port_info_matters, our_width_speed
+
+    mattered = 0
+    for info in _far_ends():
+        without = one(run("link.partner", node(partner(port_info=info, local_port_info=None),
+                                               rate_text=rate_text)))  # fmt: skip
+        snap = node(partner(port_info=info), rate_text=rate_text)
+        ours = our_width_speed(snap.devices[0].ports[0].rate)
+        differs = False
+        for local in _OURS:
+            far = partner(port_info=info, local_port_info=local)
+            with_ours = one(run("link.partner", node(far, rate_text=rate_text)))
+            same = (with_ours.status, with_ours.message) == (without.status, without.message)
+            differs = differs or not same
+            if not local_port_info_matters(info, *ours):
+                assert same, (info, local, with_ours, without)
+        mattered += differs
+    assert mattered > 0
+
+
 @pytest.mark.parametrize(
     "state, phys", [("Initialize", "LinkUp"), ("Down", "Polling"), ("Active", "Disabled")]
 )
@@ -355,3 +420,22 @@ def test_rcv_error_details_are_graded_too():
     (result,) = grade_counters(after, before)
     assert result.status != Status.PASS and result.subject == "PortLocalPhysicalErrors"
     assert result.observed == 40
+
+
+@pytest.mark.parametrize("rate", [40, 400])
+def test_details_read_only_now_grade_through_their_total(rate):
+    """-E is read only once PortRcvErrors (or the relay errors) is not 0, so the baseline of
+    the run where errors first appear has no details: they are not graded then (only counters
+    in both readings are compared), and PortRcvErrors, whose increase includes theirs, grades
+    the cable with the same status as with the details in both (warn; fail above 120/hour)."""
+    details = {"PortLocalPhysicalErrors": 0}
+    reading = PmaReading(role=roles.partner("perfquery-E", "mlx5_0:1"), counters=details)
+    grown = reading.model_copy(update={"counters": {"PortLocalPhysicalErrors": rate}})
+    after = later(node(partner(counters=counters(PortRcvErrors=rate), rcv_error_details=grown)), 1)
+    lean = grade_counters(after, node(partner(rcv_error_details=None)))
+    full = grade_counters(after, node(partner(rcv_error_details=reading)))
+    assert [result.subject for result in lean] == ["port_rcv_errors"]
+    assert sorted(result.subject for result in full) == ["PortLocalPhysicalErrors",
+                                                         "port_rcv_errors"]  # fmt: skip
+    assert {result.status for result in lean} == {result.status for result in full}
+    assert lean[0].status == (Status.FAIL if rate > 120 else Status.WARN)

@@ -99,6 +99,19 @@ def test_a_real_switch_port_rcv_error_details():
     assert found.port == 2 and found.lid is None  # no portinfo0 read: no LID known
 
 
+def test_steps_the_chain_did_not_need_are_absent_not_failed():
+    """The chain reads our own PortInfo and -E only where they can matter: without their runs
+    those fields are None, nothing is a problem, the rest is read as usual."""
+    unneeded = {roles.partner(name, TARGET) for name in ("local-portinfo", "perfquery-E")}
+    needed = [run for run in switch_chain() if run.role not in unneeded]
+    assert len(needed) == 6
+    found = interpreted(*needed).partner
+    assert found.local_port_info is None and found.rcv_error_details is None
+    assert found.problems == [] and len(found.roles) == 6
+    assert found.counters.counters["SymbolErrorCounter"] == 1234
+    assert found.port_info.width_active == "4X"
+
+
 def test_a_back_to_back_ca_partner_has_its_lid_in_its_own_port():
     found = interpreted(
         step("nodeinfo", "b2b-ca-nodeinfo.txt"),
@@ -117,14 +130,16 @@ def test_a_back_to_back_ca_partner_has_its_lid_in_its_own_port():
 
 
 def test_a_chain_that_failed_at_nodeinfo_is_collected_with_nothing_read():
-    failed = step("nodeinfo", rc=None, timed_out=True, duration_s=1.0)
+    failed = [step(name, rc=None, timed_out=True, duration_s=1.0)
+              for name in ("nodeinfo", "nodedesc", "portinfo0")]  # fmt: skip
     why = "needs partner-nodeinfo mlx5_0:1, which did not succeed: smpquery timed out"
     later = [
         CommandRun(argv=step(name).argv, role=roles.partner(name, TARGET), skipped=why)
-        for name in ("nodedesc", "portinfo", "portinfo0", "perfquery-x", "perfquery-E")
+        for name in ("portinfo", "perfquery-x")
     ]
-    found = interpreted(failed, *later).partner
-    assert found == Partner(roles=[run.role for run in [failed, *later]])
+    found = interpreted(*failed, *later).partner
+    assert found == Partner(roles=[roles.partner(name, TARGET) for name in roles.PARTNER_STEPS
+                                   if name not in source.CONDITIONAL_STEPS])  # fmt: skip
     assert found.port_info is None and found.counters is None
 
 

@@ -48,55 +48,178 @@ def by_role(snap: Snapshot) -> Dict[str, CommandRun]:
     return {run.role: run for run in snap.commands.values()}
 
 
+ALWAYS = [step for step in roles.PARTNER_STEPS if step not in source.CONDITIONAL_STEPS]
+
+
 def test_every_step_of_a_switch_partner_runs_with_its_role_and_mad_timeout(tmp_path):
+    """A healthy switch partner without the extended error counters (ibsim's -x): nodeinfo,
+    nodedesc, portinfo, portinfo0, -x and the plain fallback run; our own PortInfo and -E do
+    not (nothing beyond 4X HDR is enabled at the far end; PortRcvErrors and the relay errors
+    are 0), and are not recorded."""
     node = Node(tmp_path)
     node.tools()
     snap = node.collect(timeout_s=4.0)
     runs = by_role(snap)
     for target in ("mlx5_0:1", "mlx5_1:1"):
         device = target.split(":")[0]
-        for step in roles.PARTNER_STEPS:
+        for step in (*ALWAYS, "perfquery"):
             run = runs[roles.partner(step, target)]
             assert run.succeeded, run
             assert run.argv[1:7] == ["-C", device, "-P", "1", "-t", "500"], run.argv
         assert runs[roles.partner("portinfo", target)].argv[-3:] == ["portinfo", "0,1", "1"]
         assert runs[roles.partner("portinfo0", target)].argv[-3:] == ["portinfo", "0,1", "0"]
-        assert runs[roles.partner("local-portinfo", target)].argv[-3:] == ["portinfo", "0", "1"]
         # the switch's LID (1, from its port 0) and the partner's port (1, its LocalPort)
         assert runs[roles.partner("perfquery-x", target)].argv[-3:] == ["-x", "1", "1"]
         assert runs[roles.partner("perfquery", target)].argv[-2:] == ["1", "1"]
-    assert len(snap.commands) == 2 * len(roles.PARTNER_STEPS)
+        for step in ("local-portinfo", "perfquery-E"):
+            assert roles.partner(step, target) not in runs
+    assert len(snap.commands) == 2 * (len(ALWAYS) + 1)
     found = snap.devices[0].ports[0].partner
     assert (found.node_type, found.description, found.port, found.lid) == (
         "Switch", "MF0;leaf07:MQM8700/U1", 1, 1)  # fmt: skip
     assert found.counters.role == "partner-perfquery mlx5_0:1"  # ibsim's -x: data only
+    assert found.local_port_info is None and found.rcv_error_details is None
     assert sorted(S.StubBin.calls(node.stubs)) == sorted(" ".join(r.argv) for r in runs.values())
+    assert not [call for call in node.stubs.calls() if " -E " in call or "portinfo 0 1" in call]
+
+
+def _portinfo_enabling(tmp_path, widths: str) -> str:
+    """The switch's port capture, enabling ``widths`` (its LinkWidthEnabled) instead of 4X."""
+    text = open(S.partner_capture("switch-hdr-portinfo.txt")).read()
+    assert "LinkWidthEnabled:................4X\n" in text
+    path = tmp_path / "wide-portinfo.txt"
+    path.write_text(text.replace("LinkWidthEnabled:................4X", f"LinkWidthEnabled:......"
+                                 f"..........{widths}"))  # fmt: skip
+    return str(path)
+
+
+def test_our_own_portinfo_is_read_when_the_far_end_could_do_more(tmp_path):
+    """The far end enables and supports 8X while the link runs 4X: "could be 8X" depends on
+    what our port enables, so our own PortInfo is read, beside -x (no wave of its own)."""
+    node = Node(tmp_path, count=1)
+    wide = _portinfo_enabling(tmp_path, "4X or 8X")
+    node.tools(smpquery={"* portinfo 0,1 *": S.prints(wide)})
+    runs = by_role(node.collect())
+    local = runs[roles.partner("local-portinfo", "mlx5_0:1")]
+    assert local.succeeded and local.argv[-3:] == ["portinfo", "0", "1"]
+    assert roles.partner("perfquery-E", "mlx5_0:1") not in runs
+
+
+@pytest.mark.parametrize("rate", ["", "200 Gb/sec"])
+def test_our_own_portinfo_is_read_when_sysfs_gives_no_width_or_speed(tmp_path, rate):
+    """Without our width and speed from sysfs's rate, link.partner takes them from our own
+    PortInfo: it is read (even though the far end enables nothing more)."""
+    node = Node(tmp_path, count=1, port={"rate": rate})
+    node.tools()
+    snap = node.collect()
+    assert by_role(snap)[roles.partner("local-portinfo", "mlx5_0:1")].succeeded
+    assert snap.devices[0].ports[0].partner.local_port_info.width_active == "4X"
+
+
+def test_our_own_portinfo_is_not_read_when_the_far_end_is_not_active(tmp_path):
+    """A far end that is not Active/LinkUp fails link.partner whatever our port supports."""
+    node = Node(tmp_path, count=1)
+    text = open(_portinfo_enabling(tmp_path, "4X or 8X")).read()
+    down = tmp_path / "down-portinfo.txt"
+    down.write_text(text.replace("LinkState:.......................Active",
+                                 "LinkState:.......................Armed"))  # fmt: skip
+    node.tools(smpquery={"* portinfo 0,1 *": S.prints(str(down))})
+    snap = node.collect()
+    assert roles.partner("local-portinfo", "mlx5_0:1") not in by_role(snap)
+    assert snap.devices[0].ports[0].partner.port_info.link_state == "Armed"
 
 
 def test_plain_perfquery_is_not_run_when_x_has_the_error_counters(tmp_path):
+    """A real switch port's -x with the error counters: no plain perfquery; its
+    PortRcvSwitchRelayErrors is 7, so the receive error details (-E) are read after it."""
     node = Node(tmp_path, count=1)
     node.tools()
     real_x = S.fixture("perfquery", "infiniband_exporter-x-switch-edr-0x506b4b03005c2740.txt")
     cases = {**S.partner_perfquery(), "-C * -P * -t * -x *": S.prints(real_x)}
     node.stubs.add("perfquery", S.by_args(cases))
     snap = node.collect()
-    assert roles.partner("perfquery", "mlx5_0:1") not in by_role(snap)
+    runs = by_role(snap)
+    assert roles.partner("perfquery", "mlx5_0:1") not in runs
+    assert runs[roles.partner("perfquery-E", "mlx5_0:1")].succeeded
     counters = snap.devices[0].ports[0].partner.counters
     assert counters.role == "partner-perfquery-x mlx5_0:1"
     assert counters.counters["PortXmitDiscards"] == 20046
+    assert counters.counters["PortRcvSwitchRelayErrors"] == 7
+    assert snap.devices[0].ports[0].partner.rcv_error_details is not None
 
 
-def test_a_back_to_back_ca_partner_has_no_port0_step(tmp_path):
+@pytest.mark.parametrize(
+    ("field", "value", "read"),
+    [
+        ("PortRcvErrors", 3, True),
+        ("PortRcvSwitchRelayErrors", 1, True),
+        ("PortRcvErrors", 0, False),
+    ],
+)
+def test_rcv_error_details_are_read_only_when_their_totals_are_not_0(tmp_path, field, value, read):
+    """-E breaks PortRcvErrors and PortRcvSwitchRelayErrors down: read after the counters
+    (here plain perfquery's, ibsim's -x having none) only when one of them is not 0."""
+    node = Node(tmp_path, count=1)
+    node.tools()
+    text = open(S.partner_capture("switch-hdr-perfquery.txt")).read()
+    dots = "." * (33 - len(field) - 1)
+    assert f"{field}:{dots}0\n" in text
+    path = tmp_path / "plain.txt"
+    path.write_text(text.replace(f"{field}:{dots}0\n", f"{field}:{dots}{value}\n"))
+    cases = {**S.partner_perfquery(), "-C * -P * -t *": S.prints(str(path))}
+    node.stubs.add("perfquery", S.by_args(cases))
+    snap = node.collect()
+    runs = by_role(snap)
+    assert (roles.partner("perfquery-E", "mlx5_0:1") in runs) is read
+    far = snap.devices[0].ports[0].partner
+    assert far.counters.counters[field] == value
+    assert (far.rcv_error_details is not None) is read
+
+
+def test_rcv_error_details_are_not_read_when_no_counters_were(tmp_path):
+    """-x and plain perfquery both fail (a PMA that does not answer): -E would fail alike,
+    after them - it is not run."""
+    node = Node(tmp_path, count=1)
+    node.tools()
+    node.stubs.add("perfquery", S.fails("ibwarn: [1] _do_madrpc: recv failed", 255))
+    runs = by_role(node.collect())
+    assert runs[roles.partner("perfquery-x", "mlx5_0:1")].rc == 255
+    assert runs[roles.partner("perfquery", "mlx5_0:1")].rc == 255
+    assert roles.partner("perfquery-E", "mlx5_0:1") not in runs
+
+
+def test_a_back_to_back_ca_partner_has_its_lid_in_its_own_port(tmp_path):
+    """Port 0 is read with nodeinfo (a switch's LID, before anyone knows it is a switch); a CA's
+    LID is its port's own, so -x waits for that PortInfo."""
     node = Node(tmp_path, count=1)
     node.tools("b2b-ca")
-    runs = by_role(node.collect())
-    assert roles.partner("portinfo0", "mlx5_0:1") not in runs
+    snap = node.collect()
+    runs = by_role(snap)
+    assert runs[roles.partner("portinfo0", "mlx5_0:1")].succeeded  # read for nothing
     assert runs[roles.partner("perfquery-x", "mlx5_0:1")].argv[-3:] == ["-x", "7", "1"]
+    assert snap.devices[0].ports[0].partner.lid == 7
+
+
+def test_a_switch_partners_counters_are_read_beside_its_port(tmp_path):
+    """A switch's LID comes from port 0, read with nodeinfo: -x starts with the partner port's
+    PortInfo (2 waves), not after it. Every portinfo stub takes 0.5 s: -x, which needs only
+    nodeinfo and port 0, is done before that port's PortInfo is."""
+    node = Node(tmp_path, count=1)
+    slow = S.partner_smpquery()
+    slow["* portinfo 0,1 *"] = slow["* portinfo 0,1 *"].replace("cat ", "sleep 0.5; cat ", 1)
+    node.tools(smpquery=slow)
+    snap = node.collect()
+    runs = by_role(snap)
+    x = runs[roles.partner("perfquery-x", "mlx5_0:1")]
+    info = runs[roles.partner("portinfo", "mlx5_0:1")]
+    assert x.succeeded and info.succeeded and info.duration_s >= 0.5
+    assert x.duration_s < info.duration_s
 
 
 def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_path):
     """nodeinfo hangs (a MAD that never comes back and a tool that ignores -t): the runner kills
-    it at the command timeout; every later step is recorded never started, naming nodeinfo."""
+    it at the command timeout; every step that needs it is recorded never started, naming
+    nodeinfo."""
     node = Node(tmp_path, count=4)
     mark = S.marker()
     node.tools(smpquery={"* nodeinfo 0,1": S.hangs(mark)})
@@ -108,26 +231,31 @@ def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_
     for n in range(4):
         target = f"mlx5_{n}:1"
         assert runs[roles.partner("nodeinfo", target)].timed_out
-        assert runs[roles.partner("local-portinfo", target)].succeeded
-        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x", "perfquery-E"):
+        for step in ("nodedesc", "portinfo0"):  # asked beside nodeinfo
+            assert runs[roles.partner(step, target)].succeeded
+        for step in ("portinfo", "perfquery-x"):
             run = runs[roles.partner(step, target)]
             assert run.rc is None and run.duration_s == 0.0, run
             assert run.skipped.startswith(
                 f"needs partner-nodeinfo {target}, which did not succeed: smpquery timed out after"
             ), run.skipped
-        assert roles.partner("perfquery", target) not in runs  # a fallback, never planned
+        for step in source.CONDITIONAL_STEPS:  # run only on an earlier answer: not planned
+            assert roles.partner(step, target) not in runs
         assert runs[roles.partner("portinfo", target)].argv[-1] == source.LOCAL_PORT
         assert runs[roles.partner("perfquery-x", target)].argv[-2:] == [
             source.LID,
             source.LOCAL_PORT,
         ]
     found = snap.devices[0].ports[0].partner
-    assert found.node_type is None and len(found.roles) == 7
+    assert found.node_type is None and len(found.roles) == 5
+    # nodedesc and port 0 were asked at once with nodeinfo (the stubs answer them)
+    assert found.description == "MF0;leaf07:MQM8700/U1" and found.counters is None
 
 
 def test_the_chains_end_within_the_run_deadline(tmp_path):
-    """Every smpquery answers after 1 s, the run's deadline is 2 s: the second wave of each
-    chain is killed at the deadline and its perfquery steps never start, naming why."""
+    """Every smpquery answers after 1 s, the run's deadline is 2 s: the second wave's portinfo
+    is killed at the deadline, and the step after it (the plain perfquery: ibsim's -x has no
+    error counters) never starts, naming the deadline."""
     node = Node(tmp_path, count=3)
     slow = {pattern: body.replace("cat ", "sleep 1; cat ", 1)
             for pattern, body in S.partner_smpquery().items()}  # fmt: skip
@@ -138,9 +266,9 @@ def test_the_chains_end_within_the_run_deadline(tmp_path):
     runs = by_role(snap)
     assert all(run.succeeded or run.timed_out or run.skipped for run in runs.values()), runs
     for n in range(3):
-        x = runs[roles.partner("perfquery-x", f"mlx5_{n}:1")]
-        assert x.skipped and "smpquery timed out" in x.skipped, x
-    assert not [call for call in node.stubs.calls() if call.startswith("perfquery")]
+        assert runs[roles.partner("portinfo", f"mlx5_{n}:1")].timed_out
+        plain = runs[roles.partner("perfquery", f"mlx5_{n}:1")]
+        assert plain.skipped and "deadline" in plain.skipped, plain
 
 
 def test_tools_not_installed_are_recorded_as_such(tmp_path):
@@ -163,7 +291,9 @@ def test_no_umad_access_is_the_tools_own_answer(tmp_path):
     runs = by_role(node.collect())
     nodeinfo = runs[roles.partner("nodeinfo", "mlx5_0:1")]
     assert nodeinfo.rc == 255 and "can't open UMAD port" in nodeinfo.stderr
-    why = runs[roles.partner("nodedesc", "mlx5_0:1")].skipped
+    for step in ("nodedesc", "portinfo0"):  # asked beside it: each says so itself
+        assert "can't open UMAD port" in runs[roles.partner(step, "mlx5_0:1")].stderr
+    why = runs[roles.partner("portinfo", "mlx5_0:1")].skipped
     assert why.startswith("needs partner-nodeinfo mlx5_0:1, which did not succeed: smpquery")
     assert "exited 255" in why
 
@@ -189,9 +319,7 @@ def test_an_unsafe_device_name_runs_nothing_and_says_why(tmp_path):
     node.tools()
     runs = by_role(node.collect())
     refused = [run for role, run in runs.items() if role.endswith(" -mlx5_0:1")]
-    assert {run.role for run in refused} == {
-        roles.partner(step, "-mlx5_0:1") for step in roles.PARTNER_STEPS if step != "perfquery"
-    }
+    assert {run.role for run in refused} == {roles.partner(step, "-mlx5_0:1") for step in ALWAYS}
     assert all("not safe on a command line" in run.skipped for run in refused)
     assert runs[roles.partner("perfquery", "mlx5_1:1")].succeeded
     assert not [call for call in node.stubs.calls() if "-mlx5_0" in call]
@@ -287,7 +415,7 @@ def test_the_real_smpquery_without_a_device_fails_in_its_own_words(tmp_path):
         nodeinfo = runs[roles.partner("nodeinfo", target)]
         assert nodeinfo.rc == 255, nodeinfo
         assert f"Failed to open '{name}' port '1'" in nodeinfo.stdout + nodeinfo.stderr
-        assert runs[roles.partner("local-portinfo", target)].rc == 255
+        assert roles.partner("local-portinfo", target) not in runs  # nothing to compare with
         why = runs[roles.partner("perfquery-x", target)].skipped
         assert why.startswith(f"needs partner-nodeinfo {target}, which did not succeed: "
                               "smpquery exited 255: "), why  # fmt: skip

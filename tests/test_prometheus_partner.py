@@ -3,7 +3,9 @@
 The node is a ``sysfs_builder`` tree whose ports' far ends are read by ``collect`` through stub
 ``smpquery``/``perfquery`` printing the real tools' outputs against the ibsim simulator
 (tests/captures/ibsim-partner): mlx5_0 plugs into switch ``leaf07`` port 1 (whose plain perfquery
-shows SymbolErrorCounter 1234 and LinkDownedCounter 3), mlx5_1 into another HCA back to back
+shows SymbolErrorCounter 1234 and LinkDownedCounter 3, and here PortRcvErrors 5, so that its
+receive error details are read too: perfquery -E runs only when PortRcvErrors or
+PortRcvSwitchRelayErrors is not 0), mlx5_1 into another HCA back to back
 (``hostB mlx5_0``), mlx5_2's port is down (no far end is read). Every rendering is checked by the
 strict parser of test_prometheus and by ``promtool check metrics``.
 """
@@ -55,7 +57,7 @@ SWITCH_COUNTERS = {
     "symbol_error": 1234,
     "link_error_recovery": 0,
     "link_downed": 3,
-    "rcv_errors": 0,
+    "rcv_errors": 5,  # not the capture's 0 (partner_tools): so -E is read
     "rcv_remote_physical_errors": 0,
     "rcv_switch_relay_errors": 0,
     "xmit_discards": 0,
@@ -119,7 +121,12 @@ def partner_tools(tmp_path: Path) -> Tuple[str, str, S.StubBin]:
     write_node(sysfs, hcas)
     procfs = S.write_procfs(tmp_path / "proc", boot_time=time.time() - 3600)
     stub = S.StubBin(tmp_path / "stubs")
-    errors = S.prints(S.partner_capture("switch-hdr-errors-perfquery.txt"))
+    text = Path(S.partner_capture("switch-hdr-errors-perfquery.txt")).read_text()
+    assert "PortRcvErrors:...................0\n" in text
+    errors_file = tmp_path / "switch-errors-perfquery.txt"
+    errors_file.write_text(text.replace("PortRcvErrors:...................0\n",
+                                        "PortRcvErrors:...................5\n"))  # fmt: skip
+    errors = S.prints(str(errors_file))
     switch_perf = {**S.partner_perfquery("switch-hdr"), "-C * -P * -t *": errors}
     stub.add(
         "smpquery",
@@ -222,6 +229,9 @@ def test_a_back_to_back_partner_is_a_channel_adapter(node: Snapshot) -> None:
     assert found[("ibdiag_partner_rate_bytes_per_second", labels(B2B))] == HDR_4X
     assert found[("ibdiag_partner_symbol_error_total", labels(B2B))] == 0
     assert found[("ibdiag_partner_xmit_data_bytes_total", labels(B2B))] == 1008 * 4
+    # its PortRcvErrors and PortRcvSwitchRelayErrors are 0: -E was not read, no detail series
+    assert node.devices[1].ports[0].partner.rcv_error_details is None
+    assert ("ibdiag_partner_local_physical_errors_total", labels(B2B)) not in found
 
 
 def test_a_port_without_a_partner_has_no_partner_samples(node: Snapshot) -> None:

@@ -228,6 +228,43 @@ def test_one_commands_cookie_never_matches_anothers():
         proc.wait()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/<pid>/task: Linux")
+@pytest.mark.parametrize("gone", [True, False])
+def test_a_thread_that_exits_while_children_are_read_costs_no_scan_of_proc(monkeypatch, gone):
+    """ibdiag's threads come and go (one per running command): a thread listed in
+    /proc/<pid>/task that exits before its ``children`` file is read is skipped - scanning
+    every process of the machine is only for a kernel without that file (the task there,
+    its ``children`` file not)."""
+    from ibdiag.sources import proctree
+
+    me = os.getpid()
+    ghost = "999999999"  # a thread id no task has: listed, then gone
+    real_listdir = os.listdir
+    listing = (lambda path: [*real_listdir(path), ghost]) if gone else real_listdir
+    scans: List[int] = []
+    monkeypatch.setattr(proctree.os, "listdir", lambda path: listing(path))
+    monkeypatch.setattr(proctree, "_children_by_scan", lambda pid: scans.append(pid) or [-1])
+    if not gone:  # a kernel without CONFIG_PROC_CHILDREN: no task has the file
+        real_open = open
+
+        def no_children_file(path, *args, **kwargs):
+            if str(path).endswith("/children"):
+                raise FileNotFoundError(path)
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(proctree, "open", no_children_file, raising=False)
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        found = proctree.children(me)
+    finally:
+        proc.kill()
+        proc.wait()
+    if gone:
+        assert scans == [] and proc.pid in found
+    else:
+        assert scans == [me] and found == [-1]
+
+
 # -- item 13: nothing leaks, however often it fails --------------------------------------------
 
 

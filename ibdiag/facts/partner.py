@@ -14,7 +14,7 @@ lists every run of the port's chain, found or not, in chain order: the evidence.
 """
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pydantic import Field
 
@@ -24,6 +24,15 @@ from ibdiag.facts.perfquery import PmaReading
 _NAME_IN_DESCRIPTION = re.compile(r"^[^;]*;([^:;\s]+)[:;]")  # "MF0;leaf07:MQM9700/U1"
 _UNSAFE = re.compile(r"[^\x21-\x7e]+")  # whitespace and anything unprintable
 NAME_MAX = 64
+
+
+WIDTHS = ("1X", "2X", "4X", "8X", "12X")
+SPEEDS = ("SDR", "DDR", "QDR", "FDR", "EDR", "HDR", "NDR", "XDR")
+ACTIVE_STATE = ("Active", "LinkUp")  # a PortInfo's (LinkState, PhysLinkState) when up
+# What PortRcvErrorDetails (perfquery -E) breaks down, by the IBA's definitions: local physical,
+# malformed and buffer-overrun errors are counted in PortRcvErrors; DLID mapping, VL mapping
+# and looping errors in PortRcvSwitchRelayErrors.
+RCV_ERROR_TOTALS = ("PortRcvErrors", "PortRcvSwitchRelayErrors")
 
 
 class PortInfo(Fact):
@@ -62,11 +71,15 @@ class Partner(Fact):
       (0: no subnet manager yet - no counters can be read);
     - ``port_info``: the partner port's PortInfo; ``local_port_info``: our own port's, as our
       SMA reports it (the widths and speeds it enables and supports, which sysfs does not show:
-      "could be 4X" needs both ends);
+      "could be 4X" needs both ends). Read only when ``local_port_info_matters`` (None too when
+      it was not needed: the partner enables and supports nothing beyond what the link runs
+      at, so no "could be" is possible, and sysfs gave our width and speed);
     - ``counters``: the partner port's PortCounters, from ``perfquery -x`` when it printed the
       error counters (PortCountersExtended with the additional counters), else from plain
       ``perfquery`` (switches and HCAs without them, and when -x failed);
-      ``rcv_error_details``: ``perfquery -E`` (PortRcvErrorDetails);
+      ``rcv_error_details``: ``perfquery -E`` (PortRcvErrorDetails), read only when
+      ``rcv_error_details_matter`` (None too when PortRcvErrors and PortRcvSwitchRelayErrors
+      were both 0: the details break those two down, so they were all 0);
     - ``roles``: the runs of this port's chain (``ibdiag.roles.partner``), ``problems``: what
       the parsers could not make sense of, by step.
     """
@@ -124,3 +137,68 @@ def cable_name(local: str, partner: Optional[Partner]) -> str:
         return local
     far_port = partner.port if partner.port is not None else "?"
     return f"{local}{CABLE}{short_name(partner)}/{far_port}"
+
+
+def link_speed(name: Optional[str]) -> Optional[str]:
+    """A speed as PortInfo names it: sysfs's FDR10 is QDR there; "HDR100"-style -> HDR."""
+    if not name:
+        return None
+    if name.upper().startswith("FDR10"):
+        return "QDR"
+    for speed in SPEEDS:
+        if name.upper().startswith(speed):
+            return speed
+    return None
+
+
+def _above(order: Sequence[str], active: Optional[str], lists: Iterable[List[str]]) -> bool:
+    """Whether some value faster/wider than ``active`` is in every non-empty list (all of
+    ``order`` when every list is empty: nothing rules it out)."""
+    if active not in order:
+        return False
+    wanted = set(order[order.index(active) + 1 :])
+    for values in lists:
+        if values:
+            wanted &= set(values)
+    return bool(wanted)
+
+
+def local_port_info_matters(
+    info: Optional[PortInfo], width: Optional[str], speed: Optional[str]
+) -> bool:
+    """Whether ``link.partner`` could use our own port's PortInfo (``local-portinfo``), given
+    the partner port's PortInfo ``info`` and our width and speed from sysfs (None: unknown).
+
+    It is used only where the check reaches it: the partner's port read (``info``), Active/
+    LinkUp, the same width and speed as ours - then to fill our width or speed when sysfs did
+    not give them, and for "could be": the best width (speed) both ends enable and support is
+    above the one the link runs at. That best value is in every non-empty enabled/supported
+    list of the partner's, so when none of theirs goes above what runs, no "could be" is
+    possible whatever ours says, and the check's verdict is the same without it.
+    """
+    if info is None or (info.link_state, info.phys_link_state) != ACTIVE_STATE:
+        return False
+    if width is None or speed is None:
+        return True
+    if (info.width_active or width) != width or (info.speed_active or speed) != speed:
+        return False  # a mismatch fails before "could be"
+    return _above(WIDTHS, width, (info.width_enabled, info.width_supported)) or _above(
+        SPEEDS, speed, (info.speed_enabled, info.speed_supported)
+    )
+
+
+def our_width_speed(rate) -> Tuple[Optional[str], Optional[str]]:
+    """(width, speed) of our port's sysfs ``rate`` (a ``LinkRate``; None: unknown), as PortInfo
+    names them."""
+    if rate is None:
+        return None, None
+    return rate.width, link_speed(rate.speed)
+
+
+def rcv_error_details_matter(counters: Dict[str, int]) -> bool:
+    """Whether ``perfquery -E`` (PortRcvErrorDetails) could read anything but zeros, given the
+    far end's PortCounters (perfquery names): only when PortRcvErrors or
+    PortRcvSwitchRelayErrors is not 0, or not known. The details break those two totals down;
+    both 0 means every detail is 0 (counters cleared apart - ``perfquery -R -E`` - aside: even
+    then a detail cannot grow without its total growing, when -E is read again)."""
+    return any(counters.get(name) != 0 for name in RCV_ERROR_TOTALS)

@@ -37,7 +37,9 @@ read. A port whose far end was not collected, or whose chain named nothing (no n
 description), has none.
 
 - ``ibdiag_partner_<name>_total{...,peer_guid,peer_name,peer_port}``: each counter of the far
-  end's perfquery reading (``counters``, then ``rcv_error_details``, perfquery -E). ``<name>``
+  end's perfquery reading (``counters``, then ``rcv_error_details``, perfquery -E: read only
+  while PortRcvErrors or PortRcvSwitchRelayErrors is not 0, so the detail series appear with
+  the first such error and are absent, not 0, before it). ``<name>``
   follows our port's rule on the catalogue's name for the counter, so the far end's family
   pairs with ours: ``SymbolErrorCounter`` -> ``symbol_error`` ->
   ``ibdiag_partner_symbol_error_total`` (beside ``ibdiag_port_symbol_error_total``),

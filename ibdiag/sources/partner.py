@@ -5,15 +5,28 @@ its own HCA and port (``-C DEV -P PORT``) and over the direct route ``0,1`` (out
 one hop: whatever the cable plugs into), one chain of steps, each run recorded with its role
 (``ibdiag.roles.partner``):
 
-1. ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort, the
-   partner's port number the cable is in; beside it ``smpquery -D portinfo 0 PORT``, our own
-   port's PortInfo (what it enables and supports: sysfs does not say);
-2. at once: ``smpquery -D nodedesc 0,1`` (its name), ``smpquery -D portinfo 0,1 LOCALPORT``
-   (its port's state, widths, speeds) and, for a switch, ``smpquery -D portinfo 0,1 0`` (port 0:
-   the switch's LID; a CA's LID is in its own port's PortInfo);
-3. at once: ``perfquery -x LID LOCALPORT`` and ``perfquery -E LID LOCALPORT``; then plain
-   ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without the
-   additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch).
+1. at once: ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort,
+   the partner's port number the cable is in; ``smpquery -D nodedesc 0,1`` (its name) and
+   ``smpquery -D portinfo 0,1 0`` (port 0: a switch's LID, where its PMA answers), neither of
+   which needs LocalPort;
+2. ``smpquery -D portinfo 0,1 LOCALPORT`` (its port's state, widths, speeds) and, for a switch
+   (its LID known), beside it ``perfquery -x LID LOCALPORT``; for a CA (back to back: its LID is
+   in that PortInfo, its port 0 was read for nothing) -x after it;
+3. only where it can matter, ``smpquery -D portinfo 0 PORT``: our own port's PortInfo (what it
+   enables and supports, which sysfs does not say), needed for "could be 4X" only when the
+   partner enables and supports more than the link runs at, or to know our width/speed when
+   sysfs's ``rate`` did not say (``ibdiag.facts.partner.local_port_info_matters``); beside the
+   next PMA step;
+4. plain ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without
+   the additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch);
+5. ``perfquery -E LID LOCALPORT`` (PortRcvErrorDetails) only when the counters read say
+   PortRcvErrors or PortRcvSwitchRelayErrors is not 0 (or do not say): the details break those
+   two down, so with both 0 they are all 0 (``ibdiag.facts.partner.rcv_error_details_matter``).
+
+A step that was not needed (local-portinfo, the plain perfquery, -E) is not run and not
+recorded: its absence is not a failure, and its fact stays None (``Partner``). A healthy
+switch partner with the extended counters costs 5 tool runs in 2 dependent waves (nodeinfo,
+nodedesc, portinfo0; portinfo, perfquery -x).
 
 Every port's chain runs in a thread of its own, all at once; each chain is sequential where a
 step needs an earlier one's answer. They run through the collection's one ``Runner`` (its
@@ -24,10 +37,11 @@ times, and nodedesc and perfquery send two queries, so one unanswered partner co
 
 A step whose prerequisite did not succeed is recorded as never started (``CommandRun.skipped``)
 naming the step that failed and why, so a check can say why the far end is unknown; its argv
-holds ``<LocalPort>``/``<LID>`` where the value it needed would have gone. Whether the tools are
-there and may open the umad device is judged from their own result (not found, exit 255 with
-``can't open UMAD port``), never by testing ``/dev/infiniband/umad*`` first: under the simulator
-there is no such node, and distributions name it differently.
+holds ``<LocalPort>``/``<LID>`` where the value it needed would have gone (the steps run only
+on an earlier answer, ``CONDITIONAL_STEPS``, are not recorded then: nothing asked for them).
+Whether the tools are there and may open the umad device is judged from their own result (not
+found, exit 255 with ``can't open UMAD port``), never by testing ``/dev/infiniband/umad*``
+first: under the simulator there is no such node, and distributions name it differently.
 
 Read-only: nodeinfo, nodedesc, portinfo and perfquery without ``-r``/``-R`` only send Get MADs.
 Never a Set, never a counter reset.
@@ -39,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
-from ibdiag.model import CommandRun, Device, command_key
+from ibdiag.model import CommandRun, Device, LinkRate, command_key
 from ibdiag.sources import interruptible, names
 from ibdiag.sources.plan import port_problem
 
@@ -50,6 +64,8 @@ MAD_TIMEOUT_MAX_MS = 1000  # libibmad's own default
 MAD_TIMEOUTS_PER_COMMAND = 8  # 2 queries x 3 tries, and some room for starting the tool
 LOCAL_PORT = "<LocalPort>"  # in the argv of a step never started: the value it lacked
 LID = "<LID>"
+# Run only when an earlier step's answer asks for them (module doc): never recorded otherwise.
+CONDITIONAL_STEPS = ("local-portinfo", "perfquery", "perfquery-E")
 
 
 class Step(NamedTuple):
@@ -96,14 +112,20 @@ def steps(device: str, number: int, mad_ms: int, local_port=LOCAL_PORT, lid=LID)
 def ports(devices: List[Device]) -> Iterator[Tuple[Device, int, Optional[str]]]:
     """(device, port number, why no command may name it or None) for every ACTIVE InfiniBand
     port, as ``ibdiag.sources.plan`` vets the ports perfquery runs for."""
+    for dev, number, _, why in _ports(devices):
+        yield dev, number, why
+
+
+_Vetted = Tuple[Device, int, Optional[LinkRate], Optional[str]]
+
+
+def _ports(devices: List[Device]) -> Iterator[_Vetted]:
+    """``ports``, with each port's sysfs rate."""
     for dev in devices:
         for port in dev.ports:
             if port.state == 4 and port.is_infiniband:
-                yield (
-                    dev,
-                    port.number,
-                    names.device_name_problem(dev.name) or port_problem(port.number),
-                )
+                why = names.device_name_problem(dev.name) or port_problem(port.number)
+                yield dev, port.number, port.rate, why
 
 
 def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
@@ -111,13 +133,16 @@ def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
     ``ibdiag.sources.commands.Runner``); the runs by ``CommandRun.key``. Ports whose names may
     not go on a command line are left to ``refused_runs``."""
     mad_ms = mad_timeout_ms(runner.timeout_s)
-    todo = [(dev.name, number) for dev, number, why in ports(devices) if why is None]
+    todo = [(dev.name, number, rate) for dev, number, rate, why in _ports(devices) if why is None]
     if not todo:
         return {}
     runs: Dict[str, CommandRun] = {}
     pool = ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="ibdiag-partner")
     try:
-        chains = [pool.submit(read_partner, runner, name, number, mad_ms) for name, number in todo]
+        chains = [
+            pool.submit(read_partner, runner, name, number, mad_ms, rate)
+            for name, number, rate in todo
+        ]
         for chain in chains:
             runs.update({run.key: run for run in interruptible.result(chain)})
     except BaseException:  # KeyboardInterrupt: start nothing more, kill what runs, re-raise
@@ -136,59 +161,92 @@ def refused_runs(devices: List[Device]) -> Dict[str, CommandRun]:
         if why is not None:
             target = f"{dev.name}:{number}"
             for step in steps(dev.name, number, MAD_TIMEOUT_MAX_MS).values():
-                if step.step != "perfquery":  # a fallback: only ever run after -x
+                if step.step not in CONDITIONAL_STEPS:  # only ever run on an earlier answer
                     run = _never_started(step, target, why)
                     refused[run.key] = run
     return refused
 
 
-def read_partner(runner, device: str, number: int, mad_ms: int) -> List[CommandRun]:
-    """One port's chain (module doc), every step recorded: run, or never started with why."""
-    from ibdiag.sources.parsers.perfquery import parse_perfquery
-    from ibdiag.sources.parsers.smpquery import parse_nodeinfo, parse_portinfo
+def read_partner(
+    runner, device: str, number: int, mad_ms: int, rate: Optional[LinkRate] = None
+) -> List[CommandRun]:
+    """One port's chain (module doc), every step it needed recorded: run, or never started
+    with why. ``rate``: our port's sysfs rate (None: unknown - our own PortInfo is then read
+    whenever the partner's port is)."""
+    from ibdiag.facts.partner import (
+        local_port_info_matters,
+        our_width_speed,
+        rcv_error_details_matter,
+    )
+    from ibdiag.sources.interpret.partner import ERROR_COUNTER, pma_counters, port_info_of
+    from ibdiag.sources.interpret.perfquery import reading
+    from ibdiag.sources.parsers.smpquery import parse_nodeinfo
 
     target = f"{device}:{number}"
     chain = _Chain(runner, target)
     planned = steps(device, number, mad_ms)
-    nodeinfo, _ = chain.run(planned["nodeinfo"], planned["local-portinfo"])
+    nodeinfo, _, port0 = chain.run(planned["nodeinfo"], planned["nodedesc"], planned["portinfo0"])
     who = parse_nodeinfo(_output(nodeinfo)) if nodeinfo.succeeded else None
     why = chain.failed("nodeinfo", nodeinfo)
     if why is None and (who is None or who.local_port is None or who.node_type is None):
         why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
     if why is not None or who is None:
-        for step in ("nodedesc", "portinfo", "portinfo0", "perfquery-x", "perfquery-E"):
+        for step in ("portinfo", "perfquery-x"):
             chain.never_started(planned[step], why or "")
         return chain.runs
 
-    is_switch = who.node_type == "Switch"
     planned = steps(device, number, mad_ms, local_port=who.local_port)
-    wanted = [planned["nodedesc"], planned["portinfo"]]
-    if is_switch:
-        wanted.append(planned["portinfo0"])
-    answers = chain.run(*wanted)
-    lid_run = answers[2] if is_switch else answers[1]
-    lid_step = "portinfo0" if is_switch else "portinfo"
-    why = chain.failed(lid_step, lid_run)
-    lid = parse_portinfo(_output(lid_run)).lid if why is None else None
+    extended_run: Optional[CommandRun] = None
+    if who.node_type == "Switch":  # its LID is port 0's, read already: -x beside portinfo
+        lid, why = _lid(chain, "portinfo0", port0)
+        if why is None:
+            planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
+            info, extended_run = chain.run(planned["portinfo"], planned["perfquery-x"])
+        else:
+            (info,) = chain.run(planned["portinfo"])
+    else:  # a CA's LID is in the PortInfo of its port
+        (info,) = chain.run(planned["portinfo"])
+        lid, why = _lid(chain, "portinfo", info)
+        planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid or LID)
+    # steps that wait for nothing more: they go with the next wave the chain runs anyway
+    pending: List[Step] = []
+    if local_port_info_matters(port_info_of(info), *our_width_speed(rate)):
+        pending.append(planned["local-portinfo"])
+    if why is not None:
+        chain.never_started(planned["perfquery-x"], why)
+        chain.run(*pending)
+        return chain.runs
+
+    if extended_run is None:
+        extended_run = chain.run(planned["perfquery-x"], *pending)[0]
+        pending = []
+    extended = reading(extended_run)
+    basic = None
+    if extended is None or ERROR_COUNTER not in extended.counters:
+        basic = reading(chain.run(planned["perfquery"], *pending)[0])
+        pending = []
+    counters = pma_counters(extended, basic)
+    if counters is not None and rcv_error_details_matter(counters.counters):
+        pending.append(planned["perfquery-E"])
+    chain.run(*pending)
+    return chain.runs
+
+
+def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Optional[str]]:
+    """(the partner's LID, None) from ``run`` of ``step`` (portinfo0 for a switch, portinfo
+    for a CA); (None, why the PMA steps cannot run) when it failed or named no LID."""
+    from ibdiag.sources.parsers.smpquery import parse_portinfo
+
+    why = chain.failed(step, run)
+    lid = parse_portinfo(_output(run)).lid if why is None else None
     if why is None and not lid:
         why = chain.unusable(
-            lid_step,
+            step,
             "its LID is 0: no subnet manager has configured it yet"
             if lid == 0
             else "it named no LID",
         )
-    if why is not None:
-        for step in ("perfquery-x", "perfquery-E"):
-            chain.never_started(planned[step], why)
-        return chain.runs
-
-    planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
-    extended, _ = chain.run(planned["perfquery-x"], planned["perfquery-E"])
-    if not (
-        extended.succeeded and "SymbolErrorCounter" in parse_perfquery(_output(extended)).counters
-    ):
-        chain.run(planned["perfquery"])
-    return chain.runs
+    return (lid, None) if why is None else (None, why)
 
 
 def _output(run: CommandRun) -> str:
@@ -210,6 +268,8 @@ class _Chain:
 
     def run(self, *wanted: Step) -> List[CommandRun]:
         """Run ``wanted`` at once; their runs, in that order, recorded with their roles."""
+        if not wanted:
+            return []
         by_key = self.runner.run_all([step.argv for step in wanted])
         done = []
         for step in wanted:

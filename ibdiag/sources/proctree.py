@@ -97,8 +97,10 @@ def children(pid: int) -> List[int]:
         try:
             with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
                 found.extend(int(child) for child in handle.read().split())
-        except FileNotFoundError:  # no CONFIG_PROC_CHILDREN: ask every process
-            return _children_by_scan(pid)
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{task}"):  # no CONFIG_PROC_CHILDREN: ask all
+                return _children_by_scan(pid)
+            continue  # the thread exited since the listing (its children went to another)
         except (OSError, ValueError):
             continue
     return found

@@ -6,6 +6,9 @@ A port's runs are found by role (``partner-nodeinfo mlx5_0:1``, ``partner-nodede
 ``partner-perfquery``, ``partner-perfquery-E``; ``ibdiag.sources.partner`` runs them). Each run
 that exited 0 is parsed (stdout and stderr); a port with runs but none that succeeded gets a
 ``Partner`` with nothing read, so "collected and failed" differs from "not collected" (None).
+A step the chain did not need (``local-portinfo``, plain ``perfquery``, ``perfquery-E``: run
+only on an earlier answer) has no run: its field is None, as for a bundle recorded before the
+chain read them only where needed, and nothing here treats it as a failure.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def port_partner(target: str, by_role: Dict[str, CommandRun]) -> Optional[Partne
         lid=lid_from.lid if lid_from is not None else None,
         port_info=port_info,
         local_port_info=port_info_of(found.get("local-portinfo")),
-        counters=_counters(reading(found.get("perfquery-x")), reading(found.get("perfquery"))),
+        counters=pma_counters(reading(found.get("perfquery-x")), reading(found.get("perfquery"))),
         rcv_error_details=reading(found.get("perfquery-E")),
         roles=[run.role for run in found.values()],
         problems=problems,
@@ -104,7 +107,9 @@ def _parsed(run: Optional[CommandRun], parse):
     return parse(run.stdout + "\n" + run.stderr)
 
 
-def _counters(extended: Optional[PmaReading], basic: Optional[PmaReading]) -> Optional[PmaReading]:
+def pma_counters(
+    extended: Optional[PmaReading], basic: Optional[PmaReading]
+) -> Optional[PmaReading]:
     """The reading the error counters are graded from: -x's when it carries them, else plain
     perfquery's; -x's data counters alone when that is all there is."""
     if extended is not None and ERROR_COUNTER in extended.counters:
