@@ -17,7 +17,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 from ibdiag import roles
 from ibdiag.command_results import command_line
 from ibdiag.counter_grading import grade_errors, saturated
-from ibdiag.deltas import Comparison, compare, previous_partner
+from ibdiag.deltas import Comparison, compare, previous_partner, read_far_ends
 from ibdiag.facts.partner import (
     ACTIVE_STATE,
     SPEEDS,
@@ -165,12 +165,25 @@ def _link_result(
     width, speed, where = _ours(port, ours)
     if where not in evidence:
         evidence.append(where)
-    theirs = f"{info.width_active or '?'} {info.speed_active or '?'}"
-    mine = f"{width or '?'} {speed or '?'}"
+    if info.width_active is None or info.speed_active is None:
+        unknown = "its PortInfo named no active width or speed"
+    elif width is None or speed is None:
+        unknown = "our width or speed is unknown (no sysfs rate, and our PortInfo not read)"
+    else:
+        unknown = ""
+    if unknown:  # nothing to compare is no pass: say what could not be read
+        return Result(
+            target=target, status=Status.SKIP,
+            message=f"far end {far} of {local} is {state}, but {unknown}: the cable's width "
+            "and speed are not compared",
+            observed="unread", evidence=evidence,
+        )  # fmt: skip
+    theirs = f"{info.width_active} {info.speed_active}"
+    mine = f"{width} {speed}"
     mismatched = [
         what
         for what, a, b in (("width", width, info.width_active), ("speed", speed, info.speed_active))
-        if a is not None and b is not None and a != b
+        if a != b
     ]
     if mismatched:
         return Result(
@@ -190,20 +203,17 @@ def _link_result(
     best_speed = _best_common(
         SPEEDS, speeds[0], speeds[1], info.speed_enabled, info.speed_supported
     ) if ours is not None else None  # fmt: skip
-    active_width = info.width_active or width
-    active_speed = info.speed_active or speed
     could = [
         best
-        for order, active, best in ((WIDTHS, active_width, best_width),
-                                    (SPEEDS, active_speed, best_speed))
+        for order, active, best in ((WIDTHS, width, best_width), (SPEEDS, speed, best_speed))
         if _below(order, active, best)
-    ]  # fmt: skip
+    ]
     if could:
         return Result(
             target=target, status=Status.FAIL,
             message=f"the cable {local}<->{far} runs {theirs}, could be {' '.join(could)} "
             "(what both ends enable and support)",
-            observed=theirs, expected=f"{best_width or active_width} {best_speed or active_speed}",
+            observed=theirs, expected=f"{best_width or width} {best_speed or speed}",
             hint="a link that trained below what both ends can do is a bad lane or a marginal "
             "cable/transceiver: reseat or replace it",
             evidence=evidence,
@@ -286,7 +296,9 @@ def counters_partner(
     """
     comparison: Optional[Comparison] = None
     if baseline is not None:  # the switch's counters do not restart when this node reboots
-        comparison = compare(snap, baseline)._replace(rebooted=False)
+        comparison = compare(snap, baseline)._replace(
+            rebooted=False, reset_cause="the far end rebooted or its counters were cleared"
+        )
     for dev, port in _active_ib_ports(snap, th):
         partner = port.partner
         target = cable_target(dev, port, partner)
@@ -299,8 +311,10 @@ def counters_partner(
         if partner.counters.mad_error:
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue
-        values = partner.error_counter_values()
-        for info in saturated(values):
+        if not partner.has_error_counters:
+            yield _no_error_counters(snap, dev.target(port), target, evidence)
+            continue
+        for info in saturated(partner.fixed_width_counter_values()):
             yield Result(
                 target=target, status=Status.WARN,
                 message=f"{info.name} of the far end stuck at {info.saturated_value} "
@@ -313,20 +327,63 @@ def counters_partner(
             )  # fmt: skip
         then = previous_partner(comparison.baseline, partner) if comparison else None
         if comparison is None or then is None:
-            why = (
-                "no baseline (use --baseline or --state)"
-                if comparison is None
-                else f"the baseline has no reading of {short_name(partner)}/{partner.port} "
-                f"(node GUID {partner.node_guid}): re-cabled or new, starts fresh"
-            )
             yield Result(
                 target=target, status=Status.PASS,
-                message=f"far-end error counters not graded on change: {why}; lifetime "
-                "totals are never graded",
+                message="far-end error counters not graded on change: "
+                f"{_no_baseline_reading(comparison, partner)}; lifetime totals are never graded",
                 evidence=[evidence],
             )  # fmt: skip
             continue
+        if not partner.counts_like(then):
+            yield _skip(target, "not-comparable", _not_comparable(then, partner), evidence)
+            continue
+        values = partner.error_counter_values()
         yield from grade_errors(
             target, values, then.error_counter_values(), comparison, th,
             directory="perfquery", command=evidence,
         )  # fmt: skip
+
+
+def _no_error_counters(snap: Snapshot, local: str, target: str, evidence: str) -> Result:
+    """The skip for a far end whose PMA answered with data counters only: -x without the
+    additional PortCountersExtended fields, and plain perfquery (their fallback) not read."""
+    plain = snap.run(roles.partner("perfquery", local))
+    if plain is not None and not plain.succeeded:
+        word, why, evidence = unread_reason(snap, local, ("perfquery",))
+        return _skip(target, word, f"perfquery -x printed no error counters and {why}", evidence)
+    return _skip(
+        target, "unread",
+        "perfquery -x printed no error counters (a PMA without the additional "
+        "PortCountersExtended fields) and plain perfquery was not read: the far end's error "
+        "counters are unknown",
+        evidence,
+    )  # fmt: skip
+
+
+def _no_baseline_reading(comparison: Optional[Comparison], partner: Partner) -> str:
+    if comparison is None:
+        return "no baseline (use --baseline or --state)"
+    if not read_far_ends(comparison.baseline):
+        return (
+            "the baseline read no far end's error counters (level quick, or not root then): "
+            "graded from the next run"
+        )
+    return (
+        f"the baseline has no reading of {short_name(partner)}/{partner.port} (node GUID "
+        f"{partner.node_guid}): re-cabled or new, starts fresh"
+    )
+
+
+def _not_comparable(then: Partner, now: Partner) -> str:
+    """Why readings from perfquery -x and plain perfquery are not compared."""
+
+    def kind(partner: Partner) -> str:
+        if partner.counters_extended:
+            return "perfquery -x (64-bit PortCountersExtended)"
+        return "plain perfquery (16/32-bit PortCounters)"
+
+    return (
+        f"far-end error counters not graded on change this run: the baseline read them with "
+        f"{kind(then)}, this run with {kind(now)} - counted and cleared apart, so not "
+        "comparable; graded again from the next run read alike"
+    )

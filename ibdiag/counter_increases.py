@@ -61,8 +61,8 @@ def _add_partner(targets, target: str, partner, comparison) -> None:
     if partner is None or partner.counters is None or partner.counters.mad_error:
         return
     then = previous_partner(comparison.baseline, partner)
-    if then is None:
-        return
+    if then is None or not partner.counts_like(then):
+        return  # no reading of that port, or one by the other perfquery: not comparable
     changes = comparison._replace(rebooted=False).changes(
         partner.error_counter_values(), then.error_counter_values()
     )

@@ -20,6 +20,7 @@ from ibdiag.facts.partner import Partner
 from ibdiag.model import Device, Port, Snapshot
 
 MIN_RATE_WINDOW_HOURS = 1.0  # rates over shorter intervals are judged as if over one hour
+LOCAL_RESET_CAUSE = "reset by a driver reload or perfquery -r"  # why our own counter went down
 
 
 class Change(NamedTuple):
@@ -42,11 +43,17 @@ class Change(NamedTuple):
         """
         if self.delta is None or self.hours is None or self.hours <= 0:
             return None
+
         return self.delta / max(self.hours, MIN_RATE_WINDOW_HOURS)
 
 
 def change(
-    name: str, value: int, previous: Optional[int], hours: Optional[float], rebooted: bool
+    name: str,
+    value: int,
+    previous: Optional[int],
+    hours: Optional[float],
+    rebooted: bool,
+    reset_cause: str = LOCAL_RESET_CAUSE,
 ) -> Change:
     if previous is None:
         return Change(name, value)
@@ -54,9 +61,7 @@ def change(
         delta, restarted = value, "the node rebooted since the baseline"
     elif value < previous:
         delta = value
-        restarted = (
-            f"went down from {previous} to {value} (reset by a driver reload or perfquery -r)"
-        )
+        restarted = f"went down from {previous} to {value} ({reset_cause})"
     else:
         delta, restarted = value - previous, None
     per_hour = delta / hours if hours is not None and hours > 0 else None
@@ -84,6 +89,7 @@ class Comparison(NamedTuple):
     ports: Dict[Tuple[str, int], Port]  # matched baseline ports by (device name, port number)
     devices: Dict[str, Device]  # matched baseline devices by name
     unmatched: List[str]  # targets of the snapshot with no counterpart in the baseline
+    reset_cause: str = LOCAL_RESET_CAUSE  # what a counter that went down says happened
 
     def previous_port(self, device: Device, port: Port) -> Optional[Port]:
         return self.ports.get((device.name, port.number))
@@ -100,6 +106,7 @@ class Comparison(NamedTuple):
                 previous.get(name) if previous is not None else None,
                 self.hours,
                 self.rebooted,
+                self.reset_cause,
             )
             for name, value in values.items()
         ]
@@ -137,8 +144,9 @@ def compare(snapshot: Snapshot, baseline: Snapshot) -> Comparison:
 
 
 def previous_partner(baseline: Snapshot, partner: Partner) -> Optional[Partner]:
-    """The baseline's reading of the same far-end port (same node GUID and port number), on
-    whichever of our ports it was; None when the baseline had none (re-cabled, or new)."""
+    """The baseline's reading of the same far-end port's error counters (same node GUID and
+    port number), on whichever of our ports it was; None when the baseline had none
+    (re-cabled, new, or its reading held no error counters)."""
     if partner.node_guid is None or partner.port is None:
         return None
     for dev in baseline.devices:
@@ -146,10 +154,20 @@ def previous_partner(baseline: Snapshot, partner: Partner) -> Optional[Partner]:
             then = port.partner
             if (
                 then is not None
-                and then.counters is not None
+                and then.has_error_counters
                 and not then.counters.mad_error
                 and then.node_guid == partner.node_guid
                 and then.port == partner.port
             ):
                 return then
     return None
+
+
+def read_far_ends(baseline: Snapshot) -> bool:
+    """Whether ``baseline`` read any far end's error counters at all (a level quick snapshot,
+    or one taken as a user who may not open the umad device, read none)."""
+    return any(
+        port.partner is not None and port.partner.has_error_counters
+        for dev in baseline.devices
+        for port in dev.ports
+    )

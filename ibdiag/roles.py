@@ -60,6 +60,14 @@ def partner(step: str, target: str) -> str:
     return f"{PARTNER_PREFIX}{step} {target}"
 
 
+def partner_step(role: Optional[str]) -> Optional[str]:
+    """The step of a far-end role (``partner-perfquery-x mlx5_0:1`` -> ``perfquery-x``); None
+    for any other role."""
+    head = (role or "").split(" ", 1)[0]
+    step = head[len(PARTNER_PREFIX) :] if head.startswith(PARTNER_PREFIX) else None
+    return step if step in PARTNER_STEPS else None
+
+
 def ethtool_stats(netdev: str) -> str:
     """``ethtool-S ib0``: the statistics of one netdev."""
     return f"ethtool-S {netdev}"

@@ -14,7 +14,7 @@ from ibdiag.facts.partner import Partner, PortInfo
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.grade import drain_reason, run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
-from ibdiag.thresholds import Thresholds
+from ibdiag.thresholds import CounterRule, Thresholds
 from tests.snapshots import builtin_registry, device, port, replaced, run, snapshot
 
 LEAF_GUID = "0x0002c90300a1b2c3"
@@ -210,7 +210,10 @@ def test_our_portinfo_is_not_needed_where_it_cannot_change_link_partner(rate_tex
             if not local_port_info_matters(info, *ours):
                 assert same, (info, local, with_ours, without)
         mattered += differs
-    assert mattered > 0
+    # ours can change the result only where some far end runs our width (else: a mismatch)
+    width = our_width_speed(node(None, rate_text=rate_text).devices[0].ports[0].rate)[0]
+    comparable = [info for info in _far_ends() if info.width_active in (width or "4X", "2X")]
+    assert (mattered > 0) == (width is None or any(i.width_active == width for i in comparable))
 
 
 @pytest.mark.parametrize(
@@ -439,3 +442,105 @@ def test_details_read_only_now_grade_through_their_total(rate):
                                                          "port_rcv_errors"]  # fmt: skip
     assert {result.status for result in lean} == {result.status for result in full}
     assert lean[0].status == (Status.FAIL if rate > 120 else Status.WARN)
+
+
+# --- what was read decides what is graded (issue 14 review) ------------------------------------
+
+
+def extended(**values: int) -> PmaReading:
+    """A ``perfquery -x`` reading: 64-bit PortCountersExtended (with the error counters when
+    given; a PMA without the additional fields prints data counters only)."""
+    return PmaReading(role=roles.partner("perfquery-x", "mlx5_0:1"),
+                      counters={"PortXmitData": 10, "PortRcvData": 10, **values})  # fmt: skip
+
+
+@pytest.mark.parametrize("with_baseline", [False, True])
+def test_data_counters_only_and_plain_perfquery_failed_skips_not_passes(with_baseline):
+    """-x answered without the error counters (the simulator, older switches) and plain
+    perfquery, its fallback, failed: the far end's error counters are unknown - a skip with
+    plain perfquery's reason, never a pass or nothing at all."""
+    failing = dict(rc=255, stderr=_MAD_FAIL, stdout="perfquery: iberror: failed: perfquery")
+    far = partner(counters=extended())
+    snap = with_runs(later(node(far), 2), step_run("nodeinfo", rc=0),
+                     step_run("perfquery-x", rc=0), step_run("perfquery", **failing))  # fmt: skip
+    result = one(grade_counters(snap, node(partner()) if with_baseline else None))
+    assert result.status == Status.SKIP and result.target == TARGET
+    assert result.observed == "no-pma"
+    assert "printed no error counters" in result.message and "perfquery" in result.message
+
+
+def test_data_counters_only_without_a_plain_run_skips_as_unread():
+    result = one(grade_counters(node(partner(counters=extended())), None))
+    assert result.status == Status.SKIP and result.observed == "unread"
+    assert "no error counters" in result.message
+
+
+def test_a_baseline_reading_without_error_counters_is_no_baseline_for_them():
+    before = node(partner(counters=extended()))
+    after = later(node(partner(counters=counters(SymbolErrorCounter=500))), 1)
+    result = one(grade_counters(after, before))
+    assert result.status == Status.PASS
+    assert "the baseline read no far end's error counters" in result.message
+
+
+def test_a_baseline_that_never_read_the_far_ends_says_so_not_recabled():
+    before = node(None)  # a level quick prolog snapshot
+    after = later(node(partner(counters=counters(SymbolErrorCounter=500))), 1)
+    result = one(grade_counters(after, before))
+    assert result.status == Status.PASS and "re-cabled" not in result.message
+    assert "level quick" in result.message
+
+
+@pytest.mark.parametrize(
+    "then, now",
+    [
+        (extended(SymbolErrorCounter=70000), counters(SymbolErrorCounter=65000)),
+        (counters(SymbolErrorCounter=0), extended(SymbolErrorCounter=5000)),
+    ],
+    ids=["x-then-plain", "plain-then-x"],
+)
+def test_readings_of_x_and_plain_perfquery_are_not_compared(then, now):
+    """PortCountersExtended (64-bit) and PortCounters (16/32-bit, saturating, cleared apart by
+    perfquery -r) are other counters: 70000 then 65000 is no reset, and a plain counter cleared
+    to 0 then a lifetime -x reading of 5000 is no spike. Not graded that run: a skip."""
+    before = node(partner(counters=then))
+    result = one(grade_counters(later(node(partner(counters=now)), 1), before))
+    assert result.status == Status.SKIP and result.observed == "not-comparable"
+    assert "perfquery -x" in result.message and "plain perfquery" in result.message
+
+
+def test_readings_of_x_both_times_are_graded():
+    before = node(partner(counters=extended(SymbolErrorCounter=70000)))
+    after = later(node(partner(counters=extended(SymbolErrorCounter=70500))), 1)
+    failed = [r for r in grade_counters(after, before) if r.status == Status.FAIL]
+    assert [(r.subject, r.observed) for r in failed] == [("symbol_error", 500)]
+
+
+def test_a_64_bit_x_counter_at_a_16_bit_maximum_is_not_saturated():
+    snap = node(partner(counters=extended(SymbolErrorCounter=65535, LinkDownedCounter=255)))
+    assert [r.status for r in grade_counters(snap, None)] == [Status.PASS]
+
+
+def test_a_far_end_counter_that_went_down_names_the_far_end_not_our_driver():
+    before = node(partner(counters=counters(SymbolErrorCounter=60000)))
+    after = later(node(partner(counters=counters(SymbolErrorCounter=3))), 1)
+    spec = builtin_registry().get("counters.partner")
+    strict = Thresholds(counters={"symbol_error": CounterRule(on_increase="fail")})
+    (result,) = run_check(spec, after, strict, baseline=before)
+    assert result.status == Status.FAIL and result.observed == 3
+    assert "the far end rebooted or its counters were cleared" in result.message
+    assert "driver reload" not in result.message
+
+
+@pytest.mark.parametrize(
+    "far, rate_text, phrase",
+    [
+        (partner(port_info=port_info(width_active=None)), QDR, "its PortInfo named no"),
+        (partner(port_info=port_info(speed_active=None)), QDR, "its PortInfo named no"),
+        (partner(local_port_info=None), None, "our width or speed is unknown"),
+    ],
+)
+def test_link_partner_skips_rather_than_passes_what_it_cannot_compare(far, rate_text, phrase):
+    result = one(run("link.partner", node(far, rate_text=rate_text)))
+    assert result.status == Status.SKIP and result.observed == "unread"
+    assert phrase in result.message and result.target == TARGET

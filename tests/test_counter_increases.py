@@ -70,3 +70,15 @@ def test_the_far_ends_increases_are_listed_under_our_port_as_partner_counters():
     recabled = replaced(now, "mlx5_0:1", partner=partner(port=30, counters=counters(
         SymbolErrorCounter=25)))  # fmt: skip
     assert counter_increases(recabled, then).targets == {}  # another switch port: starts fresh
+
+
+def test_far_end_readings_of_x_and_plain_perfquery_are_not_compared():
+    """A plain PortCounters reading cleared to 0 then a 64-bit -x reading of 5000: no rate."""
+    from test_checks_partner import counters, extended, partner
+
+    then = replaced(node(), "mlx5_0:1", partner=partner(counters=counters(SymbolErrorCounter=0)))
+    now = replaced(node(hours=2.0), "mlx5_0:1",
+                   partner=partner(counters=extended(SymbolErrorCounter=5000)))  # fmt: skip
+    assert counter_increases(now, then).targets == {}
+    both_x = replaced(then, "mlx5_0:1", partner=partner(counters=extended(SymbolErrorCounter=0)))
+    assert counter_increases(now, both_x).targets == {"mlx5_0:1": {"partner:symbol_error": 5000}}

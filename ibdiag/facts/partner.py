@@ -33,6 +33,12 @@ ACTIVE_STATE = ("Active", "LinkUp")  # a PortInfo's (LinkState, PhysLinkState) w
 # malformed and buffer-overrun errors are counted in PortRcvErrors; DLID mapping, VL mapping
 # and looping errors in PortRcvSwitchRelayErrors.
 RCV_ERROR_TOTALS = ("PortRcvErrors", "PortRcvSwitchRelayErrors")
+# In a PMA reading, it carries the error counters: a -x reading of a PMA without the additional
+# PortCountersExtended fields (older switches, the ibsim simulator) holds data counters only.
+ERROR_COUNTER = "SymbolErrorCounter"
+# PortCountersExtended's error counters (perfquery -x) are 64 bits wide: they never saturate, and
+# are counted apart from PortCounters' 16/32-bit ones (plain perfquery; cleared apart too).
+EXTENDED_STEP = "perfquery-x"
 
 
 class PortInfo(Fact):
@@ -103,6 +109,19 @@ class Partner(Fact):
     def is_switch(self) -> bool:
         return self.node_type == "Switch"
 
+    @property
+    def has_error_counters(self) -> bool:
+        """Whether ``counters`` carries the error counters (not just data counters)."""
+        return self.counters is not None and ERROR_COUNTER in self.counters.counters
+
+    @property
+    def counters_extended(self) -> bool:
+        """Whether ``counters`` came from ``perfquery -x`` (64-bit PortCountersExtended) rather
+        than plain perfquery (16/32-bit PortCounters): the two are not compared."""
+        from ibdiag.roles import partner_step
+
+        return self.counters is not None and partner_step(self.counters.role) == EXTENDED_STEP
+
     def error_counter_values(self) -> Dict[str, int]:
         """The far end's counters by the catalogue's names (``SymbolErrorCounter`` ->
         ``symbol_error``), the -x (or plain) reading with -E's details over it: graded and
@@ -113,6 +132,20 @@ class Partner(Fact):
         if self.rcv_error_details is not None:
             values.update(self.rcv_error_details.counters)
         return {catalogue_name(name): value for name, value in values.items()}
+
+    def counts_like(self, other: "Partner") -> bool:
+        """Whether ``other``'s counters are the same counters as these, so a change between
+        the two means something: both read by perfquery -x, or both by plain perfquery."""
+        return self.counters_extended == other.counters_extended
+
+    def fixed_width_counter_values(self) -> Dict[str, int]:
+        """``error_counter_values`` less what came from ``perfquery -x``: the counters that
+        can saturate at their catalogued width (plain perfquery's, -E's); -x's are 64-bit."""
+        from ibdiag.catalogue import catalogue_name
+
+        values = {} if self.counters_extended or self.counters is None else self.counters.counters
+        details = self.rcv_error_details.counters if self.rcv_error_details is not None else {}
+        return {catalogue_name(name): value for name, value in {**values, **details}.items()}
 
 
 def short_name(partner: Partner) -> str:
@@ -170,14 +203,16 @@ def local_port_info_matters(
     the partner port's PortInfo ``info`` and our width and speed from sysfs (None: unknown).
 
     It is used only where the check reaches it: the partner's port read (``info``), Active/
-    LinkUp, the same width and speed as ours - then to fill our width or speed when sysfs did
-    not give them, and for "could be": the best width (speed) both ends enable and support is
-    above the one the link runs at. That best value is in every non-empty enabled/supported
-    list of the partner's, so when none of theirs goes above what runs, no "could be" is
-    possible whatever ours says, and the check's verdict is the same without it.
+    LinkUp, its width and speed known and the same as ours - then to fill our width or speed
+    when sysfs did not give them, and for "could be": the best width (speed) both ends enable
+    and support is above the one the link runs at. That best value is in every non-empty
+    enabled/supported list of the partner's, so when none of theirs goes above what runs, no
+    "could be" is possible whatever ours says, and the check's verdict is the same without it.
     """
     if info is None or (info.link_state, info.phys_link_state) != ACTIVE_STATE:
         return False
+    if info.width_active is None or info.speed_active is None:
+        return False  # nothing of theirs to compare: the check skips
     if width is None or speed is None:
         return True
     if (info.width_active or width) != width or (info.speed_active or speed) != speed:

@@ -174,11 +174,12 @@ def read_partner(
     with why. ``rate``: our port's sysfs rate (None: unknown - our own PortInfo is then read
     whenever the partner's port is)."""
     from ibdiag.facts.partner import (
+        ERROR_COUNTER,
         local_port_info_matters,
         our_width_speed,
         rcv_error_details_matter,
     )
-    from ibdiag.sources.interpret.partner import ERROR_COUNTER, pma_counters, port_info_of
+    from ibdiag.sources.interpret.partner import pma_counters, port_info_of
     from ibdiag.sources.interpret.perfquery import reading
     from ibdiag.sources.parsers.smpquery import parse_nodeinfo
 

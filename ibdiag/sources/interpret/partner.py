@@ -16,13 +16,11 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ibdiag import roles
-from ibdiag.facts.partner import Partner, PortInfo
+from ibdiag.facts.partner import ERROR_COUNTER, Partner, PortInfo
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.model import CommandRun, Device, Port
 from ibdiag.sources.interpret import runs_by_role, with_ports
 from ibdiag.sources.interpret.perfquery import reading
-
-ERROR_COUNTER = "SymbolErrorCounter"  # in a reading: it carries the error counters
 
 
 def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
