@@ -288,7 +288,9 @@ def counters_partner(
     are read only while PortRcvErrors or PortRcvSwitchRelayErrors is not 0, so the run where
     such errors first appear has no details in its baseline and grades them through those
     totals (whose increase includes the details', with the same rules), the details from the
-    next run on.
+    next run on. A reading of perfquery -x (64-bit PortCountersExtended) is never compared with
+    one of plain perfquery (16/32-bit PortCounters, saturating, cleared apart): a run read
+    otherwise than its baseline skips, and only the fixed-width ones can saturate.
 
     What to do: reseat or replace the cable/transceiver named by both ends (mlx5_3:1<->leaf07/21)
     and check the switch port (ibqueryerrors). A far end that could not be read (not root, no
