@@ -986,6 +986,8 @@ def fleet_truth(fleet: FleetPlan, written: Iterable[Written]) -> Dict[str, Any]:
         {"peer_name": bad["peer_name"], "suspect": False, "failing_nodes": [bad["host"]],
          "attached_node_count": SU_SIZE, "failing_ports": [failing(bad["host"], bad["rail"])]},
     ]  # fmt: skip
+    for entry in switches:
+        entry["attached_port_count"] = entry["attached_node_count"]  # one port per leaf a node
     suspects = set(switch["hosts"])
     return {
         "nodes": fleet.nodes,

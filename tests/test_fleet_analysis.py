@@ -304,6 +304,7 @@ def test_several_nodes_failing_on_one_switch_make_it_the_suspect():
         "leaf07", True, "gpu[001-003]"
     )  # fmt: skip
     assert (suspect.failing_node_count, suspect.attached_node_count) == (3, 10)
+    assert suspect.attached_port_count == 10
     assert [(p.peer_port, p.host, p.target, p.checks) for p in suspect.failing_ports] == [
         (20, "gpu001", "mlx5_0:1", ["counters.partner"]),
         (21, "gpu002", "mlx5_0:1", ["counters.partner"]),
@@ -321,6 +322,36 @@ def test_a_share_of_a_small_switch_makes_it_the_suspect():
     strict = SETTINGS.model_copy(update={"switch_min_share": 1.0, "switch_min_nodes": 5})
     half = [*two, node("gpu050", ports=[port(0, "edge1", 9)])]
     assert blame_switches(half, strict)[0].suspect is False  # 2 of 3 < 100%
+
+
+def on_edge(host: str, rails: int, failing: int, first_port: int) -> NodeSummary:
+    """A node whose ``rails`` HCAs all land on leaf edge, the first ``failing`` of them failing
+    there."""
+    bad = {"cable_status": "fail", "checks": ["counters.partner"]}
+    ports = [port(r, "edge", first_port + r, **(bad if r < failing else {})) for r in range(rails)]
+    return node(host, rails=rails, ports=ports)
+
+
+def test_the_share_counts_node_ports_not_nodes():
+    """k counts nodes; the share counts node ports, so a node with several HCAs on one leaf
+    weighs as many ports - here the two counts disagree, both ways (share 0.5, k 3)."""
+    # 2 of 4 nodes fail (half the nodes), but on 2 of the leaf's 8 node ports: no suspect
+    fleet = [on_edge("gpu001", 1, 1, 1), on_edge("gpu002", 1, 1, 2)]
+    fleet += [on_edge("gpu003", 3, 0, 3), on_edge("gpu004", 3, 0, 6)]
+    (edge,) = blame_switches(fleet, SETTINGS)
+    assert (edge.failing_node_count, edge.attached_node_count) == (2, 4)
+    assert (len(edge.failing_ports), edge.attached_port_count) == (2, 8)
+    assert edge.suspect is False
+    # 2 of 6 nodes fail (a third), but on 6 of its 10 node ports: the suspect
+    fleet = [on_edge("gpu001", 3, 3, 1), on_edge("gpu002", 3, 3, 4)]
+    fleet += [on_edge(h, 1, 0, 7 + i) for i, h in enumerate(hosts(4, 3))]
+    (edge,) = blame_switches(fleet, SETTINGS)
+    assert (edge.failing_node_count, edge.attached_node_count) == (2, 6)
+    assert (len(edge.failing_ports), edge.attached_port_count) == (6, 10)
+    assert edge.suspect is True
+    # one node failing on every port of a leaf it alone uses is still no switch's fault
+    (alone,) = blame_switches([on_edge("gpu001", 2, 2, 1)], SETTINGS)
+    assert alone.attached_port_count == 2 and alone.suspect is False
 
 
 def test_warnings_and_other_hcas_are_no_switch_blame():

@@ -318,13 +318,14 @@ def test_the_suspect_switch_and_the_single_bad_port(fleet, fleet_report):
     found = {
         s["peer_name"]: (s["suspect"], sorted(expand(s["failing_nodes"])),
                          s["failing_node_count"], s["attached_node_count"],
+                         s["attached_port_count"],
                          sorted((p["host"], p["target"], p["peer_port"])
                                 for p in s["failing_ports"]))
         for s in report["switches"]
     }  # fmt: skip
     expected = {
         s["peer_name"]: (s["suspect"], s["failing_nodes"], len(s["failing_nodes"]),
-                         s["attached_node_count"],
+                         s["attached_node_count"], s["attached_port_count"],
                          sorted((p["host"], p["target"], p["peer_port"])
                                 for p in s["failing_ports"]))
         for s in truth["switches"]

@@ -132,6 +132,7 @@ def full_report(evil: str = HOSTILE) -> FleetReport:
                 failing_nodes="gpu701",
                 failing_node_count=1,
                 attached_node_count=16,
+                attached_port_count=16,
                 suspect=False,
             ),
             SuspectSwitch(
@@ -151,6 +152,7 @@ def full_report(evil: str = HOSTILE) -> FleetReport:
                 failing_nodes="gpu[101-104]",
                 failing_node_count=4,
                 attached_node_count=8,
+                attached_port_count=8,
                 suspect=True,
             ),
         ],
@@ -223,11 +225,13 @@ def test_every_section_of_a_full_report_is_shown():
 
     switches = cells(found["switches"])
     assert "Switch suspects (1)" in switches
-    assert "at least 4 nodes, or 50% of the nodes" in switches  # the settings used
+    assert "at least 4 nodes fail, or at least 2 nodes on at least 50% of the node ports" in (
+        switches
+    )  # the settings used
     # The suspect first, with its GUID, its counts and its ports (switch port <-> node port).
     suspect, below = switches.split("below the threshold (1)")
     assert "leaf07 GUID 0x7cfe900300aabb07 suspect: open a ticket" in suspect
-    assert "4 of 8 attached nodes fail on it: gpu[101-104]" in suspect
+    assert "4 of 8 attached nodes (2 of 8 node ports) fail on it: gpu[101-104]" in suspect
     assert "leaf07/21 ↔ gpu101 mlx5_3:1 counters.partner , link.partner" in suspect
     assert "leaf07/? ↔ gpu102 mlx5_3:1" in suspect
     assert "Nodes on suspect switches (4)" in suspect

@@ -60,6 +60,7 @@ def switch(name: str, suspect: bool, ports: int) -> SuspectSwitch:
         failing_nodes=f"gpu[001-{ports:03d}]",
         failing_node_count=ports,
         attached_node_count=16,
+        attached_port_count=20,
         suspect=suspect,
     )
 
@@ -147,8 +148,8 @@ EXPECTED = [
     "  ibdiag: mlx5_3:1 counters.partner: gpu[001-009] (9)",
     "",
     "switches to ticket:",
-    "  leaf07 (0x0002c90300a1b2c3): 9 of 16 attached nodes fail on it (9 ports: 21, 22, "
-    "23, 24, 25, 26, 27, 28, 29): gpu[001-009]",
+    "  leaf07 (0x0002c90300a1b2c3): 9 of 16 attached nodes fail on it (9 of 20 node ports: 21, "
+    "22, 23, 24, 25, 26, 27, 28, 29): gpu[001-009]",
     *[
         f"    port {20 + n} <- gpu{n:03d} mlx5_3:1: counters.partner, link.partner"
         for n in range(1, 9)
@@ -156,7 +157,7 @@ EXPECTED = [
     "    and 1 more port",
     "",
     "switches with failing ports (below the suspect threshold):",
-    "  leaf09: 1 of 16 attached nodes fail on it (1 port: 21): gpu[001-001]",
+    "  leaf09: 1 of 16 attached nodes fail on it (1 of 20 node ports: 21): gpu[001-001]",
     "    port 21 <- gpu001 mlx5_3:1: counters.partner, link.partner",
     "",
     "warnings (by reason):",
@@ -225,6 +226,7 @@ def test_nothing_read_from_a_node_can_steer_the_terminal_or_forge_a_line():
                 failing_nodes=evil,
                 failing_node_count=1,
                 attached_node_count=1,
+                attached_port_count=2,
                 suspect=True,
             )
         ],

@@ -38,7 +38,8 @@ SETTINGS: Dict[str, str] = {
     "outlier_min_nodes": "fewest peers on a rail for outliers to be looked for",
     "rate_floor_per_hour": "an error-counter rate is an outlier only above this (increases/hour)",
     "switch_min_nodes": "a switch is the suspect when at least this many nodes fail on it ...",
-    "switch_min_share": "... or at least this share of the nodes cabled to it (and 2 or more)",
+    "switch_min_share": "... or 2 or more nodes whose failing ports are at least this share of "
+    "the node ports cabled to it",
 }
 
 

@@ -161,7 +161,7 @@ def _switch(switch: SuspectSwitch) -> List[str]:
     head = (
         f"  {inert(switch.peer_name)}{guid}: {switch.failing_node_count} of "
         f"{switch.attached_node_count} attached nodes fail on it "
-        f"({len(switch.failing_ports)} port{'s' if len(switch.failing_ports) != 1 else ''}"
+        f"({len(switch.failing_ports)} of {switch.attached_port_count} node ports"
         + (f": {', '.join(map(str, ports))}" if ports else "")
         + f"): {inert(switch.failing_nodes)}"
     )

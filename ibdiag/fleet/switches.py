@@ -7,10 +7,13 @@ switch. Cost: one pass over every node's ports, O(nodes x ports).
 
 **Blame.** A node's port *fails* when its own worst result or its cable's is fail or error.
 Healthy is no failing port: nothing is listed. Every switch with a failing port is listed with
-those ports (and the checks that failed on them), its failing nodes and the nodes cabled to it;
-it is the *suspect* when ``switch_min_nodes`` nodes fail on it, or at least
-``switch_min_share`` of the nodes cabled to it (and at least 2) do - then its nodes' tickets go
-to the switch (``analyze`` moves them from drain to switch-suspect).
+those ports (and the checks that failed on them), its failing nodes and the nodes and node
+ports cabled to it; it is the *suspect* when ``switch_min_nodes`` nodes fail on it, or when at
+least 2 nodes do and their failing ports are at least ``switch_min_share`` of the node ports
+cabled to it - then its nodes' tickets go to the switch (``analyze`` moves them from drain to
+switch-suspect). The share counts ports, not nodes: a switch is a set of ports, and a node
+with two HCAs on one leaf is two chances to see that leaf fail (one failing of its two is half
+its ports, not "the node"); k counts nodes, as independent faults to weigh against one switch.
 
 **Rails.** A rail-optimized fabric cables HCA k of every node to the leaf (or leaves, one per
 scalable unit) of rail k, so that NCCL's rail-aligned traffic never crosses the spine. Seen from
@@ -56,6 +59,7 @@ class _Switch:
         self.names: Counter = Counter()
         self.guid: Optional[str] = None
         self.attached: Set[str] = set()
+        self.ports = 0  # node ports cabled to it
         self.failing: List[SwitchPort] = []
         self.rails: Counter = Counter()  # rail -> node ports of that rail on this switch
 
@@ -97,6 +101,7 @@ def _switches(nodes: Sequence[NodeSummary], keys: Keys) -> Dict[str, _Switch]:
             switch.names[far.peer_name or far.peer_guid or key] += 1
             switch.guid = switch.guid or far.peer_guid
             switch.attached.add(node.host)
+            switch.ports += 1
             if port.rail is not None:
                 switch.rails[port.rail] += 1
             if fails(port):
@@ -123,9 +128,9 @@ def blame_switches(nodes: Sequence[NodeSummary], settings: FleetSettings) -> Lis
         if not switch.failing:
             continue
         failing_nodes = {port.host for port in switch.failing}
-        count, attached = len(failing_nodes), len(switch.attached)
+        count = len(failing_nodes)
         suspect = count >= settings.switch_min_nodes or (
-            count >= 2 and count >= settings.switch_min_share * attached
+            count >= 2 and len(switch.failing) >= settings.switch_min_share * switch.ports
         )
         found.append(
             SuspectSwitch(
@@ -136,7 +141,8 @@ def blame_switches(nodes: Sequence[NodeSummary], settings: FleetSettings) -> Lis
                 ),
                 failing_nodes=compress(failing_nodes),
                 failing_node_count=count,
-                attached_node_count=attached,
+                attached_node_count=len(switch.attached),
+                attached_port_count=switch.ports,
                 suspect=suspect,
             )
         )
