@@ -90,16 +90,19 @@ class Drift(_Frozen):
 
 
 class SwitchPort(_Frozen):
-    """One failing or outlying port of a switch: its port number, and the node end."""
+    """One failing or outlying port of a switch: its port number, the node end, and what is
+    wrong there: the checks that failed, or the outliers of the node's rail on that port."""
 
     peer_port: Optional[int] = None
     host: str
     target: str  # the node's port: mlx5_3:1
-    checks: List[str]  # failing check ids (link.partner, counters.partner, link.state, ...)
+    checks: List[str] = []  # failing check ids (link.partner, counters.partner, link.state, ...)
+    outliers: List[Outlier] = []  # an outlying port's metrics (its rail's, as in ``outliers``)
 
 
 class SuspectSwitch(_Frozen):
-    """A switch whose ports fail on several nodes: open one ticket for it."""
+    """A switch with failing or outlying node ports; the ``suspect`` ones get one ticket. Only
+    failing ports make a suspect (``ibdiag.fleet.switches`` says why)."""
 
     peer_guid: Optional[str] = None
     peer_name: str
@@ -109,6 +112,10 @@ class SuspectSwitch(_Frozen):
     attached_node_count: int  # nodes with at least one port cabled to it
     attached_port_count: int  # node ports cabled to it (switch_min_share's denominator)
     suspect: bool  # over the settings' k / share: its nodes are switch-suspect, not drained
+    # Ports whose rail is an outlier (and does not fail): listed, never counted for ``suspect``.
+    outlying_ports: List[SwitchPort] = []
+    outlying_nodes: str = ""  # compressed
+    outlying_node_count: int = 0
 
 
 class RailMisplacement(_Frozen):

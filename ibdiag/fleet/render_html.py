@@ -85,6 +85,17 @@ def outlier_rows(outliers: List[Outlier]) -> List[Dict[str, object]]:
     return rows
 
 
+def outlier_text(outlier: Outlier) -> str:
+    """``ib_write_bw loopback bandwidth 312.0 Gb/s vs median 392.0 (-20.4%)``: a switch port's
+    outlier, in one line."""
+    label, unit = metric_label(outlier.metric)
+    unit = f" {unit}" if unit else ""
+    return (
+        f"{label} {number(outlier.value)}{unit} vs median {number(outlier.median)}{unit} "
+        f"({outlier.gap * 100:+.1f}%)"
+    )
+
+
 def switch_order(switches: List[SuspectSwitch]) -> List[SuspectSwitch]:
     """The suspects first (a ticket each), then the switches below the threshold; otherwise
     in the report's order."""
@@ -120,5 +131,6 @@ def render_html(report: FleetReport) -> str:
         outliers=outlier_rows(report.outliers),
         settings=settings_rows(report.settings),
         rail_label=rail_label,
+        outlier_text=outlier_text,
         groups_total=lambda groups: sum(group.count for group in groups),
     )
