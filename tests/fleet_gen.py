@@ -45,9 +45,9 @@ Planted (``plan_fleet``: nodes drawn by the seed among full SUs, each fault on i
 - ``bad_port``: one node elsewhere whose one far-end port went down: drained.
 
 ``truth.json`` says what ``ibdiag fleet report`` must find and nothing more (``fleet_truth``):
-the outliers, drift, switches (with their failing ports and whether they are the suspect), rail
-misplacements, and each node's verdict and drain reason as ibdiag graded it, with the drain /
-switch-suspect / warning groups they make.
+the outliers, drift, switches (with their failing and outlying ports and whether they are the
+suspect), rail misplacements, and each node's verdict and drain reason as ibdiag graded it,
+with the drain / switch-suspect / warning groups they make.
 
 The same ``(nodes, seed)`` writes byte-identical files, with any number of worker processes: a
 node depends only on the plan and its own ``random.Random(f"{seed}:{index}")``.
@@ -986,6 +986,26 @@ def fleet_truth(fleet: FleetPlan, written: Iterable[Written]) -> Dict[str, Any]:
         {"peer_name": bad["peer_name"], "suspect": False, "failing_nodes": [bad["host"]],
          "attached_node_count": SU_SIZE, "failing_ports": [failing(bad["host"], bad["rail"])]},
     ]  # fmt: skip
+    # Every outlier on a rail is an outlying port of the leaf that rail lands on (its node's
+    # cables all pass: each planted fault is on a node of its own).
+    by_leaf = {entry["peer_name"]: entry for entry in switches}
+    for item in outliers:
+        if item["rail"] is None:
+            continue
+        node = fleet.node(fleet.hosts.index(item["host"]))
+        leaf = leaf_name(node.su, node.leaf_rail(item["rail"]))
+        entry = by_leaf.get(leaf)
+        if entry is None:
+            entry = {"peer_name": leaf, "suspect": False, "failing_nodes": [],
+                     "attached_node_count": SU_SIZE, "failing_ports": []}  # fmt: skip
+            by_leaf[leaf] = entry
+            switches.append(entry)
+        entry.setdefault("outlying_ports", []).append(
+            {**failing(item["host"], item["rail"]), "metrics": [item["metric"]]}
+        )
+    for entry in switches:
+        entry["attached_port_count"] = entry["attached_node_count"]  # one port per leaf a node
+        entry.setdefault("outlying_ports", [])
     suspects = set(switch["hosts"])
     return {
         "nodes": fleet.nodes,

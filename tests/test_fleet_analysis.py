@@ -304,6 +304,7 @@ def test_several_nodes_failing_on_one_switch_make_it_the_suspect():
         "leaf07", True, "gpu[001-003]"
     )  # fmt: skip
     assert (suspect.failing_node_count, suspect.attached_node_count) == (3, 10)
+    assert suspect.attached_port_count == 10
     assert [(p.peer_port, p.host, p.target, p.checks) for p in suspect.failing_ports] == [
         (20, "gpu001", "mlx5_0:1", ["counters.partner"]),
         (21, "gpu002", "mlx5_0:1", ["counters.partner"]),
@@ -323,6 +324,36 @@ def test_a_share_of_a_small_switch_makes_it_the_suspect():
     assert blame_switches(half, strict)[0].suspect is False  # 2 of 3 < 100%
 
 
+def on_edge(host: str, rails: int, failing: int, first_port: int) -> NodeSummary:
+    """A node whose ``rails`` HCAs all land on leaf edge, the first ``failing`` of them failing
+    there."""
+    bad = {"cable_status": "fail", "checks": ["counters.partner"]}
+    ports = [port(r, "edge", first_port + r, **(bad if r < failing else {})) for r in range(rails)]
+    return node(host, rails=rails, ports=ports)
+
+
+def test_the_share_counts_node_ports_not_nodes():
+    """k counts nodes; the share counts node ports, so a node with several HCAs on one leaf
+    weighs as many ports - here the two counts disagree, both ways (share 0.5, k 3)."""
+    # 2 of 4 nodes fail (half the nodes), but on 2 of the leaf's 8 node ports: no suspect
+    fleet = [on_edge("gpu001", 1, 1, 1), on_edge("gpu002", 1, 1, 2)]
+    fleet += [on_edge("gpu003", 3, 0, 3), on_edge("gpu004", 3, 0, 6)]
+    (edge,) = blame_switches(fleet, SETTINGS)
+    assert (edge.failing_node_count, edge.attached_node_count) == (2, 4)
+    assert (len(edge.failing_ports), edge.attached_port_count) == (2, 8)
+    assert edge.suspect is False
+    # 2 of 6 nodes fail (a third), but on 6 of its 10 node ports: the suspect
+    fleet = [on_edge("gpu001", 3, 3, 1), on_edge("gpu002", 3, 3, 4)]
+    fleet += [on_edge(h, 1, 0, 7 + i) for i, h in enumerate(hosts(4, 3))]
+    (edge,) = blame_switches(fleet, SETTINGS)
+    assert (edge.failing_node_count, edge.attached_node_count) == (2, 6)
+    assert (len(edge.failing_ports), edge.attached_port_count) == (6, 10)
+    assert edge.suspect is True
+    # one node failing on every port of a leaf it alone uses is still no switch's fault
+    (alone,) = blame_switches([on_edge("gpu001", 2, 2, 1)], SETTINGS)
+    assert alone.attached_port_count == 2 and alone.suspect is False
+
+
 def test_warnings_and_other_hcas_are_no_switch_blame():
     warned = [failing_node(h, "leaf07", i, cable_status="warn") for i, h in enumerate(hosts(4))]
     b2b = [failing_node(h, "gpu900", i, peer_type="Channel Adapter") for i, h in
@@ -336,6 +367,70 @@ def test_a_switch_read_by_name_only_is_the_one_its_guid_names():
     fleet.append(failing_node("gpu100", "leaf07", 9, guid=False))
     (found,) = blame_switches(fleet, SETTINGS)
     assert found.failing_node_count == 3 and found.peer_guid is not None
+
+
+FAR_SYMBOL = ERROR_RATE_PREFIX + "partner:symbol_error"
+
+
+def on_two_leaves(
+    index: int, host: str, bw1: float = 400.0, far_rate: float = 0.0, failing: bool = False
+) -> NodeSummary:
+    """A node with rail 0 on leafA and rail 1 on leafB (port index + 1 of each), measured on
+    both rails (``bw1``: rail 1's ib_write_bw), graded against a baseline; ``far_rate``: leafB's
+    end of its rail-1 cable counting symbol errors; ``failing``: that cable fails."""
+    metrics = [Metric(name=IB_WRITE_BW, rail=0, value=400.0)]
+    metrics.append(Metric(name=IB_WRITE_BW, rail=1, value=bw1))
+    if far_rate:
+        metrics.append(Metric(name=FAR_SYMBOL, rail=1, value=far_rate))
+    metrics.append(Metric(name=NCCL_TESTS_BUSBW, value=480.0 if index != 9 else 360.0))
+    bad = {"cable_status": "fail", "checks": ["counters.partner"]} if failing else {}
+    return node(
+        host,
+        rails=2,
+        ports=[port(0, "leafA", index + 1), port(1, "leafB", index + 1, **bad)],
+        metrics=metrics,
+        rate_window_hours=24.0,
+        verdict="CRITICAL" if failing else "OK",
+        drain_reason=LINK_FAIL.format(rail=1) if failing else "",
+    )
+
+
+def test_outlying_ports_are_listed_on_their_switch_but_make_no_suspect():
+    """An outlier on a rail is listed on the switch that rail's port lands on, with the
+    metric; outliers count for no suspect (2 failing + 2 outlying nodes on leafB: 4 >= k, but
+    only the 2 failing count); a failing rail's outlier and a node-wide one name no port."""
+    fleet = [on_two_leaves(i, h) for i, h in enumerate(hosts(20))]
+    fleet[2] = on_two_leaves(2, "gpu003", bw1=320.0)  # rail 1 20% slow
+    fleet[4] = on_two_leaves(4, "gpu005", far_rate=40.0)  # leafB's port errs at 40/h
+    fleet[6] = on_two_leaves(6, "gpu007", bw1=310.0, failing=True)  # slow, but it fails
+    fleet[7] = on_two_leaves(7, "gpu008", failing=True)
+    report = analyze(fleet, SETTINGS)
+    assert {(o.host, o.metric, o.rail) for o in report.outliers} == {
+        ("gpu003", IB_WRITE_BW, 1),
+        ("gpu005", FAR_SYMBOL, 1),
+        ("gpu010", NCCL_TESTS_BUSBW, None),  # node-wide: on no switch
+    }
+    (leaf_b,) = report.switches  # leafA: nothing fails or stands out there
+    assert (leaf_b.peer_name, leaf_b.suspect, leaf_b.failing_nodes) == (
+        "leafB",
+        False,
+        "gpu[007-008]",
+    )
+    assert (leaf_b.outlying_nodes, leaf_b.outlying_node_count) == ("gpu[003,005]", 2)
+    assert [(p.peer_port, p.host, p.target, p.checks) for p in leaf_b.outlying_ports] == [
+        (3, "gpu003", "mlx5_1:1", []),
+        (5, "gpu005", "mlx5_1:1", []),
+    ]
+    by_host = {o.host: o for o in report.outliers}
+    assert [p.outliers for p in leaf_b.outlying_ports] == [[by_host["gpu003"]], [by_host["gpu005"]]]
+    assert report.switch_suspect == [] and {g.nodes for g in report.drain} == {"gpu[007-008]"}
+    # a third failing node makes it the suspect: failing ports decide, outlying ones ride along
+    fleet[8] = on_two_leaves(8, "gpu009", failing=True)
+    (leaf_b,) = analyze(fleet, SETTINGS).switches
+    assert leaf_b.suspect and leaf_b.failing_node_count == 3 and leaf_b.outlying_node_count == 2
+    # without a far end, an outlier is on no switch
+    blind = [n.model_copy(update={"ports": [port(0), port(1)]}) for n in fleet[:7]]
+    assert blame_switches(blind, SETTINGS, report.outliers) == []
 
 
 # --- rail conformance -------------------------------------------------------------------------

@@ -318,18 +318,29 @@ def test_the_suspect_switch_and_the_single_bad_port(fleet, fleet_report):
     found = {
         s["peer_name"]: (s["suspect"], sorted(expand(s["failing_nodes"])),
                          s["failing_node_count"], s["attached_node_count"],
+                         s["attached_port_count"],
                          sorted((p["host"], p["target"], p["peer_port"])
-                                for p in s["failing_ports"]))
+                                for p in s["failing_ports"]),
+                         sorted((p["host"], p["target"], p["peer_port"],
+                                 sorted(o["metric"] for o in p["outliers"]))
+                                for p in s["outlying_ports"]))
         for s in report["switches"]
     }  # fmt: skip
     expected = {
         s["peer_name"]: (s["suspect"], s["failing_nodes"], len(s["failing_nodes"]),
-                         s["attached_node_count"],
+                         s["attached_node_count"], s["attached_port_count"],
                          sorted((p["host"], p["target"], p["peer_port"])
-                                for p in s["failing_ports"]))
+                                for p in s["failing_ports"]),
+                         sorted((p["host"], p["target"], p["peer_port"], sorted(p["metrics"]))
+                                for p in s["outlying_ports"]))
         for s in truth["switches"]
     }  # fmt: skip
     assert found == expected
+    # the slow rails' and the erring ports' leaves are listed, by their outlying ports only
+    planted = truth["planted"]
+    assert sum(len(s["outlying_ports"]) for s in truth["switches"]) == len(
+        planted["slow_rail"]
+    ) + len(planted["rate"])
 
 
 def test_the_swapped_cables_and_nothing_else(fleet, fleet_report):

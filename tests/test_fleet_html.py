@@ -51,6 +51,17 @@ WHEN = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc)
 
 def full_report(evil: str = HOSTILE) -> FleetReport:
     """Every section filled; ``evil`` in every free-text field a node or switch could set."""
+    slow = Outlier(
+        host=f"gpu501{evil}",
+        metric="ib_write_bw_gbps",
+        rail=3,
+        value=318.4,
+        median=392.25,
+        mad=1.5,
+        gap=-0.1883,
+        peers=20,
+        direction="low",
+    )
     return FleetReport(
         tool_version="9.8.7",
         generated_at=WHEN,
@@ -70,17 +81,7 @@ def full_report(evil: str = HOSTILE) -> FleetReport:
         unknown=[NodeGroup(reason="ibstat timed out", nodes="gpu301", count=1)],
         missing=NodeGroup(reason="expected, no report", nodes="gpu[401]", count=1),
         outliers=[
-            Outlier(
-                host=f"gpu501{evil}",
-                metric="ib_write_bw_gbps",
-                rail=3,
-                value=318.4,
-                median=392.25,
-                mad=1.5,
-                gap=-0.1883,
-                peers=20,
-                direction="low",
-            ),
+            slow,
             Outlier(
                 host="gpu502",
                 metric="error_rate:symbol_error",
@@ -132,7 +133,13 @@ def full_report(evil: str = HOSTILE) -> FleetReport:
                 failing_nodes="gpu701",
                 failing_node_count=1,
                 attached_node_count=16,
+                attached_port_count=16,
                 suspect=False,
+                outlying_ports=[
+                    SwitchPort(peer_port=6, host=slow.host, target="mlx5_3:1", outliers=[slow])
+                ],
+                outlying_nodes=slow.host,
+                outlying_node_count=1,
             ),
             SuspectSwitch(
                 peer_guid=f"0x7cfe900300aabb07{evil}",
@@ -151,6 +158,7 @@ def full_report(evil: str = HOSTILE) -> FleetReport:
                 failing_nodes="gpu[101-104]",
                 failing_node_count=4,
                 attached_node_count=8,
+                attached_port_count=8,
                 suspect=True,
             ),
         ],
@@ -223,11 +231,13 @@ def test_every_section_of_a_full_report_is_shown():
 
     switches = cells(found["switches"])
     assert "Switch suspects (1)" in switches
-    assert "at least 4 nodes, or 50% of the nodes" in switches  # the settings used
+    assert "at least 4 nodes fail, or at least 2 nodes on at least 50% of the node ports" in (
+        switches
+    )  # the settings used
     # The suspect first, with its GUID, its counts and its ports (switch port <-> node port).
     suspect, below = switches.split("below the threshold (1)")
     assert "leaf07 GUID 0x7cfe900300aabb07 suspect: open a ticket" in suspect
-    assert "4 of 8 attached nodes fail on it: gpu[101-104]" in suspect
+    assert "4 of 8 attached nodes (2 of 8 node ports) fail on it: gpu[101-104]" in suspect
     assert "leaf07/21 ↔ gpu101 mlx5_3:1 counters.partner , link.partner" in suspect
     assert "leaf07/? ↔ gpu102 mlx5_3:1" in suspect
     assert "Nodes on suspect switches (4)" in suspect
@@ -235,6 +245,15 @@ def test_every_section_of_a_full_report_is_shown():
     assert "leaf09 GUID 0x7cfe900300aabb01" in below and "1 of 16 attached nodes" in below
     assert "leaf09/5" in below and "gpu701 mlx5_2:1 link.state" in below
     assert "leaf09" not in suspect
+    # its outlying port, with the metric, beside its failing one
+    assert (
+        "1 of 16 attached nodes (1 of 16 node ports) outlying against their rail's peers: gpu501"
+    ) in below
+    assert (
+        "leaf09/6 ↔ gpu501 mlx5_3:1 outlier: ib_write_bw loopback bandwidth 318.4 Gb/s vs "
+        "median 392.2 Gb/s (-18.8%)"
+    ) in below
+    assert "outlier:" not in suspect and "gpu501" not in suspect
 
     outliers = cells(found["outliers"])
     assert "Outliers (3)" in outliers and "by more than 15%" in outliers
@@ -315,6 +334,7 @@ def test_hostile_names_stay_inert_text():
     assert f"leaf07{ESCAPED}" in found["switches"]
     assert f"0x7cfe900300aabb07{ESCAPED}" in found["switches"]
     assert f"gpu102{ESCAPED}" in found["switches"]
+    assert f"gpu501{ESCAPED}</code></td>" in found["switches"]  # an outlying port's node
     assert f"<code>{ESCAPED}</code>" in found["switches"]  # a failing check's name
     assert f"gpu501{ESCAPED}" in found["outliers"]
     assert f"28.36.1010{ESCAPED}" in found["drift"]

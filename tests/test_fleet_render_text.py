@@ -57,10 +57,49 @@ def switch(name: str, suspect: bool, ports: int) -> SuspectSwitch:
             )
             for n in range(1, ports + 1)
         ],
-        failing_nodes=f"gpu[001-{ports:03d}]",
+        failing_nodes=f"gpu[001-{ports:03d}]" if ports else "",
         failing_node_count=ports,
         attached_node_count=16,
+        attached_port_count=20,
         suspect=suspect,
+    )
+
+
+SLOW_017 = Outlier(
+    host="gpu017",
+    metric="ib_write_bw_gbps",
+    rail=3,
+    value=312.4,
+    median=392.0,
+    mad=2.1,
+    gap=-0.2031,
+    peers=64,
+    direction="low",
+)
+ERRING_018 = Outlier(
+    host="gpu018",
+    metric="error_rate:partner:symbol_error",
+    rail=3,
+    value=40.0,
+    median=0.0,
+    mad=0.0,
+    gap=40.0,
+    peers=64,
+    direction="high",
+)
+
+
+def outlying(switch: SuspectSwitch) -> SuspectSwitch:
+    """``switch`` with two outlying ports (gpu017's slow rail 3, gpu018's erring far end)."""
+    return switch.model_copy(
+        update={
+            "outlying_ports": [
+                SwitchPort(peer_port=37, host="gpu017", target="mlx5_3:1", outliers=[SLOW_017]),
+                SwitchPort(peer_port=38, host="gpu018", target="mlx5_3:1", outliers=[ERRING_018]),
+            ],
+            "outlying_nodes": "gpu[017-018]",
+            "outlying_node_count": 2,
+        }
     )
 
 
@@ -80,17 +119,8 @@ def test_every_section_in_order():
         unknown=[NodeGroup(reason="no InfiniBand device found", nodes="login1", count=1)],
         missing=NodeGroup(reason="expected, no report", nodes="gpu128", count=1),
         outliers=[
-            Outlier(
-                host="gpu017",
-                metric="ib_write_bw_gbps",
-                rail=3,
-                value=312.4,
-                median=392.0,
-                mad=2.1,
-                gap=-0.2031,
-                peers=64,
-                direction="low",
-            ),
+            SLOW_017,
+            ERRING_018,
             Outlier(
                 host="gpu020",
                 metric="nccl_tests_busbw_gbytes",
@@ -117,7 +147,11 @@ def test_every_section_in_order():
                 others=[DriftValue(value="(unknown)", nodes="gpu099", count=1)],
             ),
         ],
-        switches=[switch("leaf07", True, 9), switch("leaf09", False, 1)],
+        switches=[
+            switch("leaf07", True, 9),
+            outlying(switch("leaf09", False, 1)),
+            outlying(switch("leaf11", False, 0)),  # outlying ports only
+        ],
         rail_misplacements=[
             RailMisplacement(
                 host="gpu044",
@@ -147,17 +181,25 @@ EXPECTED = [
     "  ibdiag: mlx5_3:1 counters.partner: gpu[001-009] (9)",
     "",
     "switches to ticket:",
-    "  leaf07 (0x0002c90300a1b2c3): 9 of 16 attached nodes fail on it (9 ports: 21, 22, "
-    "23, 24, 25, 26, 27, 28, 29): gpu[001-009]",
+    "  leaf07 (0x0002c90300a1b2c3): 9 of 16 attached nodes fail on it (9 of 20 node ports: 21, "
+    "22, 23, 24, 25, 26, 27, 28, 29): gpu[001-009]",
     *[
         f"    port {20 + n} <- gpu{n:03d} mlx5_3:1: counters.partner, link.partner"
         for n in range(1, 9)
     ],
     "    and 1 more port",
     "",
-    "switches with failing ports (below the suspect threshold):",
-    "  leaf09: 1 of 16 attached nodes fail on it (1 port: 21): gpu[001-001]",
+    "switches with failing or outlying ports (below the suspect threshold):",
+    "  leaf09: 1 of 16 attached nodes fail on it (1 of 20 node ports: 21): gpu[001-001]; "
+    "2 of 16 attached nodes outlying (2 of 20 node ports: 37, 38): gpu[017-018]",
     "    port 21 <- gpu001 mlx5_3:1: counters.partner, link.partner",
+    "    port 37 <- gpu017 mlx5_3:1: outlier ib_write_bw_gbps 312 vs median 392 (-20.3%)",
+    "    port 38 <- gpu018 mlx5_3:1: outlier error_rate:partner:symbol_error 40 vs median 0 "
+    "(+4000.0%)",
+    "  leaf11: 2 of 16 attached nodes outlying (2 of 20 node ports: 37, 38): gpu[017-018]",
+    "    port 37 <- gpu017 mlx5_3:1: outlier ib_write_bw_gbps 312 vs median 392 (-20.3%)",
+    "    port 38 <- gpu018 mlx5_3:1: outlier error_rate:partner:symbol_error 40 vs median 0 "
+    "(+4000.0%)",
     "",
     "warnings (by reason):",
     "  ibdiag: mlx5_0:1 counters.rate: gpu044 (1)",
@@ -167,6 +209,8 @@ EXPECTED = [
     "",
     "outliers (against their rail's peers):",
     "  gpu017 rail 3 ib_write_bw_gbps 312 vs median 392 (-20.3%, low; 64 peers, MAD 2.1)",
+    "  gpu018 rail 3 error_rate:partner:symbol_error 40 vs median 0 (+4000.0%, high; 64 peers, "
+    "MAD 0)",
     "  gpu020 node-wide nccl_tests_busbw_gbytes 150 vs median 180 (-16.7%, low; 64 peers, MAD 1.5)",
     "",
     "drift (the majority, then the others):",
@@ -225,7 +269,30 @@ def test_nothing_read_from_a_node_can_steer_the_terminal_or_forge_a_line():
                 failing_nodes=evil,
                 failing_node_count=1,
                 attached_node_count=1,
+                attached_port_count=2,
                 suspect=True,
+                outlying_ports=[
+                    SwitchPort(
+                        peer_port=2,
+                        host=evil,
+                        target=evil,
+                        outliers=[
+                            Outlier(
+                                host=evil,
+                                metric=evil,
+                                rail=0,
+                                value=1.0,
+                                median=2.0,
+                                mad=0.1,
+                                gap=-0.5,
+                                peers=5,
+                                direction=evil,
+                            )
+                        ],
+                    )
+                ],
+                outlying_nodes=evil,
+                outlying_node_count=1,
             )
         ],
         rail_misplacements=[

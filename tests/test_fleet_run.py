@@ -92,17 +92,47 @@ def test_nodes_slurm_cannot_run_are_kept_from_srun_with_their_state():
     asked = ["gpu01", "gpu02", "gpu03", "gpu04", "gpu05", "gpu06", "gpu07", "gpu08", "gpu99"]
     found = run.plan([*asked, "gpu01"], states)
     assert found.expected == asked  # each node once, in the order given
-    assert found.to_run == ["gpu01", "gpu04", "gpu06", "gpu08"]
+    assert found.to_run == ["gpu01", "gpu04", "gpu08"]
     assert found.not_run == {
         "gpu02": "not run: Slurm state drained",
         "gpu03": "not run: Slurm state down*",
         "gpu05": "not run: Slurm state idle*",
+        "gpu06": "not run: Slurm state allocated (busy)",
         "gpu07": "not run: Slurm state draining",
         "gpu99": "not run: not a node known to Slurm (sinfo does not list it)",
     }
     partition = run.plan(None, states, "gpu")
     assert partition.expected == list(states)  # a partition: every node sinfo lists
     assert "in partition gpu" in run.plan(["x1"], {}, "gpu").not_run["x1"]
+
+
+def test_busy_nodes_are_kept_from_srun_unless_included_and_mixed_ones_at_level_full():
+    """srun allocates all its nodes or none: a node busy with jobs would hold every other
+    node's check, so by default it is not run. Mixed (a job on some CPUs) is busy only for
+    level full, which moves traffic; --include-busy gives srun every runnable node."""
+    states = run.parse_sinfo(
+        "n1|idle\nn2|allocated\nn3|mixed\nn4|allocated$\nn5|allocated*\nn6|completing\n"
+    )
+    nodes = list(states)
+    assert run.busy_states("quick") == run.busy_states("standard") == {"allocated"}
+    assert run.busy_states("full") == {"allocated", "mixed"}
+    assert run.busy_states("full", include_busy=True) == set()
+    for level, to_run in [
+        ("quick", ["n1", "n3", "n6"]),
+        ("standard", ["n1", "n3", "n6"]),
+        ("full", ["n1", "n6"]),
+    ]:
+        found = run.plan(nodes, states, busy=run.busy_states(level))
+        assert found.to_run == to_run, level
+        assert found.not_run["n2"] == "not run: Slurm state allocated (busy)"
+        assert found.not_run["n4"] == "not run: Slurm state allocated$ (busy)"  # in a maint resv
+        assert found.not_run["n5"] == "not run: Slurm state allocated*"  # not responding
+    assert run.plan(nodes, states, busy=run.busy_states("full")).not_run["n3"] == (
+        "not run: Slurm state mixed (busy)"
+    )
+    included = run.plan(nodes, states, busy=run.busy_states("full", include_busy=True))
+    assert included.to_run == ["n1", "n2", "n3", "n4", "n6"]
+    assert included.not_run == {"n5": "not run: Slurm state allocated*"}
 
 
 # --- the srun command -------------------------------------------------------------------------
@@ -454,6 +484,30 @@ def test_the_run_with_stand_in_slurm_nodes_down_srun_failing(tmp_path):
     assert done.stdout.startswith("ibdiag fleet run: 0 of 3 nodes answered in ")
 
 
+def test_the_run_keeps_busy_nodes_from_srun_unless_included(tmp_path):
+    body = "print('srun: error: Unable to allocate resources: oops', file=sys.stderr)\nsys.exit(1)"
+    sinfo, srun, record = fake_slurm(
+        tmp_path, "gpu01|idle\\ngpu02|allocated\\ngpu03|mixed\\n", body
+    )
+    busy = "ibdiag: fleet run: {}: never answered: not run: Slurm state {} (busy)"
+    for level, extra, nodelist, kept in [
+        ("standard", (), "gpu01,gpu03", [("gpu02", "allocated")]),
+        ("full", (), "gpu01", [("gpu02", "allocated"), ("gpu03", "mixed")]),
+        ("full", ("--include-busy",), "gpu01,gpu02,gpu03", []),
+    ]:
+        out = tmp_path / f"out-{level}-{len(extra)}"
+        done = ibdiag(
+            "fleet", "run", "--nodes", "gpu[01-03]", "-o", str(out), "--level", level, *extra,
+            "--srun", srun, "--sinfo", sinfo,
+        )  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        assert f"--nodelist={nodelist}" in json.loads(record.read_text()), (level, extra)
+        lines = done.stderr.splitlines()
+        assert [line for line in lines if "not run" in line] == [busy.format(*k) for k in kept]
+        summary = FleetRun.model_validate_json((out / SUMMARY_NAME).read_text())
+        assert summary.never_answered_nodes == ["gpu01", "gpu02", "gpu03"]
+
+
 def test_srun_still_running_after_every_node_answered_is_stopped(tmp_path, monkeypatch):
     sent = status("gpu01", rc=0, verdict="OK", report="gpu01.json", size=2)
     body = f"print({sent.line()!r}, flush=True)\nprint('stray output', flush=True)\ntime.sleep(600)"
@@ -652,6 +706,64 @@ def test_real_slurm_a_drained_node_is_not_given_to_srun(slurm, tmp_path):
     assert done.returncode == 3 and took < 30
     assert done.stderr.splitlines() == [
         f"ibdiag: fleet run: {slurm.node_name}: never answered: not run: Slurm state drained"
+    ]
+
+
+@pytest.fixture
+def hold_node(slurm):
+    """``hold(*sbatch_args)``: a job sleeping on the node (``--exclusive``: every CPU, the node
+    ALLOCATED; one CPU: MIXED), waited for until the node is busy; returns the node's state.
+    The jobs are cancelled afterwards, and the node back to IDLE."""
+    jobs = []
+
+    def busy() -> str:
+        state = slurm.node_state()[0]
+        return state if state in ("ALLOCATED", "MIXED") else ""
+
+    def hold(*args: str) -> str:
+        jobs.append(slurm.sbatch(None, *args, wrap="sleep 600"))
+        return slurm.wait_for(busy, 30, "the job on the node")
+
+    yield hold
+    for job in jobs:
+        slurm.run("scancel", str(job), check=False)
+    slurm.wait_for_node_state("IDLE", timeout=60)
+
+
+def test_real_slurm_an_allocated_node_is_not_run_unless_included(slurm, tmp_path, hold_node):
+    assert hold_node("--exclusive") == "ALLOCATED"
+    done, took = fleet_run(slurm, "--nodes", slurm.node_name, "-o", str(tmp_path / "b"),
+                           "--sysfs", GOOD)  # fmt: skip
+    assert done.returncode == 3 and took < 30, done.stderr
+    assert done.stderr.splitlines() == [
+        f"ibdiag: fleet run: {slurm.node_name}: never answered: not run: Slurm state allocated "
+        "(busy)"
+    ]
+    assert FleetRun.model_validate_json((tmp_path / "b" / SUMMARY_NAME).read_text()).srun_argv == []
+    # --include-busy: srun waits for the node, up to --wait-for-nodes, then gives up
+    done, took = fleet_run(slurm, "--nodes", slurm.node_name, "-o", str(tmp_path / "i"),
+                           "--sysfs", GOOD, "--include-busy", "--wait-for-nodes", "3")  # fmt: skip
+    assert done.returncode == 3 and 3 <= took < 30, done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"ibdiag: fleet run: {slurm.node_name}: never answered: no answer: its task never ran, "
+        "or died before it could say; srun exited 1: srun: error: "
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_real_slurm_a_mixed_node_runs_quick_beside_its_job_but_not_full(slurm, tmp_path, hold_node):
+    if hold_node("--ntasks=1", "--cpus-per-task=1") != "MIXED":
+        pytest.fail("a 1-CPU job took the whole node: it needs two cores for this test")
+    done, _ = fleet_run(slurm, "--nodes", slurm.node_name, "-o", str(tmp_path / "q"),
+                        "--sysfs", GOOD)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "q" / f"{slurm.node_name}.json").is_file()
+    # level full moves traffic: not beside a job (the check itself never starts)
+    done, took = fleet_run(slurm, "--nodes", slurm.node_name, "-o", str(tmp_path / "f"),
+                           "--level", "full", "--sysfs", GOOD)  # fmt: skip
+    assert done.returncode == 3 and took < 30, done.stderr
+    assert done.stderr.splitlines() == [
+        f"ibdiag: fleet run: {slurm.node_name}: never answered: not run: Slurm state mixed (busy)"
     ]
 
 

@@ -42,7 +42,8 @@ def analyze(
     duplicates: Sequence[NodeGroup] = (),
 ) -> FleetReport:
     """Everything the fleet report says about ``nodes`` (one summary per host)."""
-    switches = blame_switches(nodes, settings)
+    outliers = unexplained(find_outliers(nodes, settings), nodes)
+    switches = blame_switches(nodes, settings, outliers)
     on_suspect = suspect_ports(switches)
     counts = {verdict: 0 for verdict in (*VERDICTS, MISSING)}
     drain: Dict[str, Set[str]] = {}
@@ -74,7 +75,7 @@ def analyze(
         warnings=_groups(warnings),
         unknown=_groups(unknown),
         missing=missing if absent else None,
-        outliers=unexplained(find_outliers(nodes, settings), nodes),
+        outliers=outliers,
         drift=find_drift(nodes, settings),
         switches=switches,
         rail_misplacements=find_rail_misplacements(nodes, settings),

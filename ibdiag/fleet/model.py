@@ -34,10 +34,11 @@ class FleetSettings(_Frozen):
       increases per hour (and above the rail's median by the two cuts above), so a fleet of
       zeros flags nobody and one stray error does not make a node stand out.
     - ``switch_min_nodes`` 3 and ``switch_min_share`` 0.5: a switch is the suspect when at
-      least 3 nodes fail on ports of it, or at least half of the nodes cabled to it (and at
-      least 2) do: three independent node faults on one leaf in one run are far less likely
-      than one switch (or its power, firmware or uplink) fault; the nodes move from "drain" to
-      "switch-suspect" so the ticket goes to the switch, not to 18 nodes.
+      least 3 nodes fail on ports of it, or when at least 2 do and their failing ports are at
+      least half of the node ports cabled to it: three independent node faults on one leaf in
+      one run are far less likely than one switch (or its power, firmware or uplink) fault; the
+      nodes move from "drain" to "switch-suspect" so the ticket goes to the switch, not to 18
+      nodes. The share counts ports (a node with two HCAs on the leaf is two of its ports).
     """
 
     outlier_mad_factor: float = Field(default=3.0, gt=0)
@@ -89,16 +90,19 @@ class Drift(_Frozen):
 
 
 class SwitchPort(_Frozen):
-    """One failing or outlying port of a switch: its port number, and the node end."""
+    """One failing or outlying port of a switch: its port number, the node end, and what is
+    wrong there: the checks that failed, or the outliers of the node's rail on that port."""
 
     peer_port: Optional[int] = None
     host: str
     target: str  # the node's port: mlx5_3:1
-    checks: List[str]  # failing check ids (link.partner, counters.partner, link.state, ...)
+    checks: List[str] = []  # failing check ids (link.partner, counters.partner, link.state, ...)
+    outliers: List[Outlier] = []  # an outlying port's metrics (its rail's, as in ``outliers``)
 
 
 class SuspectSwitch(_Frozen):
-    """A switch whose ports fail on several nodes: open one ticket for it."""
+    """A switch with failing or outlying node ports; the ``suspect`` ones get one ticket. Only
+    failing ports make a suspect (``ibdiag.fleet.switches`` says why)."""
 
     peer_guid: Optional[str] = None
     peer_name: str
@@ -106,7 +110,12 @@ class SuspectSwitch(_Frozen):
     failing_nodes: str  # compressed
     failing_node_count: int
     attached_node_count: int  # nodes with at least one port cabled to it
+    attached_port_count: int  # node ports cabled to it (switch_min_share's denominator)
     suspect: bool  # over the settings' k / share: its nodes are switch-suspect, not drained
+    # Ports whose rail is an outlier (and does not fail): listed, never counted for ``suspect``.
+    outlying_ports: List[SwitchPort] = []
+    outlying_nodes: str = ""  # compressed
+    outlying_node_count: int = 0
 
 
 class RailMisplacement(_Frozen):

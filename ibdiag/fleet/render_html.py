@@ -38,7 +38,8 @@ SETTINGS: Dict[str, str] = {
     "outlier_min_nodes": "fewest peers on a rail for outliers to be looked for",
     "rate_floor_per_hour": "an error-counter rate is an outlier only above this (increases/hour)",
     "switch_min_nodes": "a switch is the suspect when at least this many nodes fail on it ...",
-    "switch_min_share": "... or at least this share of the nodes cabled to it (and 2 or more)",
+    "switch_min_share": "... or 2 or more nodes whose failing ports are at least this share of "
+    "the node ports cabled to it",
 }
 
 
@@ -84,6 +85,17 @@ def outlier_rows(outliers: List[Outlier]) -> List[Dict[str, object]]:
     return rows
 
 
+def outlier_text(outlier: Outlier) -> str:
+    """``ib_write_bw loopback bandwidth 312.0 Gb/s vs median 392.0 (-20.4%)``: a switch port's
+    outlier, in one line."""
+    label, unit = metric_label(outlier.metric)
+    unit = f" {unit}" if unit else ""
+    return (
+        f"{label} {number(outlier.value)}{unit} vs median {number(outlier.median)}{unit} "
+        f"({outlier.gap * 100:+.1f}%)"
+    )
+
+
 def switch_order(switches: List[SuspectSwitch]) -> List[SuspectSwitch]:
     """The suspects first (a ticket each), then the switches below the threshold; otherwise
     in the report's order."""
@@ -119,5 +131,6 @@ def render_html(report: FleetReport) -> str:
         outliers=outlier_rows(report.outliers),
         settings=settings_rows(report.settings),
         rail_label=rail_label,
+        outlier_text=outlier_text,
         groups_total=lambda groups: sum(group.count for group in groups),
     )

@@ -15,7 +15,7 @@ forge a line.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ibdiag.fleet.model import (
     Drift,
@@ -24,11 +24,12 @@ from ibdiag.fleet.model import (
     Outlier,
     RailMisplacement,
     SuspectSwitch,
+    SwitchPort,
 )
 from ibdiag.render.inert import inert
 
 COUNT_ORDER = ("OK", "WARNING", "CRITICAL", "UNKNOWN", "MISSING")
-_PORTS_SHOWN = 8  # a switch's failing ports listed one per line, then how many more
+_PORTS_SHOWN = 8  # a switch's failing (and outlying) ports one a line, then how many more
 
 
 def render_text(report: FleetReport) -> str:
@@ -43,7 +44,7 @@ def render_text(report: FleetReport) -> str:
     others = [switch for switch in report.switches if not switch.suspect]
     lines += _section("switches to ticket", (line for s in suspects for line in _switch(s)))
     lines += _section(
-        "switches with failing ports (below the suspect threshold)",
+        "switches with failing or outlying ports (below the suspect threshold)",
         (line for s in others for line in _switch(s)),
     )
     lines += _groups("warnings (by reason)", report.warnings)
@@ -156,24 +157,56 @@ def misplacement_line(item: RailMisplacement) -> str:
 
 
 def _switch(switch: SuspectSwitch) -> List[str]:
+    """The switch's head line (its failing, then its outlying nodes and ports), then its failing
+    ports with their checks and its outlying ports with their metrics, one a line."""
     guid = f" ({inert(switch.peer_guid)})" if switch.peer_guid else ""
-    ports = sorted({p.peer_port for p in switch.failing_ports if p.peer_port is not None})
-    head = (
-        f"  {inert(switch.peer_name)}{guid}: {switch.failing_node_count} of "
-        f"{switch.attached_node_count} attached nodes fail on it "
-        f"({len(switch.failing_ports)} port{'s' if len(switch.failing_ports) != 1 else ''}"
-        + (f": {', '.join(map(str, ports))}" if ports else "")
-        + f"): {inert(switch.failing_nodes)}"
-    )
-    lines = [head]
-    for port in switch.failing_ports[:_PORTS_SHOWN]:
+    parts = []
+    if switch.failing_ports:
+        parts.append(
+            f"{switch.failing_node_count} of {switch.attached_node_count} attached nodes fail on "
+            f"it ({_ports_of(switch, switch.failing_ports)}): {inert(switch.failing_nodes)}"
+        )
+    if switch.outlying_ports:
+        parts.append(
+            f"{switch.outlying_node_count} of {switch.attached_node_count} attached nodes "
+            f"outlying ({_ports_of(switch, switch.outlying_ports)}): "
+            f"{inert(switch.outlying_nodes)}"
+        )
+    lines = [f"  {inert(switch.peer_name)}{guid}: " + "; ".join(parts)]
+    lines += _port_lines(switch.failing_ports, _checks)
+    lines += _port_lines(switch.outlying_ports, _outlying)
+    return lines
+
+
+def _ports_of(switch: SuspectSwitch, ports: Sequence[SwitchPort]) -> str:
+    """``9 of 16 node ports: 21, 22``."""
+    numbers = sorted({p.peer_port for p in ports if p.peer_port is not None})
+    listed = f": {', '.join(map(str, numbers))}" if numbers else ""
+    return f"{len(ports)} of {switch.attached_port_count} node ports{listed}"
+
+
+def _port_lines(ports: Sequence[SwitchPort], what: Callable[[SwitchPort], str]) -> List[str]:
+    lines = []
+    for port in ports[:_PORTS_SHOWN]:
         number = f"port {port.peer_port}" if port.peer_port is not None else "port ?"
-        checks = ", ".join(inert(check) for check in port.checks) or "(no check named)"
-        lines.append(f"    {number} <- {inert(port.host)} {inert(port.target)}: {checks}")
-    more = len(switch.failing_ports) - _PORTS_SHOWN
+        lines.append(f"    {number} <- {inert(port.host)} {inert(port.target)}: {what(port)}")
+    more = len(ports) - _PORTS_SHOWN
     if more > 0:
         lines.append(f"    and {more} more port{'s' if more != 1 else ''}")
     return lines
+
+
+def _checks(port: SwitchPort) -> str:
+    return ", ".join(inert(check) for check in port.checks) or "(no check named)"
+
+
+def _outlying(port: SwitchPort) -> str:
+    """``outlier ib_write_bw_gbps 312 vs median 392 (-20.4%)``, each of the port's."""
+    return ", ".join(
+        f"outlier {inert(o.metric)} {_number(o.value)} vs median {_number(o.median)} "
+        f"({_percent(o.gap)})"
+        for o in port.outliers
+    )
 
 
 def _groups(title: str, groups: Sequence[NodeGroup]) -> List[str]:

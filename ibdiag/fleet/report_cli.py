@@ -51,7 +51,8 @@ _SETTINGS: Dict[str, Tuple[Any, str, str]] = {
     "switch_min_share": (
         float,
         "X",
-        "... or when this share of the nodes cabled to it (and at least 2) fail [default: 0.5].",
+        "... or when at least 2 nodes fail on it and their failing ports are this share of the "
+        "node ports cabled to it [default: 0.5].",
     ),
 }
 

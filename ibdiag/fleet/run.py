@@ -7,7 +7,10 @@ The steps, each a function a test can call alone:
    is asked first (``sinfo --Node``) because one node that is down, drained or unknown in an
    srun's node list would fail the whole srun ("Invalid node name") or hold it in the queue
    for good (a drained node never frees up): such nodes are not sent to srun; they are listed
-   as never answered with their Slurm state, and the others run.
+   as never answered with their Slurm state, and the others run. Nodes busy with jobs
+   (``busy_states``: allocated; at level full mixed too) are kept from srun the same way by
+   default: srun allocates all its nodes or none, so one busy node would hold every node's
+   check until the allocation wait ran out, and then none would run.
 2. ``srun_argv``: ``srun --nodes=N --ntasks=N --ntasks-per-node=1 --nodelist=...``, with
    ``--kill-on-bad-exit=0`` and ``--no-kill`` (a node that fails or a task that exits non-zero
    must not take the others down), ``--time`` and ``--wait`` a minute beyond the node time
@@ -43,7 +46,19 @@ import tempfile
 import threading
 import time
 from datetime import datetime, timezone
-from typing import IO, Callable, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    IO,
+    AbstractSet,
+    Callable,
+    Deque,
+    Dict,
+    FrozenSet,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from pydantic import ValidationError
 
@@ -82,6 +97,17 @@ MAX_NODELIST_CHARS = 100_000
 RUNNABLE_STATES = frozenset(
     {"idle", "mixed", "allocated", "completing", "planned", "reserved", "maint"}
 )
+# Runnable states in which the node is busy with jobs, by level: not given to srun unless
+# asked (--include-busy), as srun would wait for them with every other node. "allocated": all
+# its CPUs are a job's, so the task waits for the job's end. "mixed": some are; a quick or
+# standard check (a core, reads and MADs for seconds) runs beside the job, but level full moves
+# traffic through the HCAs (ib_write_bw, nccl-tests) and must not run beside a job: the job
+# would slow down, and the numbers would measure the job.
+BUSY_STATES = {
+    "quick": frozenset({"allocated"}),
+    "standard": frozenset({"allocated"}),
+    "full": frozenset({"allocated", "mixed"}),
+}
 _STATE_FLAGS = "*~#!%$@^-"
 
 
@@ -113,14 +139,25 @@ def parse_sinfo(text: str) -> Dict[str, str]:
     return states
 
 
-def why_not_runnable(state: Optional[str], partition: Optional[str] = None) -> Optional[str]:
-    """Why srun cannot run a task on a node in ``state`` (None: unknown to sinfo); None: it can."""
+def busy_states(level: str, include_busy: bool = False) -> FrozenSet[str]:
+    """The Slurm states whose nodes are not given to srun at ``level`` for being busy with jobs
+    (``BUSY_STATES``); none when ``include_busy``."""
+    return frozenset() if include_busy else BUSY_STATES.get(level, BUSY_STATES["full"])
+
+
+def why_not_runnable(
+    state: Optional[str],
+    partition: Optional[str] = None,
+    busy: AbstractSet[str] = BUSY_STATES["quick"],
+) -> Optional[str]:
+    """Why a node in ``state`` (None: unknown to sinfo) is not given to srun - srun cannot run
+    a task there, or it is ``busy`` with jobs; None: it is."""
     if state is None:
         where = f"in partition {partition}" if partition else "to Slurm"
         return f"not run: not a node known {where} (sinfo does not list it)"
     base = state.rstrip(_STATE_FLAGS).lower()
     if base in RUNNABLE_STATES and "*" not in state:
-        return None
+        return f"not run: Slurm state {state} (busy)" if base in busy else None
     return f"not run: Slurm state {state}"
 
 
@@ -131,14 +168,18 @@ class Plan(NamedTuple):
 
 
 def plan(
-    asked: Optional[Sequence[str]], states: Dict[str, str], partition: Optional[str] = None
+    asked: Optional[Sequence[str]],
+    states: Dict[str, str],
+    partition: Optional[str] = None,
+    busy: AbstractSet[str] = BUSY_STATES["quick"],
 ) -> Plan:
     """The nodes to run on: ``asked`` (None: every node sinfo listed, a partition's) that Slurm
-    knows in a runnable state; the others with the reason."""
+    knows in a runnable state and not in a ``busy`` one (``busy_states``); the others with the
+    reason."""
     expected = list(dict.fromkeys(asked if asked is not None else states))
     not_run: Dict[str, str] = {}
     for node in expected:
-        reason = why_not_runnable(states.get(node), partition)
+        reason = why_not_runnable(states.get(node), partition, busy)
         if reason:
             not_run[node] = reason
     return Plan(expected, [node for node in expected if node not in not_run], not_run)
@@ -505,6 +546,7 @@ class RunRequest(NamedTuple):
     python: str = "python3"  # the Python with ibdiag on the nodes
     allocation_wait_s: float = DEFAULT_ALLOCATION_WAIT_S
     check_args: Tuple[str, ...] = ()  # passed to `ibdiag check` on every node
+    include_busy: bool = False  # give srun the nodes busy with jobs too (BUSY_STATES), and wait
 
 
 SINFO_TIMEOUT_S = 60.0
@@ -525,7 +567,8 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
     if asked is not None and not asked:
         raise RunError("--nodes names no node")
     states = _slurm_states(request)
-    nodes = plan(asked, states, request.partition)
+    busy = busy_states(request.level, request.include_busy)
+    nodes = plan(asked, states, request.partition, busy)
     if not nodes.expected:
         raise RunError(f"partition {request.partition} has no nodes (sinfo lists none)")
     timeout = request.node_timeout_s or DEFAULT_NODE_TIMEOUT_S[request.level]

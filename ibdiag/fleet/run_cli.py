@@ -80,8 +80,16 @@ _SET_BY_FLEET_RUN = frozenset(
     default=300,
     show_default=True,
     metavar="SECONDS",
-    help="Give up when Slurm has not allocated the nodes after this long (busy with jobs, or "
-    "a request it cannot grant now); 0 waits as long as it takes.",
+    help="Give up when Slurm has not allocated the nodes after this long (busy with jobs, with "
+    "--include-busy, or a request it cannot grant now); 0 waits as long as it takes.",
+)
+@click.option(
+    "--include-busy",
+    is_flag=True,
+    help="Give srun the nodes busy with jobs too: an allocated node is waited for, up to "
+    "--wait-for-nodes, with every other node (srun starts none until it has them all); a mixed "
+    "one runs beside its job, at --level full too. By default allocated nodes (and at --level "
+    "full mixed ones) are not run, and are listed as never answered (busy).",
 )
 @click.option("--srun", default="srun", show_default=True, metavar="PATH", help="The srun.")
 @click.option("--sinfo", default="sinfo", show_default=True, metavar="PATH", help="The sinfo.")
@@ -107,6 +115,7 @@ def run_command(
     out_dir,
     node_timeout,
     allocation_wait,
+    include_busy,
     srun,
     sinfo,
     srun_args,
@@ -118,8 +127,10 @@ def run_command(
     DIR'. Check options (--sysfs, --profile, --config, --expect-hcas, --deadline ...) are
     passed to every node's check.
 
-    Nodes Slurm cannot run now (down, drained, unknown) are not given to srun, so they cannot
-    hold it; they, and nodes whose check failed or timed out, are listed as never answered.
+    Nodes Slurm cannot run now (down, drained, unknown) or busy with jobs (allocated; at
+    --level full, mixed too: full moves traffic, and must not run beside a job) are not given
+    to srun, so they cannot hold it (--include-busy waits for the busy ones); they, and nodes
+    whose check failed or timed out, are listed as never answered.
 
     Exit codes: 0 every node answered (whatever its verdict: 'fleet report' judges), 1 some
     never answered, 3 none did, the run was interrupted, or a usage error.
@@ -143,6 +154,7 @@ def run_command(
         python=python or sys.executable,
         allocation_wait_s=allocation_wait,
         check_args=validated_check_args(check_args),
+        include_busy=include_busy,
     )
     try:
         result = execute(request, on_message=lambda line: click.echo(inert(line), err=True))

@@ -7,10 +7,25 @@ switch. Cost: one pass over every node's ports, O(nodes x ports).
 
 **Blame.** A node's port *fails* when its own worst result or its cable's is fail or error.
 Healthy is no failing port: nothing is listed. Every switch with a failing port is listed with
-those ports (and the checks that failed on them), its failing nodes and the nodes cabled to it;
-it is the *suspect* when ``switch_min_nodes`` nodes fail on it, or at least
-``switch_min_share`` of the nodes cabled to it (and at least 2) do - then its nodes' tickets go
-to the switch (``analyze`` moves them from drain to switch-suspect).
+those ports (and the checks that failed on them), its failing nodes and the nodes and node
+ports cabled to it; it is the *suspect* when ``switch_min_nodes`` nodes fail on it, or when at
+least 2 nodes do and their failing ports are at least ``switch_min_share`` of the node ports
+cabled to it - then its nodes' tickets go to the switch (``analyze`` moves them from drain to
+switch-suspect). The share counts ports, not nodes: a switch is a set of ports, and a node
+with two HCAs on one leaf is two chances to see that leaf fail (one failing of its two is half
+its ports, not "the node"); k counts nodes, as independent faults to weigh against one switch.
+
+**Outlying ports.** An outlier on rail k of a node (``ibdiag.fleet.outliers``: its ib_write_bw,
+or an error counter's rate - its own port's, or the far end's ``partner:`` one) is listed on
+the switch its rail-k port lands on, with the metrics, when that port does not fail (outliers
+are per rail: an HCA with two ports lists both). A switch with only outlying ports is listed
+too, but outliers never make a suspect: the suspect decision moves CRITICAL nodes' tickets from
+drain to the switch, so it rests on what the nodes' own checks failed against fixed floors. An
+outlier passes its own floor and is only far from its peers - a warning, with no drain ticket
+to move - and a spread fleet always has a tail, so counting outliers would let statistics make
+suspects. Listed beside the failing ports, they let an admin see a leaf worth a look below k
+(two failing and four outlying ports on one leaf). Node-wide metrics (nccl-tests, Inspector)
+name no port and stay in the outliers only.
 
 **Rails.** A rail-optimized fabric cables HCA k of every node to the leaf (or leaves, one per
 scalable unit) of rail k, so that NCCL's rail-aligned traffic never crosses the spine. Seen from
@@ -36,7 +51,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import FleetSettings, RailMisplacement, SuspectSwitch, SwitchPort
+from ibdiag.fleet.model import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.fleet.node import FarEnd, NodeSummary, PortSummary
 from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
@@ -47,6 +62,7 @@ RAILS_SHOWN = 0.5  # share of a rail's ports on its rail-aligned switches for it
 
 
 Keys = Callable[[Optional[FarEnd]], Optional[str]]
+RailOutliers = Dict[Tuple[str, int], List[Outlier]]  # (host, rail) -> its outliers there
 
 
 class _Switch:
@@ -56,7 +72,9 @@ class _Switch:
         self.names: Counter = Counter()
         self.guid: Optional[str] = None
         self.attached: Set[str] = set()
+        self.ports = 0  # node ports cabled to it
         self.failing: List[SwitchPort] = []
+        self.outlying: List[SwitchPort] = []
         self.rails: Counter = Counter()  # rail -> node ports of that rail on this switch
 
     @property
@@ -85,7 +103,9 @@ def _keys(nodes: Sequence[NodeSummary]) -> Keys:
     return key
 
 
-def _switches(nodes: Sequence[NodeSummary], keys: Keys) -> Dict[str, _Switch]:
+def _switches(
+    nodes: Sequence[NodeSummary], keys: Keys, outlying: Optional[RailOutliers] = None
+) -> Dict[str, _Switch]:
     switches: Dict[str, _Switch] = {}
     for node in nodes:
         for port in node.ports:
@@ -97,6 +117,7 @@ def _switches(nodes: Sequence[NodeSummary], keys: Keys) -> Dict[str, _Switch]:
             switch.names[far.peer_name or far.peer_guid or key] += 1
             switch.guid = switch.guid or far.peer_guid
             switch.attached.add(node.host)
+            switch.ports += 1
             if port.rail is not None:
                 switch.rails[port.rail] += 1
             if fails(port):
@@ -108,6 +129,15 @@ def _switches(nodes: Sequence[NodeSummary], keys: Keys) -> Dict[str, _Switch]:
                         checks=list(port.failing_checks),
                     )
                 )
+            elif outlying and (node.host, port.rail) in outlying:
+                switch.outlying.append(
+                    SwitchPort(
+                        peer_port=far.peer_port,
+                        host=node.host,
+                        target=port.target,
+                        outliers=outlying[(node.host, port.rail)],
+                    )
+                )
     return switches
 
 
@@ -116,33 +146,53 @@ def fails(port: PortSummary) -> bool:
     return port.status in FAILING or port.cable_status in FAILING
 
 
-def blame_switches(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[SuspectSwitch]:
-    """Every switch with a failing port; suspects first, then by failing nodes."""
+def blame_switches(
+    nodes: Sequence[NodeSummary], settings: FleetSettings, outliers: Sequence[Outlier] = ()
+) -> List[SuspectSwitch]:
+    """Every switch with a failing port, or with a port of a rail in ``outliers`` (those the
+    report lists); suspects first, then by failing nodes, then by outlying nodes."""
+    by_rail: RailOutliers = {}
+    for outlier in outliers:
+        if outlier.rail is not None:
+            by_rail.setdefault((outlier.host, outlier.rail), []).append(outlier)
     found = []
-    for switch in _switches(nodes, _keys(nodes)).values():
-        if not switch.failing:
+    for switch in _switches(nodes, _keys(nodes), by_rail).values():
+        if not switch.failing and not switch.outlying:
             continue
         failing_nodes = {port.host for port in switch.failing}
-        count, attached = len(failing_nodes), len(switch.attached)
+        outlying_nodes = {port.host for port in switch.outlying}
+        count = len(failing_nodes)
         suspect = count >= settings.switch_min_nodes or (
-            count >= 2 and count >= settings.switch_min_share * attached
+            count >= 2 and len(switch.failing) >= settings.switch_min_share * switch.ports
         )
         found.append(
             SuspectSwitch(
                 peer_guid=switch.guid,
                 peer_name=switch.name,
-                failing_ports=sorted(
-                    switch.failing, key=lambda p: (p.peer_port or 0, natural_key(p.host), p.target)
-                ),
+                failing_ports=sorted(switch.failing, key=_port_order),
                 failing_nodes=compress(failing_nodes),
                 failing_node_count=count,
-                attached_node_count=attached,
+                attached_node_count=len(switch.attached),
+                attached_port_count=switch.ports,
                 suspect=suspect,
+                outlying_ports=sorted(switch.outlying, key=_port_order),
+                outlying_nodes=compress(outlying_nodes),
+                outlying_node_count=len(outlying_nodes),
             )
         )
     return sorted(
-        found, key=lambda s: (not s.suspect, -s.failing_node_count, natural_key(s.peer_name))
+        found,
+        key=lambda s: (
+            not s.suspect,
+            -s.failing_node_count,
+            -s.outlying_node_count,
+            natural_key(s.peer_name),
+        ),
     )
+
+
+def _port_order(port: SwitchPort) -> Tuple[int, Tuple[object, ...], str]:
+    return (port.peer_port or 0, natural_key(port.host), port.target)
 
 
 def suspect_ports(switches: Sequence[SuspectSwitch]) -> Set[Tuple[str, str]]:
