@@ -62,7 +62,9 @@ class Outlier(_Frozen):
     relative difference ((value - median) / median; -0.2 = 20% below)."""
 
     host: str
-    metric: str  # ibdiag.fleet.node metric names: ib_write_bw_gbps, error_rate:symbol_error, ...
+    # ibdiag.fleet.node metric names: ib_write_bw_gbps, error_rate:symbol_error,
+    # inspector_busbw_gbps:AllReduce:4-5GB:2n (collective, message size bucket, nodes spanned), ...
+    metric: str
     rail: Optional[int] = None  # None: a node-wide metric
     value: float
     median: float

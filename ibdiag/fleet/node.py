@@ -38,7 +38,9 @@ MIN_RATE_WINDOW_HOURS = 1.0  # as ibdiag.deltas: a rate over a shorter interval 
 # Metric names (``Metric.name``) and their units.
 IB_WRITE_BW = "ib_write_bw_gbps"  # level full's loopback, Gb/s, per rail
 NCCL_TESTS_BUSBW = "nccl_tests_busbw_gbytes"  # nccl-tests busbw at the largest size, GB/s
-INSPECTOR_BUSBW = "inspector_busbw_gbps"  # NCCL Inspector collectives' median busbw, Gb/s
+# NCCL Inspector: + "<collective>:<message size bucket>[:<N>n]" (``inspector_key``): the median
+# busbw (Gb/s) of the node's samples of that collective, size and communicator span.
+INSPECTOR_BUSBW_PREFIX = "inspector_busbw_gbps:"
 ERROR_RATE_PREFIX = "error_rate:"  # + counter name: increases per hour since the baseline
 
 
@@ -292,9 +294,10 @@ def _metrics(snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any) ->
     busbw = _nccl_tests_busbw(snapshot.get("nccl_tests"))
     if busbw is not None:
         metrics.append(Metric(name=NCCL_TESTS_BUSBW, value=busbw))
-    inspector = _inspector_busbw(snapshot.get("nccl_inspector_dumps"))
-    if inspector is not None:
-        metrics.append(Metric(name=INSPECTOR_BUSBW, value=inspector))
+    metrics += [
+        Metric(name=INSPECTOR_BUSBW_PREFIX + key, value=value)
+        for key, value in sorted(_inspector_busbw(snapshot.get("nccl_inspector_dumps")).items())
+    ]
     hours = _window(increases)
     if hours is not None:
         rates: Dict[Tuple[str, int], float] = {}
@@ -333,16 +336,43 @@ def _nccl_tests_busbw(result: Any) -> Optional[float]:
     return max(values) if values else None
 
 
-def _inspector_busbw(dumps: Any) -> Optional[float]:
-    """The median busbw (Gb/s) of the collectives the NCCL Inspector recorded on this node."""
-    values = [
-        _float(sample.get("bus_bw_gbps"))
-        for dump in _dicts(dumps)
-        for sample in _dicts(dump.get("samples"))
-        if sample.get("kind") == "coll"
-    ]
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+def _inspector_busbw(dumps: Any) -> Dict[str, float]:
+    """``inspector_key`` -> the median busbw (Gb/s) of this node's collective samples with that
+    key. A bus bandwidth is only comparable like for like: a 4 KiB AllReduce runs at a fraction
+    of a 4 GiB one, and a communicator within one node (NVLink) far above one across nodes, so
+    a median over every sample would measure the node's workload, not the node. Samples without
+    a positive bandwidth (the Inspector writes 0 for a bucket it could not time) or without a
+    size are left out; P2P operations too (their bandwidth depends on the peer's placement)."""
+    values: Dict[str, List[float]] = {}
+    for dump in _dicts(dumps):
+        for sample in _dicts(dump.get("samples")):
+            value = _float(sample.get("bus_bw_gbps"))
+            key = inspector_key(sample)
+            if sample.get("kind") == "coll" and key and value is not None and value > 0:
+                values.setdefault(key, []).append(value)
+    return {key: statistics.median(found) for key, found in values.items()}
+
+
+_BUCKET_UNITS = ("B", "KB", "MB", "GB", "TB")  # the Inspector's message_size labels, 1024-based
+_COLLECTIVE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+
+
+def inspector_key(sample: Dict[str, Any]) -> Optional[str]:
+    """``AllReduce:4-5GB:2n`` of one Inspector sample (a parsed ``InspectorSample``'s JSON): the
+    collective, the message size bucket as the Inspector's Prometheus mode labels it (``n`` to
+    ``n+1`` of the largest 1024-based unit not above the size: a JSON dump's exact 17179869184
+    bytes and a Prometheus bucket ``16-17GB`` are the same key) and, when the dump says, how many
+    nodes the communicator spans. None when the collective or the size is missing or odd."""
+    collective, size = _text(sample.get("collective")), _int(sample.get("message_bytes"))
+    if collective is None or not _COLLECTIVE.fullmatch(collective) or size is None or size < 0:
+        return None
+    unit = 0
+    while unit < len(_BUCKET_UNITS) - 1 and size >= 1024 ** (unit + 1):
+        unit += 1
+    low = size // 1024**unit
+    key = f"{collective}:{low}-{low + 1}{_BUCKET_UNITS[unit]}"
+    nodes = _int(sample.get("n_nodes"))
+    return key + (f":{nodes}n" if nodes is not None and nodes > 0 else "")
 
 
 def _window(increases: Any) -> Optional[float]:
