@@ -339,6 +339,61 @@ def test_a_host_reported_twice_is_listed_once_with_its_sources(tmp_path, reports
     assert line.endswith(f"not {os.path.join(folder, 'old-gpu001.json')}: gpu001 (1)")
 
 
+def cloned(report_text: str, host: str, machine: int) -> str:
+    """The report as another machine of a cloned image writes it: the kernel's host name
+    ``host``, its own boot id and its own HCAs' GUIDs."""
+    data = json.loads(report_text)
+    data["snapshot"]["host"] = host
+    data["snapshot"]["boot_id"] = f"5c1f2f6e-7a0e-4c59-9a0b-{machine:012x}"
+    for n, device in enumerate(data["snapshot"]["devices"]):
+        device["node_guid"] = f"0c42:a103:{machine:04x}:{n:04x}"
+    return json.dumps(data)
+
+
+def test_two_machines_saying_localhost_are_both_counted_by_their_file_names(tmp_path, reports):
+    """gpu001.json and gpu002.json both say host localhost: two machines (no HCA GUID or boot
+    id in common), so two nodes, neither missing nor a duplicate, and one note says so."""
+    folder = fleet_dir(tmp_path, reports, ["gpu003"])
+    for n in (1, 2):
+        Path(folder, f"gpu00{n}.json").write_text(cloned(reports["gpu001"], "localhost", n))
+    done = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-003]", "--json")
+    report = json.loads(done.stdout)
+    validate(report)
+    assert done.exit_code == 0, done.stdout
+    assert report["nodes_read"] == 3 and report["counts"]["OK"] == 3
+    assert report["missing"] is None and report["duplicates"] == []
+    assert report["read_notes"] == [
+        {
+            "reason": "gpu001.json, gpu002.json both say host localhost: named by their file names",
+            "nodes": "gpu[001-002]",
+            "count": 2,
+        }
+    ]
+    text = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-003]").stdout.splitlines()
+    assert text[text.index("read with a caveat:") + 1] == (
+        "  gpu001.json, gpu002.json both say host localhost: named by their file names: "
+        "gpu[001-002] (2)"
+    )
+
+
+def test_one_machine_in_two_runs_under_its_kernel_name_is_one_node(tmp_path, reports):
+    """The same machine (its HCA GUIDs) in two runs' directories, rebooted in between (another
+    boot id), under file names that differ: one node, the newest report, listed."""
+    older = json.loads(cloned(reports["gpu001"], "localhost", 1))
+    older["snapshot"]["collected_at"] = "2020-01-01T00:00:00Z"
+    newer = json.loads(cloned(reports["gpu001"], "localhost", 1))
+    newer["snapshot"]["boot_id"] = "another-boot"
+    runs = [tmp_path / "run1", tmp_path / "run2"]
+    for run, name, data in zip(runs, ("a.json", "b.json"), (older, newer)):
+        run.mkdir()
+        (run / name).write_text(json.dumps(data))
+    report = json.loads(cli("fleet", "report", *map(str, runs), "--json").stdout)
+    assert report["nodes_read"] == 1 and report["read_notes"] == []
+    (duplicate,) = report["duplicates"]
+    assert duplicate["nodes"] == "localhost"
+    assert duplicate["reason"].startswith(f"2 reports: used {runs[1] / 'b.json'} (collected ")
+
+
 def test_a_real_process_with_a_pool_of_workers(tmp_path, reports):
     folder = fleet_dir(tmp_path, reports, NODES)
     for n in range(6, 40):  # more reports than one chunk per worker

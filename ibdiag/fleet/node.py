@@ -113,6 +113,10 @@ class NodeSummary(_Frozen):
     failing_elsewhere: List[str] = []
     kernel_release: Optional[str] = None
     driver_versions: Dict[str, str] = {}
+    # What says two reports come from one machine (``ibdiag.fleet.identity``): the kernel's boot
+    # id, and the node GUIDs of its RDMA devices (all-zero ones left out: they name nothing).
+    boot_id: Optional[str] = None
+    guids: List[str] = []
     metrics: List[Metric] = []
     # Hours since the baseline the node was graded against; None: no baseline, so its error
     # rates are unknown (not zero).
@@ -164,6 +168,8 @@ def summarize(report: Any, source: str) -> NodeSummary:
         driver_versions={
             str(k): v for k, v in _mapping(snapshot.get("driver_versions")).items() if _text(v)
         },
+        boot_id=_text(snapshot.get("boot_id")) or None,
+        guids=_guids(_dicts(snapshot.get("devices"))),
         metrics=_metrics(snapshot, rails, report.get("counter_increases")),
         rate_window_hours=_window(report.get("counter_increases")),
     )
@@ -223,6 +229,17 @@ def _hcas(devices: List[Dict[str, Any]], rails: Dict[str, int]) -> List[HcaSumma
         if dev.get("name") in rails
     ]
     return sorted(found, key=lambda hca: hca.rail)
+
+
+def _guids(devices: List[Dict[str, Any]]) -> List[str]:
+    """The devices' node GUIDs, lower case, sorted; none that is all zeros (a virtual function's
+    or an unprogrammed one's GUID is the same on every machine)."""
+    found = set()
+    for dev in devices:
+        guid = _text(dev.get("node_guid"))
+        if guid and guid.strip().lower().replace("0x", "").strip("0:"):
+            found.add(guid.strip().lower())
+    return sorted(found)
 
 
 def _ports(
