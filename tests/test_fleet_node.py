@@ -153,6 +153,22 @@ def test_failures_off_the_ports_are_named_apart():
     assert found.ports[0].failing_checks == ["link.partner", "link.state"]
 
 
+def test_what_tells_one_machine_from_another():
+    """The boot id and every device's node GUID (lower case), Ethernet ones too; an all-zero
+    GUID (an unprogrammed or virtual function's: the same on every machine) is none."""
+    devs = [
+        device("mlx5_0", node_guid="0C42:A103:0001:1A2B"),
+        device("mlx5_1", node_guid="0000:0000:0000:0000"),
+        device("mlx5_2", [port(1, link_layer="Ethernet")], node_guid="0x0c42a10300021a2b"),
+    ]
+    _, data = report_json(snapshot(devs))
+    found = summarize(data, "x")
+    assert found.guids == ["0c42:a103:0001:1a2b", "0x0c42a10300021a2b"]
+    assert found.boot_id == data["snapshot"]["boot_id"] != ""
+    del data["snapshot"]["boot_id"]  # an older report's, or one whose procfs said nothing
+    assert summarize(data, "x").boot_id is None
+
+
 # --- NCCL Inspector bus bandwidth: like for like, whatever else the node's jobs ran ------------
 
 INSPECTOR = "nccl_inspector"  # ../shared/fixtures/nccl_inspector
