@@ -121,16 +121,67 @@ def test_a_warning_node_makes_the_fleet_warn(tmp_path, reports):
 
 
 def test_an_unreadable_input_beside_good_reports_warns_and_loses_no_node(tmp_path, reports):
+    """A truncated DIR/gpu004.json: its line under read problems, and gpu004 counted UNKNOWN
+    (its report could not be read) - not one node fewer - with no --expect-nodes."""
     folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002", "gpu003"])
     text = reports["gpu004"]
     Path(folder, "gpu004.json").write_text(text[: len(text) // 3])
     done = cli("fleet", "report", folder, "--json")
     assert done.exit_code == 1
     report = json.loads(done.stdout)
-    assert report["nodes_read"] == 3 and report["counts"]["OK"] == 3
+    validate(report)
+    assert report["nodes_read"] == 3
+    assert report["counts"] == {"OK": 3, "WARNING": 0, "CRITICAL": 0, "UNKNOWN": 1, "MISSING": 0}
+    assert report["unknown"] == [
+        {"reason": "its report could not be read: truncated JSON", "nodes": "gpu004", "count": 1}
+    ]
+    assert report["verdict_reason"] == "1 UNKNOWN node, 1 unreadable input"
     (problem,) = report["read_problems"]
     assert problem["source"] == os.path.join(folder, "gpu004.json")
-    assert problem["reason"].startswith("truncated JSON")
+    assert problem["reason"].startswith("truncated JSON (it ends inside a value, at byte ")
+    lines = cli("fleet", "report", folder).stdout.splitlines()
+    assert lines[1] == "nodes: OK 3, WARNING 0, CRITICAL 0, UNKNOWN 1, MISSING 0"
+    assert lines[lines.index("unknown (no verdict; by reason):") + 1] == (
+        "  its report could not be read: truncated JSON: gpu004 (1)"
+    )
+    # expected: the node answered with a file, so it is UNKNOWN, not missing
+    expected = json.loads(cli("fleet", "report", folder, "--json", "--expect-nodes",
+                              "gpu[001-004]").stdout)  # fmt: skip
+    assert expected["missing"] is None and expected["counts"]["UNKNOWN"] == 1
+
+
+def test_an_unreadable_report_of_a_node_another_input_answers_for_is_no_unknown_node(
+    tmp_path, reports
+):
+    """gpu004's good report in another run's directory answers for it: the truncated one is a
+    read problem only. Nor is a fleet report (fleet-old.json) anyone's node."""
+    folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002"])
+    Path(folder, "gpu004.json").write_text(reports["gpu004"][:100])
+    old = fleet_dir(tmp_path, reports, ["gpu004"], name="earlier")
+    Path(folder, "fleet-old.json").write_text(cli("fleet", "report", old, "--json").stdout)
+    report = json.loads(cli("fleet", "report", folder, old, "--json").stdout)
+    assert report["nodes_read"] == 3 and report["unknown"] == []
+    assert report["counts"] == {"OK": 2, "WARNING": 0, "CRITICAL": 1, "UNKNOWN": 0, "MISSING": 0}
+    assert sorted(os.path.basename(p["source"]) for p in report["read_problems"]) == [
+        "fleet-old.json",
+        "gpu004.json",
+    ]
+
+
+def test_only_unreadable_reports_is_unknown_exit_3_and_names_their_nodes(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "gpu001.json").write_text("{")
+    (folder / "gpu002.json").write_bytes(b"\x00\x01")
+    done = cli("fleet", "report", str(folder), "--json")
+    assert done.exit_code == 3
+    report = json.loads(done.stdout)
+    assert report["nodes_read"] == 0 and report["counts"]["UNKNOWN"] == 2
+    assert report["verdict_reason"] == "no node report could be read, 2 unreadable inputs"
+    assert [(g["reason"], g["nodes"]) for g in report["unknown"]] == [
+        ("its report could not be read: binary data, not JSON", "gpu002"),
+        ("its report could not be read: truncated JSON", "gpu001"),
+    ]
 
 
 def test_no_node_read_is_unknown_exit_3(tmp_path):
@@ -407,4 +458,5 @@ def test_a_real_process_with_a_pool_of_workers(tmp_path, reports):
     report = json.loads(done.stdout)
     validate(report)
     assert report["nodes_read"] == 39 and report["counts"]["OK"] == 37
+    assert report["counts"]["UNKNOWN"] == 1  # "trunc": the node trunc.json names
     assert [p["source"] for p in report["read_problems"]] == [os.path.join(folder, "trunc.json")]

@@ -631,6 +631,23 @@ def test_a_report_that_ties_two_machines_merges_them():
     assert duplicate.reason.startswith("3 reports: used c ")
 
 
+def test_only_an_unreadable_file_that_names_a_node_is_an_unknown_node(tmp_path):
+    """DIR/<node>.json names its node; a bundle tarball's name, a name no node can have and a
+    directory's own problem name none."""
+    (tmp_path / "gpu009.json").write_text('{"verdict": ')
+    (tmp_path / "junk.tar.gz").write_bytes(b"\x1f\x8b not really")
+    (tmp_path / "bad name!.json").write_text("{")
+    os.symlink(tmp_path / "nowhere", tmp_path / "gpu010.json")
+    found = read_fleet([str(tmp_path), str(tmp_path / "empty")], workers=1)
+    assert len(found.problems) == 5
+    got = [(node.host, node.verdict, node.verdict_reason, node.unread) for node in found.nodes]
+    assert got == [
+        ("gpu009", "UNKNOWN", "its report could not be read: truncated JSON", True),
+        ("gpu010", "UNKNOWN", "its report could not be read: a symbolic link to nothing", True),
+    ]
+    assert found.nodes[0].source == str(tmp_path / "gpu009.json")
+
+
 # -- the process pool ---------------------------------------------------------------------------
 
 

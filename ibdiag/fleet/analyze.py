@@ -4,7 +4,8 @@ Healthy is every node OK, every expected node present, no outlier, no drift, no 
 rail and every input readable: verdict OK. Otherwise nodes are grouped by what is wrong, so 500
 nodes with one reason are one line: CRITICAL nodes by drain reason (``drain``) - except those
 whose failing ports all lie on suspect switches, which go to ``switch_suspect`` (their ticket
-is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason; expected
+is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason (a node
+whose report file could not be read among them: ``nodes_read`` does not count it); expected
 hosts without a report as ``missing`` (hosts not expected are reported like any other). Groups
 come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
 """
@@ -67,7 +68,7 @@ def analyze(
         settings=settings,
         verdict="UNKNOWN",
         verdict_reason="",
-        nodes_read=len(nodes),
+        nodes_read=sum(1 for node in nodes if not node.unread),
         counts=counts,
         drain=_groups(drain),
         switch_suspect=_groups(switch_suspect),

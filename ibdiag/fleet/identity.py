@@ -20,6 +20,10 @@ node name (``fleet run`` writes ``DIR/<Slurm node>.json``, the clush recipe
 bundle) or a node another report already is gets the host name, or failing that the name
 numbered: ``localhost-2``, ``gpu001-2``.
 
+An input that could not be read but is ``<node>.json`` still names a node: that node counts as
+UNKNOWN (``unreadable_nodes``: its report could not be read, and why) unless another input
+gave it a report - a truncated ``gpu004.json`` is a node to look at, not one fewer node.
+
 Memory: one entry per machine (its newest summary, its sources, its GUIDs and boot ids), never
 every report. Cost: per report, a look at the machines already seen under its host name.
 """
@@ -31,12 +35,13 @@ import os
 from datetime import datetime, timezone
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import NodeGroup
+from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NODE_NAME, NodeSummary
 from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 
 REPORT_SUFFIX = ".json"
+UNREADABLE = "its report could not be read"
 _SOURCES_SHOWN = 5
 
 
@@ -80,6 +85,39 @@ def deduplicate(summaries: Iterable[NodeSummary]) -> Identified:
     for summary in summaries:
         machines.add(summary)
     return machines.result()
+
+
+def unreadable_nodes(
+    problems: Sequence[ReadProblem], nodes: Sequence[NodeSummary]
+) -> List[NodeSummary]:
+    """An UNKNOWN node (``unread``) for each input that could not be read but is
+    ``<node>.json``, unless ``nodes`` answer for that name (``answered_names``). Its reason is
+    the problem's line less its parenthesised detail (``truncated JSON``, not the byte it ends
+    at: the detail stays in the problem's line), so such nodes group."""
+    answered = answered_names(nodes)
+    found: Dict[str, NodeSummary] = {}
+    for problem in problems:
+        name = file_node_name(problem.source)
+        if name is None or name in answered or name in found:
+            continue
+        found[name] = NodeSummary(
+            host=name,
+            source=problem.source,
+            level="?",
+            tool_version="?",
+            schema_version=0,
+            verdict="UNKNOWN",
+            verdict_reason=f"{UNREADABLE}: {_gist(problem.reason)}",
+            unread=True,
+        )
+    return list(found.values())
+
+
+def _gist(reason: str) -> str:
+    """``truncated JSON`` of ``truncated JSON (it ends inside a value, at byte 812)``."""
+    if reason.endswith(")") and " (" in reason:
+        return reason[: reason.rindex(" (")]
+    return reason
 
 
 # --- machines ---------------------------------------------------------------------------------

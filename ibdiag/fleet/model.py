@@ -141,7 +141,7 @@ class FleetReport(_Frozen):
     settings: FleetSettings
     verdict: str
     verdict_reason: str
-    nodes_read: int
+    nodes_read: int  # reports read: not the UNKNOWN nodes only an unreadable file names
     counts: Dict[str, int]  # OK WARNING CRITICAL UNKNOWN MISSING -> nodes
     drain: List[NodeGroup] = Field(default_factory=list)  # CRITICAL nodes by drain reason
     switch_suspect: List[NodeGroup] = Field(default_factory=list)  # theirs, on suspect switches

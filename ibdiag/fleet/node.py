@@ -121,6 +121,9 @@ class NodeSummary(_Frozen):
     # Hours since the baseline the node was graded against; None: no baseline, so its error
     # rates are unknown (not zero).
     rate_window_hours: Optional[float] = None
+    # No report of it could be read: only its name is known (``ibdiag.fleet.identity``), from
+    # the file name of an input that could not be read. Counted UNKNOWN, not as a node read.
+    unread: bool = False
 
     def metric(self, name: str, rail: Optional[int] = None) -> Optional[float]:
         return next((m.value for m in self.metrics if m.name == name and m.rail == rail), None)

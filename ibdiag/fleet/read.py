@@ -42,7 +42,9 @@ Decisions:
 - Which reports are one node is ``ibdiag.fleet.identity``'s: a host name in several reports
   is one node only when they share an HCA GUID, the boot id or their file's node name; that
   node keeps its newest report and is listed with its sources. Different machines saying one
-  host name are named by their report files' names, with a read note.
+  host name are named by their report files' names, with a read note. An input that could not
+  be read but is ``<node>.json`` counts that node UNKNOWN, unless another input gave it a report
+  (or it is a fleet report or a bundle's manifest: ibdiag files that are no node's).
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ from typing import (
 
 from pydantic import ValidationError
 
-from ibdiag.fleet.identity import Machines
+from ibdiag.fleet.identity import Machines, unreadable_nodes
 from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, NotAReport, summarize
 from ibdiag.hostlist import compress
@@ -109,7 +111,8 @@ class _Options(NamedTuple):
 
 
 class FleetInput(NamedTuple):
-    """What ``read_fleet`` gathered: the nodes (one per machine), the problem lines, the nodes
+    """What ``read_fleet`` gathered: the nodes (one per machine, and an ``unread`` UNKNOWN one
+    per unreadable ``<node>.json`` no other input answers for), the problem lines, the nodes
     read more than once and the caveats, grouped."""
 
     nodes: List[NodeSummary]
@@ -189,6 +192,10 @@ def read_fleet(
         NodeGroup(reason=note, nodes=compress(sorted(hosts, key=natural_key)), count=len(hosts))
         for note, hosts in grouped.items()
     ]
+    nodes += unreadable_nodes(
+        [problem for problem in problems if problem.reason not in (FLEET_REPORT, BUNDLE_MANIFEST)],
+        nodes,
+    )
     return FleetInput(nodes, problems, duplicates, groups + shared_names)
 
 
@@ -475,6 +482,10 @@ def _bundle_reason(message: str, path: str) -> str:
 
 # --- parsing ----------------------------------------------------------------------------------
 
+# ibdiag files that are no node's, whatever they are called: no UNKNOWN node for their name.
+FLEET_REPORT = "a fleet report (ibdiag fleet report), not one node's report"
+BUNDLE_MANIFEST = "a bundle's manifest.json: give the bundle (its directory) instead"
+
 # What a JSON value of unexpected type makes ``summarize`` raise (a field that is a list where a
 # report has an object): the input is not a report this ibdiag can read, not a crash.
 _SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, ValidationError)
@@ -530,11 +541,11 @@ def _foreign(document: object) -> Optional[str]:
     if not isinstance(document, dict) or ("verdict" in document and "results" in document):
         return None
     if "nodes_read" in document and "settings" in document:
-        return "a fleet report (ibdiag fleet report), not one node's report"
+        return FLEET_REPORT
     if "devices" in document and "collected_at" in document:
         return "an ibdiag snapshot, not a report (ibdiag report FILE --json grades it)"
     if "files" in document and "created_utc" in document:
-        return "a bundle's manifest.json: give the bundle (its directory) instead"
+        return BUNDLE_MANIFEST
     return None
 
 
