@@ -445,6 +445,80 @@ def test_one_machine_in_two_runs_under_its_kernel_name_is_one_node(tmp_path, rep
     assert duplicate["reason"].startswith(f"2 reports: used {runs[1] / 'b.json'} (collected ")
 
 
+# What the first ibdiag's models held (git show bb309c2:ibdiag/model.py): a report as it wrote
+# one has none of the fields added since - Snapshot.kernel_release and driver_versions
+# (bdaf040), Report.counter_increases (8f5ff84), Port.partner (1c9fe46), the typed facts
+# (inventory, kernel_log, loopback, nccl_*, perfquery, ethtool), Result.subject ...
+FIRST_FIELDS = {
+    "report": {"schema_version", "tool_version", "level", "verdict", "verdict_reason", "results",
+               "thresholds", "snapshot"},
+    "snapshot": {"schema_version", "tool_version", "host", "boot_id", "collected_at",
+                 "sysfs_root", "procfs_root", "sources", "devices", "problems"},
+    "device": {"name", "path", "node_type", "node_type_name", "hca_type", "board_id", "fw_ver",
+               "node_guid", "sys_image_guid", "node_desc", "hw_rev", "pci", "ports",
+               "hw_counters", "problems"},
+    "port": {"number", "path", "state", "state_name", "phys_state", "phys_state_name", "rate",
+             "link_layer", "lid", "sm_lid", "counters", "hw_counters", "netdev", "problems"},
+    "result": {"check_id", "target", "status", "message", "observed", "expected", "hint",
+               "evidence"},
+}  # fmt: skip
+
+
+def as_first_ibdiag_wrote_it(report_text: str, version: str) -> str:
+    """The report with only the fields the first ibdiag wrote, as ibdiag ``version``."""
+
+    def keep(data: dict, kind: str) -> dict:
+        return {key: value for key, value in data.items() if key in FIRST_FIELDS[kind]}
+
+    data = keep(json.loads(report_text), "report")
+    data["tool_version"] = version
+    data["results"] = [keep(result, "result") for result in data["results"]]
+    snap = data["snapshot"] = keep(data["snapshot"], "snapshot")
+    snap["tool_version"] = version
+    snap["devices"] = [keep(device, "device") for device in snap["devices"]]
+    for device in snap["devices"]:
+        device["ports"] = [keep(port, "port") for port in device["ports"]]
+    return json.dumps(data)
+
+
+def test_reports_of_an_older_ibdiag_are_read_and_only_its_version_drifts(tmp_path, reports):
+    """5 nodes as this ibdiag writes them (kernel release, driver versions, counter increases
+    since a baseline) and 3 as the first ibdiag did (none of those): all 8 read, and the only
+    drift is the ibdiag version - nothing from the fields the older one did not write."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    current = json.loads(reports["gpu001"])
+    current["snapshot"]["kernel_release"] = "5.15.0-1068-azure"
+    current["snapshot"]["driver_versions"] = {"mlx5_core": "24.10-1.1.4", "ib_core": "24.10"}
+    current["counter_increases"] = {"hours": 2.0, "rebooted": False, "targets": {}}
+    for n in range(1, 9):
+        host = f"gpu{n:03d}"
+        text = json.dumps(current).replace('"gpu001"', f'"{host}"')
+        if n > 5:
+            text = as_first_ibdiag_wrote_it(text, "0.0.9")
+            assert "kernel_release" not in text and "driver_versions" not in text
+        (folder / f"{host}.json").write_text(text)
+    done = cli("fleet", "report", str(folder), "--json")
+    report = json.loads(done.stdout)
+    validate(report)
+    assert report["read_problems"] == [] and report["read_notes"] == []
+    assert report["nodes_read"] == 8 and report["counts"]["OK"] == 8
+    assert report["outliers"] == []
+    (drift,) = report["drift"]
+    assert drift == {
+        "attribute": "ibdiag_version",
+        "rail": None,
+        "majority": json.loads(reports["gpu001"])["tool_version"],
+        "majority_count": 5,
+        "others": [{"value": "0.0.9", "nodes": "gpu[006-008]", "count": 3}],
+    }
+    assert done.exit_code == 1 and report["verdict_reason"] == "1 drifting attribute"
+    lines = cli("fleet", "report", str(folder)).stdout.splitlines()
+    assert lines[lines.index("drift (the majority, then the others):") + 1] == (
+        f"  ibdiag_version: {drift['majority']} on 5 nodes; 0.0.9 on gpu[006-008] (3)"
+    )
+
+
 def test_a_real_process_with_a_pool_of_workers(tmp_path, reports):
     folder = fleet_dir(tmp_path, reports, NODES)
     for n in range(6, 40):  # more reports than one chunk per worker

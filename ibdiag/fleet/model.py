@@ -83,7 +83,8 @@ class DriftValue(_Frozen):
 class Drift(_Frozen):
     """An attribute whose value is not the same on every node: the majority, and the others."""
 
-    attribute: str  # fw_ver, board_id, hca_type, kernel_release, driver:mlx5_core
+    # fw_ver, board_id, hca_type, ibdiag_version, level, kernel_release, driver:mlx5_core
+    attribute: str
     rail: Optional[int] = None  # per-HCA attributes: the rail; None: node-wide
     majority: str
     majority_count: int
