@@ -238,6 +238,27 @@ def test_a_node_s_inspector_value_does_not_depend_on_what_else_its_jobs_ran():
     assert len(busier) == 3
 
 
+def test_only_the_largest_sizes_from_1_mib_are_kept_and_a_node_holds_few():
+    """The capture's AllReduce relabelled to six buckets: below 1 MiB is latency, not fabric;
+    of the rest the 4 largest stay. However many collectives a dump names, a summary holds at
+    most INSPECTOR_METRICS_MAX of them."""
+    text = read_capture(INSPECTOR, PROM_CAPTURE)
+    sizes = ["512-513KB", "1-2MB", "8-9MB", "64-65MB", "512-513MB", "4-5GB"]
+    files = [(f"nccl_inspector_metrics_{n}.prom", text.replace("4-5GB", size))
+             for n, size in enumerate(sizes)]  # fmt: skip
+    found = inspector_metrics(inspector_report(files))
+    assert sorted(found) == sorted(f"AllReduce:{size}:1n" for size in sizes[2:])
+    samples = [
+        {"kind": "coll", "collective": f"Coll{n:02d}", "message_bytes": 1 << 30, "bus_bw_gbps": 8.0}
+        for n in range(40)
+    ]
+    _, data = report_json(snapshot())
+    data["snapshot"]["nccl_inspector_dumps"] = [{"samples": samples}]
+    many = inspector_metrics(data)
+    assert len(many) == fleet_node.INSPECTOR_METRICS_MAX == 32
+    assert sorted(many)[0] == "Coll00:1-2GB"
+
+
 @pytest.mark.parametrize(
     "sample, key",
     [

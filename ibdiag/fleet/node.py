@@ -356,21 +356,56 @@ def _nccl_tests_busbw(result: Any) -> Optional[float]:
     return max(values) if values else None
 
 
+# Inspector metrics kept per node: messages from 1 MiB (smaller ones are latency-bound, their
+# bandwidth says little of the fabric - as checks/nccl.py grades), the largest few size buckets
+# of each collective and span (where bus bandwidth is the links'), and a bound on the whole, so
+# a summary stays small whatever the jobs ran.
+INSPECTOR_MIN_BYTES = 1 << 20
+INSPECTOR_SIZES_KEPT = 4
+INSPECTOR_METRICS_MAX = 32
+
+
+class _Bucket(NamedTuple):
+    """Where an Inspector sample is compared: collective, nodes spanned, message size bucket."""
+
+    collective: str
+    nodes: Optional[int]
+    unit: int  # index in _BUCKET_UNITS
+    low: int  # the bucket is low to low + 1 of that unit
+
+    @property
+    def key(self) -> str:
+        span = f":{self.nodes}n" if self.nodes is not None else ""
+        return f"{self.collective}:{self.low}-{self.low + 1}{_BUCKET_UNITS[self.unit]}{span}"
+
+
 def _inspector_busbw(dumps: Any) -> Dict[str, float]:
     """``inspector_key`` -> the median busbw (Gb/s) of this node's collective samples with that
     key. A bus bandwidth is only comparable like for like: a 4 KiB AllReduce runs at a fraction
     of a 4 GiB one, and a communicator within one node (NVLink) far above one across nodes, so
-    a median over every sample would measure the node's workload, not the node. Samples without
-    a positive bandwidth (the Inspector writes 0 for a bucket it could not time) or without a
-    size are left out; P2P operations too (their bandwidth depends on the peer's placement)."""
-    values: Dict[str, List[float]] = {}
+    a median over every sample would measure the node's workload, not the node. Left out:
+    samples without a positive bandwidth (the Inspector writes 0 for a bucket it could not
+    time), without a size or below ``INSPECTOR_MIN_BYTES``, P2P operations (their bandwidth
+    depends on the peer's placement), all but the ``INSPECTOR_SIZES_KEPT`` largest buckets of a
+    collective and span, and past ``INSPECTOR_METRICS_MAX`` keys (by collective name)."""
+    values: Dict[_Bucket, List[float]] = {}
     for dump in _dicts(dumps):
         for sample in _dicts(dump.get("samples")):
             value = _float(sample.get("bus_bw_gbps"))
-            key = inspector_key(sample)
-            if sample.get("kind") == "coll" and key and value is not None and value > 0:
-                values.setdefault(key, []).append(value)
-    return {key: statistics.median(found) for key, found in values.items()}
+            bucket = _inspector_bucket(sample)
+            if sample.get("kind") != "coll" or bucket is None or value is None or value <= 0:
+                continue
+            if (_int(sample.get("message_bytes")) or 0) >= INSPECTOR_MIN_BYTES:
+                values.setdefault(bucket, []).append(value)
+    largest: Dict[Tuple[str, Optional[int]], List[_Bucket]] = {}
+    for bucket in sorted(values, key=lambda b: (b.unit, b.low), reverse=True):
+        kept = largest.setdefault((bucket.collective, bucket.nodes), [])
+        if len(kept) < INSPECTOR_SIZES_KEPT:
+            kept.append(bucket)
+    chosen = [bucket for group in sorted(largest, key=str) for bucket in largest[group]]
+    return {
+        bucket.key: statistics.median(values[bucket]) for bucket in chosen[:INSPECTOR_METRICS_MAX]
+    }
 
 
 _BUCKET_UNITS = ("B", "KB", "MB", "GB", "TB")  # the Inspector's message_size labels, 1024-based
@@ -383,16 +418,20 @@ def inspector_key(sample: Dict[str, Any]) -> Optional[str]:
     ``n+1`` of the largest 1024-based unit not above the size: a JSON dump's exact 17179869184
     bytes and a Prometheus bucket ``16-17GB`` are the same key) and, when the dump says, how many
     nodes the communicator spans. None when the collective or the size is missing or odd."""
+    bucket = _inspector_bucket(sample)
+    return bucket.key if bucket is not None else None
+
+
+def _inspector_bucket(sample: Dict[str, Any]) -> Optional[_Bucket]:
     collective, size = _text(sample.get("collective")), _int(sample.get("message_bytes"))
     if collective is None or not _COLLECTIVE.fullmatch(collective) or size is None or size < 0:
         return None
     unit = 0
     while unit < len(_BUCKET_UNITS) - 1 and size >= 1024 ** (unit + 1):
         unit += 1
-    low = size // 1024**unit
-    key = f"{collective}:{low}-{low + 1}{_BUCKET_UNITS[unit]}"
     nodes = _int(sample.get("n_nodes"))
-    return key + (f":{nodes}n" if nodes is not None and nodes > 0 else "")
+    return _Bucket(collective, nodes if nodes is not None and nodes > 0 else None, unit,
+                   size // 1024**unit)  # fmt: skip
 
 
 def _window(increases: Any) -> Optional[float]:
