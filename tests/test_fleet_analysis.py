@@ -84,13 +84,15 @@ def node(
     ports: Optional[List[PortSummary]] = None,
     metrics: Sequence[Metric] = (),
     hcas: Optional[List[HcaSummary]] = None,
+    level: str = "standard",
+    tool_version: str = __version__,
     **fields,
 ) -> NodeSummary:
     return NodeSummary(
         host=host,
         source=f"{host}.json",
-        level="standard",
-        tool_version=__version__,
+        level=level,
+        tool_version=tool_version,
         schema_version=1,
         verdict=verdict,
         verdict_reason=verdict_reason,
@@ -283,6 +285,29 @@ def test_board_and_model_drift_per_rail():
                                       hca(1), hca(2), hca(3)]))  # fmt: skip
     found = [(d.attribute, d.rail, d.others[0].value) for d in find_drift(fleet, SETTINGS)]
     assert found == [("hca_type", 0, "MT4123"), ("board_id", 0, "MT_0000000223")]
+
+
+def test_nodes_checked_by_another_ibdiag_or_at_another_level_are_drift():
+    """3 nodes ran an older ibdiag and 2 level quick among standard ones: each said, with the
+    majority; a report that did not say (an unreadable file's node) is unknown, no value."""
+    fleet = [node(h) for h in hosts(7)]
+    fleet += [node(h, tool_version="0.0.9") for h in hosts(3, start=10)]
+    fleet += [node(h, level="quick") for h in hosts(2, start=20)]
+    fleet.append(node("gpu030", tool_version="?", level="?", hcas=[], ports=[]))
+    found = [
+        (d.attribute, d.rail, d.majority, d.majority_count,
+         [(o.value, o.nodes, o.count) for o in d.others])
+        for d in find_drift(fleet, SETTINGS)
+    ]  # fmt: skip
+    assert found == [
+        ("ibdiag_version", None, __version__, 9,
+         [("0.0.9", "gpu[010-012]", 3), ("(unknown)", "gpu030", 1)]),
+        ("level", None, "standard", 10, [("quick", "gpu[020-021]", 2), ("(unknown)", "gpu030", 1)]),
+    ]  # fmt: skip
+    same = [node(h) for h in hosts(5)] + [node("gpu030", tool_version="?", level="?")]
+    assert find_drift(same, SETTINGS) == []  # one value, and a node that did not say
+    report = analyze(fleet, SETTINGS)
+    assert report.verdict == "WARNING" and "2 drifting attributes" in report.verdict_reason
 
 
 # --- switch blame -----------------------------------------------------------------------------

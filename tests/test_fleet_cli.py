@@ -121,16 +121,67 @@ def test_a_warning_node_makes_the_fleet_warn(tmp_path, reports):
 
 
 def test_an_unreadable_input_beside_good_reports_warns_and_loses_no_node(tmp_path, reports):
+    """A truncated DIR/gpu004.json: its line under read problems, and gpu004 counted UNKNOWN
+    (its report could not be read) - not one node fewer - with no --expect-nodes."""
     folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002", "gpu003"])
     text = reports["gpu004"]
     Path(folder, "gpu004.json").write_text(text[: len(text) // 3])
     done = cli("fleet", "report", folder, "--json")
     assert done.exit_code == 1
     report = json.loads(done.stdout)
-    assert report["nodes_read"] == 3 and report["counts"]["OK"] == 3
+    validate(report)
+    assert report["nodes_read"] == 3
+    assert report["counts"] == {"OK": 3, "WARNING": 0, "CRITICAL": 0, "UNKNOWN": 1, "MISSING": 0}
+    assert report["unknown"] == [
+        {"reason": "its report could not be read: truncated JSON", "nodes": "gpu004", "count": 1}
+    ]
+    assert report["verdict_reason"] == "1 UNKNOWN node, 1 unreadable input"
     (problem,) = report["read_problems"]
     assert problem["source"] == os.path.join(folder, "gpu004.json")
-    assert problem["reason"].startswith("truncated JSON")
+    assert problem["reason"].startswith("truncated JSON (it ends inside a value, at byte ")
+    lines = cli("fleet", "report", folder).stdout.splitlines()
+    assert lines[1] == "nodes: OK 3, WARNING 0, CRITICAL 0, UNKNOWN 1, MISSING 0"
+    assert lines[lines.index("unknown (no verdict; by reason):") + 1] == (
+        "  its report could not be read: truncated JSON: gpu004 (1)"
+    )
+    # expected: the node answered with a file, so it is UNKNOWN, not missing
+    expected = json.loads(cli("fleet", "report", folder, "--json", "--expect-nodes",
+                              "gpu[001-004]").stdout)  # fmt: skip
+    assert expected["missing"] is None and expected["counts"]["UNKNOWN"] == 1
+
+
+def test_an_unreadable_report_of_a_node_another_input_answers_for_is_no_unknown_node(
+    tmp_path, reports
+):
+    """gpu004's good report in another run's directory answers for it: the truncated one is a
+    read problem only. Nor is a fleet report (fleet-old.json) anyone's node."""
+    folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002"])
+    Path(folder, "gpu004.json").write_text(reports["gpu004"][:100])
+    old = fleet_dir(tmp_path, reports, ["gpu004"], name="earlier")
+    Path(folder, "fleet-old.json").write_text(cli("fleet", "report", old, "--json").stdout)
+    report = json.loads(cli("fleet", "report", folder, old, "--json").stdout)
+    assert report["nodes_read"] == 3 and report["unknown"] == []
+    assert report["counts"] == {"OK": 2, "WARNING": 0, "CRITICAL": 1, "UNKNOWN": 0, "MISSING": 0}
+    assert sorted(os.path.basename(p["source"]) for p in report["read_problems"]) == [
+        "fleet-old.json",
+        "gpu004.json",
+    ]
+
+
+def test_only_unreadable_reports_is_unknown_exit_3_and_names_their_nodes(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "gpu001.json").write_text("{")
+    (folder / "gpu002.json").write_bytes(b"\x00\x01")
+    done = cli("fleet", "report", str(folder), "--json")
+    assert done.exit_code == 3
+    report = json.loads(done.stdout)
+    assert report["nodes_read"] == 0 and report["counts"]["UNKNOWN"] == 2
+    assert report["verdict_reason"] == "no node report could be read, 2 unreadable inputs"
+    assert [(g["reason"], g["nodes"]) for g in report["unknown"]] == [
+        ("its report could not be read: binary data, not JSON", "gpu002"),
+        ("its report could not be read: truncated JSON", "gpu001"),
+    ]
 
 
 def test_no_node_read_is_unknown_exit_3(tmp_path):
@@ -339,6 +390,135 @@ def test_a_host_reported_twice_is_listed_once_with_its_sources(tmp_path, reports
     assert line.endswith(f"not {os.path.join(folder, 'old-gpu001.json')}: gpu001 (1)")
 
 
+def cloned(report_text: str, host: str, machine: int) -> str:
+    """The report as another machine of a cloned image writes it: the kernel's host name
+    ``host``, its own boot id and its own HCAs' GUIDs."""
+    data = json.loads(report_text)
+    data["snapshot"]["host"] = host
+    data["snapshot"]["boot_id"] = f"5c1f2f6e-7a0e-4c59-9a0b-{machine:012x}"
+    for n, device in enumerate(data["snapshot"]["devices"]):
+        device["node_guid"] = f"0c42:a103:{machine:04x}:{n:04x}"
+    return json.dumps(data)
+
+
+def test_two_machines_saying_localhost_are_both_counted_by_their_file_names(tmp_path, reports):
+    """gpu001.json and gpu002.json both say host localhost: two machines (no HCA GUID or boot
+    id in common), so two nodes, neither missing nor a duplicate, and one note says so."""
+    folder = fleet_dir(tmp_path, reports, ["gpu003"])
+    for n in (1, 2):
+        Path(folder, f"gpu00{n}.json").write_text(cloned(reports["gpu001"], "localhost", n))
+    done = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-003]", "--json")
+    report = json.loads(done.stdout)
+    validate(report)
+    assert done.exit_code == 0, done.stdout
+    assert report["nodes_read"] == 3 and report["counts"]["OK"] == 3
+    assert report["missing"] is None and report["duplicates"] == []
+    assert report["read_notes"] == [
+        {
+            "reason": "gpu001.json, gpu002.json both say host localhost: named by their file names",
+            "nodes": "gpu[001-002]",
+            "count": 2,
+        }
+    ]
+    text = cli("fleet", "report", folder, "--expect-nodes", "gpu[001-003]").stdout.splitlines()
+    assert text[text.index("read with a caveat:") + 1] == (
+        "  gpu001.json, gpu002.json both say host localhost: named by their file names: "
+        "gpu[001-002] (2)"
+    )
+
+
+def test_one_machine_in_two_runs_under_its_kernel_name_is_one_node(tmp_path, reports):
+    """The same machine (its HCA GUIDs) in two runs' directories, rebooted in between (another
+    boot id), under file names that differ: one node, the newest report, listed."""
+    older = json.loads(cloned(reports["gpu001"], "localhost", 1))
+    older["snapshot"]["collected_at"] = "2020-01-01T00:00:00Z"
+    newer = json.loads(cloned(reports["gpu001"], "localhost", 1))
+    newer["snapshot"]["boot_id"] = "another-boot"
+    runs = [tmp_path / "run1", tmp_path / "run2"]
+    for run, name, data in zip(runs, ("a.json", "b.json"), (older, newer)):
+        run.mkdir()
+        (run / name).write_text(json.dumps(data))
+    report = json.loads(cli("fleet", "report", *map(str, runs), "--json").stdout)
+    assert report["nodes_read"] == 1 and report["read_notes"] == []
+    (duplicate,) = report["duplicates"]
+    assert duplicate["nodes"] == "localhost"
+    assert duplicate["reason"].startswith(f"2 reports: used {runs[1] / 'b.json'} (collected ")
+
+
+# What the first ibdiag's models held (git show bb309c2:ibdiag/model.py): a report as it wrote
+# one has none of the fields added since - Snapshot.kernel_release and driver_versions
+# (bdaf040), Report.counter_increases (8f5ff84), Port.partner (1c9fe46), the typed facts
+# (inventory, kernel_log, loopback, nccl_*, perfquery, ethtool), Result.subject ...
+FIRST_FIELDS = {
+    "report": {"schema_version", "tool_version", "level", "verdict", "verdict_reason", "results",
+               "thresholds", "snapshot"},
+    "snapshot": {"schema_version", "tool_version", "host", "boot_id", "collected_at",
+                 "sysfs_root", "procfs_root", "sources", "devices", "problems"},
+    "device": {"name", "path", "node_type", "node_type_name", "hca_type", "board_id", "fw_ver",
+               "node_guid", "sys_image_guid", "node_desc", "hw_rev", "pci", "ports",
+               "hw_counters", "problems"},
+    "port": {"number", "path", "state", "state_name", "phys_state", "phys_state_name", "rate",
+             "link_layer", "lid", "sm_lid", "counters", "hw_counters", "netdev", "problems"},
+    "result": {"check_id", "target", "status", "message", "observed", "expected", "hint",
+               "evidence"},
+}  # fmt: skip
+
+
+def as_first_ibdiag_wrote_it(report_text: str, version: str) -> str:
+    """The report with only the fields the first ibdiag wrote, as ibdiag ``version``."""
+
+    def keep(data: dict, kind: str) -> dict:
+        return {key: value for key, value in data.items() if key in FIRST_FIELDS[kind]}
+
+    data = keep(json.loads(report_text), "report")
+    data["tool_version"] = version
+    data["results"] = [keep(result, "result") for result in data["results"]]
+    snap = data["snapshot"] = keep(data["snapshot"], "snapshot")
+    snap["tool_version"] = version
+    snap["devices"] = [keep(device, "device") for device in snap["devices"]]
+    for device in snap["devices"]:
+        device["ports"] = [keep(port, "port") for port in device["ports"]]
+    return json.dumps(data)
+
+
+def test_reports_of_an_older_ibdiag_are_read_and_only_its_version_drifts(tmp_path, reports):
+    """5 nodes as this ibdiag writes them (kernel release, driver versions, counter increases
+    since a baseline) and 3 as the first ibdiag did (none of those): all 8 read, and the only
+    drift is the ibdiag version - nothing from the fields the older one did not write."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    current = json.loads(reports["gpu001"])
+    current["snapshot"]["kernel_release"] = "5.15.0-1068-azure"
+    current["snapshot"]["driver_versions"] = {"mlx5_core": "24.10-1.1.4", "ib_core": "24.10"}
+    current["counter_increases"] = {"hours": 2.0, "rebooted": False, "targets": {}}
+    for n in range(1, 9):
+        host = f"gpu{n:03d}"
+        text = json.dumps(current).replace('"gpu001"', f'"{host}"')
+        if n > 5:
+            text = as_first_ibdiag_wrote_it(text, "0.0.9")
+            assert "kernel_release" not in text and "driver_versions" not in text
+        (folder / f"{host}.json").write_text(text)
+    done = cli("fleet", "report", str(folder), "--json")
+    report = json.loads(done.stdout)
+    validate(report)
+    assert report["read_problems"] == [] and report["read_notes"] == []
+    assert report["nodes_read"] == 8 and report["counts"]["OK"] == 8
+    assert report["outliers"] == []
+    (drift,) = report["drift"]
+    assert drift == {
+        "attribute": "ibdiag_version",
+        "rail": None,
+        "majority": json.loads(reports["gpu001"])["tool_version"],
+        "majority_count": 5,
+        "others": [{"value": "0.0.9", "nodes": "gpu[006-008]", "count": 3}],
+    }
+    assert done.exit_code == 1 and report["verdict_reason"] == "1 drifting attribute"
+    lines = cli("fleet", "report", str(folder)).stdout.splitlines()
+    assert lines[lines.index("drift (the majority, then the others):") + 1] == (
+        f"  ibdiag_version: {drift['majority']} on 5 nodes; 0.0.9 on gpu[006-008] (3)"
+    )
+
+
 def test_a_real_process_with_a_pool_of_workers(tmp_path, reports):
     folder = fleet_dir(tmp_path, reports, NODES)
     for n in range(6, 40):  # more reports than one chunk per worker
@@ -352,4 +532,5 @@ def test_a_real_process_with_a_pool_of_workers(tmp_path, reports):
     report = json.loads(done.stdout)
     validate(report)
     assert report["nodes_read"] == 39 and report["counts"]["OK"] == 37
+    assert report["counts"]["UNKNOWN"] == 1  # "trunc": the node trunc.json names
     assert [p["source"] for p in report["read_problems"]] == [os.path.join(folder, "trunc.json")]

@@ -355,7 +355,14 @@ def test_numbers_read_as_an_admin_reads_them(value, shown):
 
 def test_metric_names_get_their_meaning_and_unit():
     assert fleet_html.metric_label("ib_write_bw_gbps") == ("ib_write_bw loopback bandwidth", "Gb/s")
-    assert fleet_html.metric_label("inspector_busbw_gbps")[1] == "Gb/s"
+    assert fleet_html.metric_label("inspector_busbw_gbps:AllReduce:4-5GB:2n") == (
+        "NCCL Inspector AllReduce 4-5GB bus bandwidth, 2-node communicator",
+        "Gb/s",
+    )
+    assert fleet_html.metric_label("inspector_busbw_gbps:AllGather:1-2MB") == (
+        "NCCL Inspector AllGather 1-2MB bus bandwidth",
+        "Gb/s",
+    )
     assert fleet_html.metric_label("nccl_tests_busbw_gbytes")[1] == "GB/s"
     assert fleet_html.metric_label("error_rate:link_downed") == (
         "link_downed error rate",

@@ -5,18 +5,20 @@ on JSON that is not a report."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
+from conftest import read_capture
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from snapshots import builtin_registry, device, port, replaced, snapshot
+from snapshots import builtin_registry, device, interpreted, port, replaced, snapshot
 from test_checks_partner import partner
 
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.fleet import node as fleet_node
 from ibdiag.fleet.node import NotAReport, summarize
 from ibdiag.grade import drain_reason, grade
+from ibdiag.model import InspectorFile
 from ibdiag.thresholds import Thresholds
 
 QDR = "40 Gb/sec (4X QDR)"
@@ -149,6 +151,129 @@ def test_failures_off_the_ports_are_named_apart():
     assert found.failing_elsewhere == ["mlx5_0", "node"]
     assert found.drain_reason == "ibdiag: node kernel.log and more"
     assert found.ports[0].failing_checks == ["link.partner", "link.state"]
+
+
+def test_what_tells_one_machine_from_another():
+    """The boot id and every device's node GUID (lower case), Ethernet ones too; an all-zero
+    GUID (an unprogrammed or virtual function's: the same on every machine) is none."""
+    devs = [
+        device("mlx5_0", node_guid="0C42:A103:0001:1A2B"),
+        device("mlx5_1", node_guid="0000:0000:0000:0000"),
+        device("mlx5_2", [port(1, link_layer="Ethernet")], node_guid="0x0c42a10300021a2b"),
+    ]
+    _, data = report_json(snapshot(devs))
+    found = summarize(data, "x")
+    assert found.guids == ["0c42:a103:0001:1a2b", "0x0c42a10300021a2b"]
+    assert found.boot_id == data["snapshot"]["boot_id"] != ""
+    del data["snapshot"]["boot_id"]  # an older report's, or one whose procfs said nothing
+    assert summarize(data, "x").boot_id is None
+
+
+# --- NCCL Inspector bus bandwidth: like for like, whatever else the node's jobs ran ------------
+
+INSPECTOR = "nccl_inspector"  # ../shared/fixtures/nccl_inspector
+# NVIDIA's README: one GPU of nvl72004-T01, AllReduce 4-5GB 678.263 GB/s (n_nodes 1), P2P Send.
+PROM_CAPTURE = "nccl-readme-nvl72004-inspector-prom-allreduce-4-5GB-and-p2p-send.txt"
+# NVIDIA's README (v4.4 JSON, nnodes 1): AllReduce 16 GiB 485.119099 GB/s, ReduceScatter 2 GiB
+# 366.134533 GB/s.
+JSON_CAPTURE = (
+    "nccl-readme-inspector-json-v4.4-dump_stats-coll_perf-allreduce-16GiB-and-verbose-"
+    "reducescatter.txt"
+)
+
+
+def inspector_report(files) -> dict:
+    """A graded report's JSON whose snapshot holds ``files`` (name, text) as Inspector dumps,
+    parsed by the interpret step as collect parses them."""
+    when = datetime(2025, 5, 23, 20, 0, tzinfo=timezone.utc)
+    dumps = [InspectorFile(name=name, modified_at=when, text=text) for name, text in files]
+    snap = snapshot().model_copy(update={"nccl_inspector": dumps, "nccl_inspector_dir": "/d"})
+    _, data = report_json(interpreted(snap), level="full")
+    assert data["snapshot"]["nccl_inspector_dumps"], "the dumps were parsed"
+    return data
+
+
+def gpu_prom_files(factors):
+    """The Prometheus capture as GPU0..n of one node, AllReduce 4-5GB at 678.263 x factor."""
+    text = read_capture(INSPECTOR, PROM_CAPTURE)
+    return [
+        (
+            f"nccl_inspector_metrics_GPU-{n}.prom",
+            text.replace('gpu="GPU0"', f'gpu="GPU{n}"').replace(
+                "} 678.263", f"}} {678.263 * factor}"
+            ),
+        )
+        for n, factor in enumerate(factors)
+    ]
+
+
+def inspector_metrics(data) -> dict:
+    found = summarize(data, "x.json")
+    prefix = fleet_node.INSPECTOR_BUSBW_PREFIX
+    return {m.name[len(prefix) :]: m.value for m in found.metrics if m.name.startswith(prefix)}
+
+
+def test_inspector_bus_bandwidth_is_per_collective_size_and_span_from_real_dumps():
+    """Each (collective, message size bucket, nodes spanned) is its own metric: the median over
+    the node's GPUs, in Gb/s. A JSON dump's exact size falls in the bucket the Prometheus mode
+    would label it with; P2P Send is not a collective."""
+    files = gpu_prom_files((1.0, 0.9, 1.1, 0.5))
+    files.append(("node0-pid1639453.log", read_capture(INSPECTOR, JSON_CAPTURE)))
+    assert inspector_metrics(inspector_report(files)) == {
+        "AllReduce:4-5GB:1n": pytest.approx(678.263 * (0.9 + 1.0) / 2 * 8),
+        "AllReduce:16-17GB:1n": pytest.approx(485.119099 * 8),
+        "ReduceScatter:2-3GB:1n": pytest.approx(366.134533 * 8),
+    }
+
+
+def test_a_node_s_inspector_value_does_not_depend_on_what_else_its_jobs_ran():
+    """Two nodes with the same AllReduce 4-5GB bandwidth; one also ran the JSON capture's other
+    collectives and sizes (slower per byte): their comparable values are the same. The old median
+    over every sample gave 5426 Gb/s against 3881."""
+    alone = inspector_metrics(inspector_report(gpu_prom_files((1.0,))))
+    files = [*gpu_prom_files((1.0,)), ("a.log", read_capture(INSPECTOR, JSON_CAPTURE))]
+    busier = inspector_metrics(inspector_report(files))
+    assert alone == {"AllReduce:4-5GB:1n": pytest.approx(678.263 * 8)}
+    assert busier["AllReduce:4-5GB:1n"] == alone["AllReduce:4-5GB:1n"]
+    assert len(busier) == 3
+
+
+def test_only_the_largest_sizes_from_1_mib_are_kept_and_a_node_holds_few():
+    """The capture's AllReduce relabelled to six buckets: below 1 MiB is latency, not fabric;
+    of the rest the 4 largest stay. However many collectives a dump names, a summary holds at
+    most INSPECTOR_METRICS_MAX of them."""
+    text = read_capture(INSPECTOR, PROM_CAPTURE)
+    sizes = ["512-513KB", "1-2MB", "8-9MB", "64-65MB", "512-513MB", "4-5GB"]
+    files = [(f"nccl_inspector_metrics_{n}.prom", text.replace("4-5GB", size))
+             for n, size in enumerate(sizes)]  # fmt: skip
+    found = inspector_metrics(inspector_report(files))
+    assert sorted(found) == sorted(f"AllReduce:{size}:1n" for size in sizes[2:])
+    samples = [
+        {"kind": "coll", "collective": f"Coll{n:02d}", "message_bytes": 1 << 30, "bus_bw_gbps": 8.0}
+        for n in range(40)
+    ]
+    _, data = report_json(snapshot())
+    data["snapshot"]["nccl_inspector_dumps"] = [{"samples": samples}]
+    many = inspector_metrics(data)
+    assert len(many) == fleet_node.INSPECTOR_METRICS_MAX == 32
+    assert sorted(many)[0] == "Coll00:1-2GB"
+
+
+@pytest.mark.parametrize(
+    "sample, key",
+    [
+        ({"collective": "AllReduce", "message_bytes": 4 << 30, "n_nodes": 2}, "AllReduce:4-5GB:2n"),
+        ({"collective": "AllGather", "message_bytes": (1 << 30) - 1}, "AllGather:1023-1024MB"),
+        ({"collective": "Broadcast", "message_bytes": 512}, "Broadcast:512-513B"),
+        ({"collective": "AllReduce", "message_bytes": 1 << 40, "n_nodes": 0}, "AllReduce:1-2TB"),
+        ({"collective": "AllReduce", "message_bytes": None}, None),
+        ({"collective": "All:Reduce", "message_bytes": 4}, None),
+        ({"collective": "\x1b[2J", "message_bytes": 4}, None),
+        ({"message_bytes": 4}, None),
+    ],
+)
+def test_inspector_keys(sample, key):
+    assert fleet_node.inspector_key(sample) == key
 
 
 # --- one definition of a rail: the fleet's reading of the JSON and Snapshot.rails agree ---------

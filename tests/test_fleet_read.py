@@ -20,11 +20,11 @@ from test_fleet_node import report_json
 from ibdiag.bundle import open_bundle, write_bundle
 from ibdiag.collect import collect
 from ibdiag.fleet import read as fleet_read
-from ibdiag.fleet.model import ReadProblem
+from ibdiag.fleet.identity import deduplicate
+from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, summarize
 from ibdiag.fleet.read import (
     MAX_REPORT_BYTES,
-    deduplicate,
     read_fleet,
     read_inputs,
     read_with_notes,
@@ -38,10 +38,17 @@ T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 GOOD_SCENARIO = "gcm-8xCX6-HDR-good"
 
 
-def node_report(host: str, collected_at: datetime = T0, **extra) -> dict:
-    """A real graded report's JSON (ibdiag.grade on a built snapshot) for ``host``."""
-    snap = snapshot([device("mlx5_0", [port(1)]), device("mlx5_1", [port(1)])])
+def node_report(
+    host: str, collected_at: datetime = T0, machine: int = 0, boot_id: str = "", **extra
+) -> dict:
+    """A real graded report's JSON (ibdiag.grade on a built snapshot) for ``host``; its HCAs'
+    GUIDs are ``machine``'s (every report of one machine number shares them), its boot id the
+    snapshot helper's unless given."""
+    guids = [f"0c42:a103:{machine:04x}:{n:04x}" for n in range(2)]
+    snap = snapshot([device(f"mlx5_{n}", [port(1)], node_guid=guids[n]) for n in range(2)])
     snap = snap.model_copy(update={"host": host, "collected_at": collected_at})
+    if boot_id:
+        snap = snap.model_copy(update={"boot_id": boot_id})
     _, data = report_json(snap)
     data.update(extra)
     return data
@@ -465,7 +472,8 @@ def test_a_host_read_twice_keeps_its_newest_report_and_is_listed(tmp_path):
     )
 
 
-def summary(host: str, source: str, when) -> NodeSummary:
+def summary(host: str, source: str, when, boot_id: str = "", guids=()) -> NodeSummary:
+    """A node's summary; one boot id per host unless told (the evidence of one machine)."""
     return NodeSummary(
         host=host,
         source=source,
@@ -474,12 +482,14 @@ def summary(host: str, source: str, when) -> NodeSummary:
         schema_version=1,
         collected_at=when,
         verdict="OK",
+        boot_id=boot_id or f"boot-of-{host}",
+        guids=list(guids),
     )
 
 
 def test_deduplicate_ties_and_unknown_times():
     naive = datetime(2024, 5, 1, 13, 0)  # no zone: taken as UTC, so after T0
-    nodes, duplicates = deduplicate(
+    nodes, duplicates, notes = deduplicate(
         [
             summary("a", "a1", None),
             summary("a", "a2", T0),
@@ -499,13 +509,143 @@ def test_deduplicate_ties_and_unknown_times():
     ]
     assert [group.nodes for group in duplicates] == ["a", "b", "c"]
     assert duplicates[0].reason == f"3 reports: used a2 (collected {T0.isoformat()}), not a1, a3"
+    assert notes == []
 
 
 def test_many_duplicate_sources_are_named_then_counted():
     items = [summary("a", f"a{n}", T0 + timedelta(minutes=n)) for n in range(9)]
-    _, (group,) = deduplicate(items)
+    _, (group,), _ = deduplicate(items)
     assert group.reason.endswith("not a0, a1, a2, a3, a4 and 3 more")
     assert group.reason.startswith("9 reports: used a8 ")
+
+
+def test_one_host_name_on_different_machines_is_one_node_per_report_file(tmp_path):
+    """Cloned images and kernels calling themselves localhost: two machines (no HCA GUID, no
+    boot id in common) saying one host name are both nodes, named by their files' names, with
+    one note; neither is a duplicate of the other."""
+    one = write_json(tmp_path / "gpu001.json", node_report("localhost", machine=1, boot_id="b1"))
+    two = write_json(tmp_path / "gpu002.json", node_report("localhost", machine=2, boot_id="b2"))
+    three = write_json(tmp_path / "gpu003.json", node_report("gpu003", machine=3, boot_id="b3"))
+    found = read_fleet([str(tmp_path)], workers=1)
+    assert [(node.host, node.source) for node in found.nodes] == [
+        ("gpu001", one),
+        ("gpu002", two),
+        ("gpu003", three),
+    ]
+    assert found.duplicates == [] and found.problems == []
+    assert found.notes == [
+        NodeGroup(
+            reason="gpu001.json, gpu002.json both say host localhost: named by their file names",
+            nodes="gpu[001-002]",
+            count=2,
+        )
+    ]
+
+
+def run_dirs(tmp_path, reports) -> List[str]:
+    """Each (directory, file, report) written; the directories, once each, in order."""
+    folders: List[str] = []
+    for folder, name, report in reports:
+        (tmp_path / folder).mkdir(exist_ok=True)
+        write_json(tmp_path / folder / name, report)
+        if str(tmp_path / folder) not in folders:
+            folders.append(str(tmp_path / folder))
+    return folders
+
+
+LATER = T0 + timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    "evidence, first, second",
+    [
+        # an HCA GUID in common: rebooted (another boot id), the files named otherwise
+        ("guid", ("a", "old.json", dict(machine=1, boot_id="b1")),
+         ("b", "new.json", dict(machine=1, boot_id="b2"))),
+        # the same boot id: HCAs that read otherwise (replaced? a VF?), the same boot
+        ("boot id", ("a", "old.json", dict(machine=1, boot_id="b1")),
+         ("b", "new.json", dict(machine=2, boot_id="b1"))),
+        # fleet run's DIR/<node>.json of two runs: the node the scheduler calls gpu001
+        ("file name", ("run1", "gpu001.json", dict(machine=1, boot_id="b1")),
+         ("run2", "gpu001.json", dict(machine=2, boot_id="b2"))),
+    ],
+)  # fmt: skip
+def test_one_machine_read_twice_is_one_node_by_any_evidence(tmp_path, evidence, first, second):
+    older = node_report("localhost", T0, **first[2])
+    newer = node_report("localhost", LATER, **second[2])
+    folders = run_dirs(tmp_path, [(first[0], first[1], older), (second[0], second[1], newer)])
+    found = read_fleet(folders, workers=1)
+    newest = str(tmp_path / second[0] / second[1])
+    assert [(node.host, node.source) for node in found.nodes] == [("localhost", newest)], evidence
+    (group,) = found.duplicates
+    assert group.nodes == "localhost" and group.reason.startswith(f"2 reports: used {newest} ")
+    assert found.notes == []
+
+
+def test_without_any_evidence_in_common_the_same_host_is_two_machines(tmp_path):
+    """The same checks, none met (other GUIDs, boot ids and file names): two nodes, each named
+    by its file, not the newest kept and the other lost."""
+    folders = run_dirs(
+        tmp_path,
+        [
+            ("a", "old.json", node_report("localhost", T0, machine=1, boot_id="b1")),
+            ("b", "new.json", node_report("localhost", LATER, machine=2, boot_id="b2")),
+        ],
+    )
+    found = read_fleet(folders, workers=1)
+    assert [node.host for node in found.nodes] == ["old", "new"]
+    assert found.duplicates == [] and len(found.notes) == 1
+
+
+def test_machines_whose_files_name_no_free_node_are_numbered():
+    """A bundle's file names no node; a file naming a node another report already is cannot
+    name this one: the host's name, then numbered, and the note says which."""
+    nodes, duplicates, (note,) = deduplicate(
+        [
+            summary("gpu001", "d/gpu001.json", T0),
+            summary("localhost", "x/ibdiag-localhost-1.tar.gz", T0, boot_id="1"),
+            summary("localhost", "y/ibdiag-localhost-2.tar.gz", T0, boot_id="2"),
+            summary("localhost", "z/gpu001.json", T0, boot_id="3"),
+        ]
+    )
+    assert [node.host for node in nodes] == ["gpu001", "localhost", "localhost-2", "gpu001-2"]
+    assert duplicates == [] and (note.nodes, note.count) == ("gpu001-2,localhost,localhost-2", 3)
+    assert note.reason == (
+        "ibdiag-localhost-1.tar.gz, ibdiag-localhost-2.tar.gz, gpu001.json all 3 say host "
+        "localhost: named by their file names, or numbered where a file names no free node: "
+        "localhost, localhost-2, gpu001-2"
+    )
+
+
+def test_a_report_that_ties_two_machines_merges_them():
+    """Seen apart (other GUIDs, boot ids, files), then one report with a GUID of the first and
+    the boot id of the second: all three are one machine."""
+    nodes, (duplicate,), notes = deduplicate(
+        [
+            summary("h", "a", T0, boot_id="1", guids=["g1"]),
+            summary("h", "b", T0, boot_id="2", guids=["g2"]),
+            summary("h", "c", LATER, boot_id="2", guids=["g1"]),
+        ]
+    )
+    assert [(node.host, node.source) for node in nodes] == [("h", "c")] and notes == []
+    assert duplicate.reason.startswith("3 reports: used c ")
+
+
+def test_only_an_unreadable_file_that_names_a_node_is_an_unknown_node(tmp_path):
+    """DIR/<node>.json names its node; a bundle tarball's name, a name no node can have and a
+    directory's own problem name none."""
+    (tmp_path / "gpu009.json").write_text('{"verdict": ')
+    (tmp_path / "junk.tar.gz").write_bytes(b"\x1f\x8b not really")
+    (tmp_path / "bad name!.json").write_text("{")
+    os.symlink(tmp_path / "nowhere", tmp_path / "gpu010.json")
+    found = read_fleet([str(tmp_path), str(tmp_path / "empty")], workers=1)
+    assert len(found.problems) == 5
+    got = [(node.host, node.verdict, node.verdict_reason, node.unread) for node in found.nodes]
+    assert got == [
+        ("gpu009", "UNKNOWN", "its report could not be read: truncated JSON", True),
+        ("gpu010", "UNKNOWN", "its report could not be read: a symbolic link to nothing", True),
+    ]
+    assert found.nodes[0].source == str(tmp_path / "gpu009.json")
 
 
 # -- the process pool ---------------------------------------------------------------------------

@@ -4,19 +4,20 @@ Healthy is every node OK, every expected node present, no outlier, no drift, no 
 rail and every input readable: verdict OK. Otherwise nodes are grouped by what is wrong, so 500
 nodes with one reason are one line: CRITICAL nodes by drain reason (``drain``) - except those
 whose failing ports all lie on suspect switches, which go to ``switch_suspect`` (their ticket
-is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason; expected
+is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason (a node
+whose report file could not be read among them: ``nodes_read`` does not count it); expected
 hosts without a report as ``missing`` (hosts not expected are reported like any other). Groups
 come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag import __version__
 from ibdiag.fleet.drift import find_drift
+from ibdiag.fleet.identity import answered_names
 from ibdiag.fleet.model import FleetReport, FleetSettings, NodeGroup, Outlier, ReadProblem
 from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
 from ibdiag.fleet.outliers import find_outliers
@@ -68,7 +69,7 @@ def analyze(
         settings=settings,
         verdict="UNKNOWN",
         verdict_reason="",
-        nodes_read=len(nodes),
+        nodes_read=sum(1 for node in nodes if not node.unread),
         counts=counts,
         drain=_groups(drain),
         switch_suspect=_groups(switch_suspect),
@@ -84,21 +85,6 @@ def analyze(
     )
     verdict, reason = _verdict(report)
     return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
-
-
-def answered_names(nodes: Sequence[NodeSummary]) -> Set[str]:
-    """The names an expected node may have answered under: its report's host, that host's
-    first DNS label (Slurm names nodes short, a kernel may say gpu001.cluster.example), and the
-    report file's name without .json (fleet run writes DIR/<Slurm node name>.json, which may
-    differ from the kernel's host name: NodeHostname)."""
-    names: Set[str] = set()
-    for node in nodes:
-        names.add(node.host)
-        names.add(node.host.split(".", 1)[0])
-        base = os.path.basename(node.source)
-        if base.endswith(".json"):
-            names.add(base[: -len(".json")])
-    return names
 
 
 def unexplained(outliers: Sequence[Outlier], nodes: Sequence[NodeSummary]) -> List[Outlier]:

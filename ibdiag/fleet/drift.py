@@ -1,17 +1,19 @@
 """Drift: an attribute that should be the same on every node and is not.
 
-Per rail (HCA index): firmware (``fw_ver``), board (``board_id``), model (``hca_type``);
-per node: ``kernel_release`` and each driver module's version (``driver:<module>``). Healthy is
-one value everywhere: nothing is listed. Otherwise the majority value is named with its count
-and every other value with its nodes (hostlist-compressed), most nodes first.
+Per rail (HCA index): firmware (``fw_ver``), board (``board_id``), model (``hca_type``). Per
+node: how it was checked - the ibdiag version that wrote its report (``ibdiag_version``, the
+report's ``tool_version``) and the check ``level`` (a node checked at level quick among nodes
+at standard read no counters; an older ibdiag checks less, and otherwise) - then
+``kernel_release`` and each driver module's version (``driver:<module>``). Healthy is one value
+everywhere: nothing is listed. Otherwise the majority value is named with its count and every
+other value with its nodes (hostlist-compressed), most nodes first.
 
 A node that does not say (an older ibdiag that did not read it, an unreadable file) is not drift
 by itself - a fleet half of whose reports come from an older ibdiag without kernel releases has
 no kernel drift - but where the nodes that say disagree, it is listed too, as ``(unknown)``. A
 driver module missing from a node that reports the others is ``(not loaded)``: a value, so a node
 without nvidia_peermem among nodes with it is drift. The majority is the most common value a
-node did say. Cost: one
-pass over the nodes' HCAs: O(nodes x HCAs).
+node did say. Cost: one pass over the nodes' HCAs: O(nodes x HCAs).
 """
 
 from __future__ import annotations
@@ -25,7 +27,11 @@ from ibdiag.hostlist import compress
 UNKNOWN = "(unknown)"
 NOT_LOADED = "(not loaded)"
 HCA_ATTRIBUTES = ("hca_type", "board_id", "fw_ver")
+IBDIAG_VERSION = "ibdiag_version"
+LEVEL = "level"
+CHECKED = (IBDIAG_VERSION, LEVEL)  # how each node was checked
 KERNEL = "kernel_release"
+UNSAID = "?"  # NodeSummary's level and tool_version of a report that did not say
 DRIVER_PREFIX = "driver:"
 
 Key = Tuple[str, Optional[int]]  # (attribute, rail)
@@ -40,6 +46,8 @@ def find_drift(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Dr
         for hca in node.hcas:
             for attribute in HCA_ATTRIBUTES:
                 _add(values, (attribute, hca.rail), getattr(hca, attribute), node.host)
+        _add(values, (IBDIAG_VERSION, None), _said(node.tool_version), node.host)
+        _add(values, (LEVEL, None), _said(node.level), node.host)
         _add(values, (KERNEL, None), node.kernel_release, node.host)
         for module in modules:
             version = node.driver_versions.get(module)
@@ -52,6 +60,10 @@ def find_drift(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Dr
 
 def _add(values: Dict[Key, Dict[str, Set[str]]], key: Key, value: Optional[str], host: str):
     values.setdefault(key, {}).setdefault(UNKNOWN if value is None else value, set()).add(host)
+
+
+def _said(value: str) -> Optional[str]:
+    return None if value == UNSAID else value
 
 
 def _drift(key: Key, seen: Dict[str, Set[str]]) -> Optional[Drift]:
@@ -72,7 +84,10 @@ def _drift(key: Key, seen: Dict[str, Set[str]]) -> Optional[Drift]:
 
 
 def _order(drift: Drift) -> Tuple[int, str, int]:
-    """HCA attributes by rail first, then the kernel, then the drivers by module."""
+    """HCA attributes by rail first, then how the nodes were checked, the kernel, then the
+    drivers by module."""
     if drift.rail is not None:
         return (0, "", drift.rail * len(HCA_ATTRIBUTES) + HCA_ATTRIBUTES.index(drift.attribute))
-    return (1 if drift.attribute == KERNEL else 2, drift.attribute, 0)
+    if drift.attribute in CHECKED:
+        return (1, "", CHECKED.index(drift.attribute))
+    return (2 if drift.attribute == KERNEL else 3, drift.attribute, 0)

@@ -63,7 +63,9 @@ class Outlier(_Frozen):
     relative difference ((value - median) / median; -0.2 = 20% below)."""
 
     host: str
-    metric: str  # ibdiag.fleet.node metric names: ib_write_bw_gbps, error_rate:symbol_error, ...
+    # ibdiag.fleet.node metric names: ib_write_bw_gbps, error_rate:symbol_error,
+    # inspector_busbw_gbps:AllReduce:4-5GB:2n (collective, message size bucket, nodes spanned), ...
+    metric: str
     rail: Optional[int] = None  # None: a node-wide metric
     value: float
     median: float
@@ -82,7 +84,8 @@ class DriftValue(_Frozen):
 class Drift(_Frozen):
     """An attribute whose value is not the same on every node: the majority, and the others."""
 
-    attribute: str  # fw_ver, board_id, hca_type, kernel_release, driver:mlx5_core
+    # fw_ver, board_id, hca_type, ibdiag_version, level, kernel_release, driver:mlx5_core
+    attribute: str
     rail: Optional[int] = None  # per-HCA attributes: the rail; None: node-wide
     majority: str
     majority_count: int
@@ -148,7 +151,7 @@ class FleetReport(_Frozen):
     settings: FleetSettings
     verdict: str
     verdict_reason: str
-    nodes_read: int
+    nodes_read: int  # reports read: not the UNKNOWN nodes only an unreadable file names
     counts: Dict[str, int]  # OK WARNING CRITICAL UNKNOWN MISSING -> nodes
     drain: List[NodeGroup] = Field(default_factory=list)  # CRITICAL nodes by drain reason
     switch_suspect: List[NodeGroup] = Field(default_factory=list)  # theirs, on suspect switches

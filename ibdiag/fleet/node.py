@@ -38,7 +38,9 @@ MIN_RATE_WINDOW_HOURS = 1.0  # as ibdiag.deltas: a rate over a shorter interval 
 # Metric names (``Metric.name``) and their units.
 IB_WRITE_BW = "ib_write_bw_gbps"  # level full's loopback, Gb/s, per rail
 NCCL_TESTS_BUSBW = "nccl_tests_busbw_gbytes"  # nccl-tests busbw at the largest size, GB/s
-INSPECTOR_BUSBW = "inspector_busbw_gbps"  # NCCL Inspector collectives' median busbw, Gb/s
+# NCCL Inspector: + "<collective>:<message size bucket>[:<N>n]" (``inspector_key``): the median
+# busbw (Gb/s) of the node's samples of that collective, size and communicator span.
+INSPECTOR_BUSBW_PREFIX = "inspector_busbw_gbps:"
 ERROR_RATE_PREFIX = "error_rate:"  # + counter name: increases per hour since the baseline
 
 
@@ -111,10 +113,17 @@ class NodeSummary(_Frozen):
     failing_elsewhere: List[str] = []
     kernel_release: Optional[str] = None
     driver_versions: Dict[str, str] = {}
+    # What says two reports come from one machine (``ibdiag.fleet.identity``): the kernel's boot
+    # id, and the node GUIDs of its RDMA devices (all-zero ones left out: they name nothing).
+    boot_id: Optional[str] = None
+    guids: List[str] = []
     metrics: List[Metric] = []
     # Hours since the baseline the node was graded against; None: no baseline, so its error
     # rates are unknown (not zero).
     rate_window_hours: Optional[float] = None
+    # No report of it could be read: only its name is known (``ibdiag.fleet.identity``), from
+    # the file name of an input that could not be read. Counted UNKNOWN, not as a node read.
+    unread: bool = False
 
     def metric(self, name: str, rail: Optional[int] = None) -> Optional[float]:
         return next((m.value for m in self.metrics if m.name == name and m.rail == rail), None)
@@ -162,6 +171,8 @@ def summarize(report: Any, source: str) -> NodeSummary:
         driver_versions={
             str(k): v for k, v in _mapping(snapshot.get("driver_versions")).items() if _text(v)
         },
+        boot_id=_text(snapshot.get("boot_id")) or None,
+        guids=_guids(_dicts(snapshot.get("devices"))),
         metrics=_metrics(snapshot, rails, report.get("counter_increases")),
         rate_window_hours=_window(report.get("counter_increases")),
     )
@@ -221,6 +232,17 @@ def _hcas(devices: List[Dict[str, Any]], rails: Dict[str, int]) -> List[HcaSumma
         if dev.get("name") in rails
     ]
     return sorted(found, key=lambda hca: hca.rail)
+
+
+def _guids(devices: List[Dict[str, Any]]) -> List[str]:
+    """The devices' node GUIDs, lower case, sorted; none that is all zeros (a virtual function's
+    or an unprogrammed one's GUID is the same on every machine)."""
+    found = set()
+    for dev in devices:
+        guid = _text(dev.get("node_guid"))
+        if guid and guid.strip().lower().replace("0x", "").strip("0:"):
+            found.add(guid.strip().lower())
+    return sorted(found)
 
 
 def _ports(
@@ -292,9 +314,10 @@ def _metrics(snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any) ->
     busbw = _nccl_tests_busbw(snapshot.get("nccl_tests"))
     if busbw is not None:
         metrics.append(Metric(name=NCCL_TESTS_BUSBW, value=busbw))
-    inspector = _inspector_busbw(snapshot.get("nccl_inspector_dumps"))
-    if inspector is not None:
-        metrics.append(Metric(name=INSPECTOR_BUSBW, value=inspector))
+    metrics += [
+        Metric(name=INSPECTOR_BUSBW_PREFIX + key, value=value)
+        for key, value in sorted(_inspector_busbw(snapshot.get("nccl_inspector_dumps")).items())
+    ]
     hours = _window(increases)
     if hours is not None:
         rates: Dict[Tuple[str, int], float] = {}
@@ -333,16 +356,82 @@ def _nccl_tests_busbw(result: Any) -> Optional[float]:
     return max(values) if values else None
 
 
-def _inspector_busbw(dumps: Any) -> Optional[float]:
-    """The median busbw (Gb/s) of the collectives the NCCL Inspector recorded on this node."""
-    values = [
-        _float(sample.get("bus_bw_gbps"))
-        for dump in _dicts(dumps)
-        for sample in _dicts(dump.get("samples"))
-        if sample.get("kind") == "coll"
-    ]
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+# Inspector metrics kept per node: messages from 1 MiB (smaller ones are latency-bound, their
+# bandwidth says little of the fabric - as checks/nccl.py grades), the largest few size buckets
+# of each collective and span (where bus bandwidth is the links'), and a bound on the whole, so
+# a summary stays small whatever the jobs ran.
+INSPECTOR_MIN_BYTES = 1 << 20
+INSPECTOR_SIZES_KEPT = 4
+INSPECTOR_METRICS_MAX = 32
+
+
+class _Bucket(NamedTuple):
+    """Where an Inspector sample is compared: collective, nodes spanned, message size bucket."""
+
+    collective: str
+    nodes: Optional[int]
+    unit: int  # index in _BUCKET_UNITS
+    low: int  # the bucket is low to low + 1 of that unit
+
+    @property
+    def key(self) -> str:
+        span = f":{self.nodes}n" if self.nodes is not None else ""
+        return f"{self.collective}:{self.low}-{self.low + 1}{_BUCKET_UNITS[self.unit]}{span}"
+
+
+def _inspector_busbw(dumps: Any) -> Dict[str, float]:
+    """``inspector_key`` -> the median busbw (Gb/s) of this node's collective samples with that
+    key. A bus bandwidth is only comparable like for like: a 4 KiB AllReduce runs at a fraction
+    of a 4 GiB one, and a communicator within one node (NVLink) far above one across nodes, so
+    a median over every sample would measure the node's workload, not the node. Left out:
+    samples without a positive bandwidth (the Inspector writes 0 for a bucket it could not
+    time), without a size or below ``INSPECTOR_MIN_BYTES``, P2P operations (their bandwidth
+    depends on the peer's placement), all but the ``INSPECTOR_SIZES_KEPT`` largest buckets of a
+    collective and span, and past ``INSPECTOR_METRICS_MAX`` keys (by collective name)."""
+    values: Dict[_Bucket, List[float]] = {}
+    for dump in _dicts(dumps):
+        for sample in _dicts(dump.get("samples")):
+            value = _float(sample.get("bus_bw_gbps"))
+            bucket = _inspector_bucket(sample)
+            if sample.get("kind") != "coll" or bucket is None or value is None or value <= 0:
+                continue
+            if (_int(sample.get("message_bytes")) or 0) >= INSPECTOR_MIN_BYTES:
+                values.setdefault(bucket, []).append(value)
+    largest: Dict[Tuple[str, Optional[int]], List[_Bucket]] = {}
+    for bucket in sorted(values, key=lambda b: (b.unit, b.low), reverse=True):
+        kept = largest.setdefault((bucket.collective, bucket.nodes), [])
+        if len(kept) < INSPECTOR_SIZES_KEPT:
+            kept.append(bucket)
+    chosen = [bucket for group in sorted(largest, key=str) for bucket in largest[group]]
+    return {
+        bucket.key: statistics.median(values[bucket]) for bucket in chosen[:INSPECTOR_METRICS_MAX]
+    }
+
+
+_BUCKET_UNITS = ("B", "KB", "MB", "GB", "TB")  # the Inspector's message_size labels, 1024-based
+_COLLECTIVE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,39}")
+
+
+def inspector_key(sample: Dict[str, Any]) -> Optional[str]:
+    """``AllReduce:4-5GB:2n`` of one Inspector sample (a parsed ``InspectorSample``'s JSON): the
+    collective, the message size bucket as the Inspector's Prometheus mode labels it (``n`` to
+    ``n+1`` of the largest 1024-based unit not above the size: a JSON dump's exact 17179869184
+    bytes and a Prometheus bucket ``16-17GB`` are the same key) and, when the dump says, how many
+    nodes the communicator spans. None when the collective or the size is missing or odd."""
+    bucket = _inspector_bucket(sample)
+    return bucket.key if bucket is not None else None
+
+
+def _inspector_bucket(sample: Dict[str, Any]) -> Optional[_Bucket]:
+    collective, size = _text(sample.get("collective")), _int(sample.get("message_bytes"))
+    if collective is None or not _COLLECTIVE.fullmatch(collective) or size is None or size < 0:
+        return None
+    unit = 0
+    while unit < len(_BUCKET_UNITS) - 1 and size >= 1024 ** (unit + 1):
+        unit += 1
+    nodes = _int(sample.get("n_nodes"))
+    return _Bucket(collective, nodes if nodes is not None and nodes > 0 else None, unit,
+                   size // 1024**unit)  # fmt: skip
 
 
 def _window(increases: Any) -> Optional[float]:

@@ -1,9 +1,11 @@
 """Nodes that stand out from their peers, although each may pass its own floor.
 
 Peers are the nodes that measured the same metric on the same rail (HCA index); node-wide
-metrics (nccl-tests, Inspector bus bandwidth) compare whole nodes. Healthy is a fleet whose
-nodes sit near their rail's median: nothing is listed. Bandwidth is bad when low
-(``ib_write_bw_gbps``, ``nccl_tests_busbw_gbytes``, ``inspector_busbw_gbps``); an error
+metrics (nccl-tests, Inspector bus bandwidth) compare whole nodes - the Inspector's per
+collective, message size bucket and communicator span (``inspector_busbw_gbps:AllReduce:4-5GB:2n``),
+so only nodes that ran the same kind of operation are peers. Healthy is a fleet whose nodes sit
+near their rail's median: nothing is listed. Bandwidth is bad when low (``ib_write_bw_gbps``,
+``nccl_tests_busbw_gbytes``, ``inspector_busbw_gbps:...``); an error
 counter's rate (``error_rate:<counter>``, per hour since each node's baseline) is bad when high,
 and only above ``rate_floor_per_hour``, so a fleet of zeros and a stray error flag nobody.
 
@@ -22,12 +24,12 @@ from ibdiag.fleet.model import FleetSettings, Outlier
 from ibdiag.fleet.node import (
     ERROR_RATE_PREFIX,
     IB_WRITE_BW,
-    INSPECTOR_BUSBW,
+    INSPECTOR_BUSBW_PREFIX,
     NCCL_TESTS_BUSBW,
     NodeSummary,
 )
 
-LOW_IS_BAD = (IB_WRITE_BW, NCCL_TESTS_BUSBW, INSPECTOR_BUSBW)
+LOW_IS_BAD = (IB_WRITE_BW, NCCL_TESTS_BUSBW)
 
 Key = Tuple[str, Optional[int]]  # (metric, rail)
 
@@ -46,7 +48,7 @@ def _bandwidth(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Ou
     values: Dict[Key, List[Tuple[str, float]]] = {}
     for node in nodes:
         for metric in node.metrics:
-            if metric.name in LOW_IS_BAD:
+            if metric.name in LOW_IS_BAD or metric.name.startswith(INSPECTOR_BUSBW_PREFIX):
                 values.setdefault((metric.name, metric.rail), []).append((node.host, metric.value))
     found: List[Outlier] = []
     for key, pairs in values.items():

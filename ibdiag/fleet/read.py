@@ -39,9 +39,12 @@ Decisions:
 - A report with a ``schema_version`` newer than this ibdiag's is read best-effort - a summary
   reads few fields and tolerates new ones - and its node gets a note (``read_notes``) saying
   so: a newer ibdiag on part of the fleet is not a reason to lose those nodes.
-- ``deduplicate``: a host with several reports keeps the newest (``collected_at``; a report
-  that says when it was collected beats one that does not; a tie goes to the one given last)
-  and is listed with its sources.
+- Which reports are one node is ``ibdiag.fleet.identity``'s: a host name in several reports
+  is one node only when they share an HCA GUID, the boot id or their file's node name; that
+  node keeps its newest report and is listed with its sources. Different machines saying one
+  host name are named by their report files' names, with a read note. An input that could not
+  be read but is ``<node>.json`` counts that node UNKNOWN, unless another input gave it a report
+  (or it is a fleet report or a bundle's manifest: ibdiag files that are no node's).
 """
 
 from __future__ import annotations
@@ -51,11 +54,9 @@ import json
 import os
 import stat
 from collections import deque
-from datetime import datetime, timezone
 from typing import (
     Deque,
     Dict,
-    Iterable,
     Iterator,
     List,
     NamedTuple,
@@ -67,9 +68,11 @@ from typing import (
 
 from pydantic import ValidationError
 
+from ibdiag.fleet.identity import Machines, unreadable_nodes
 from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, NotAReport, summarize
 from ibdiag.hostlist import compress
+from ibdiag.sources.sysfs import natural_key
 
 MiB = 1 << 20
 # The largest report ibdiag writes is a level-full run's: every command's output (each kept to
@@ -108,7 +111,8 @@ class _Options(NamedTuple):
 
 
 class FleetInput(NamedTuple):
-    """What ``read_fleet`` gathered: the nodes (one per host), the problem lines, the hosts
+    """What ``read_fleet`` gathered: the nodes (one per machine, and an ``unread`` UNKNOWN one
+    per unreadable ``<node>.json`` no other input answers for), the problem lines, the nodes
     read more than once and the caveats, grouped."""
 
     nodes: List[NodeSummary]
@@ -165,89 +169,34 @@ def read_fleet(
     max_bytes: int = MAX_REPORT_BYTES,
 ) -> FleetInput:
     """Everything ``ibdiag fleet report`` needs of its inputs, read as a stream: only the
-    newest summary of each host is held. Note groups list their hosts comma-separated, in
-    natural order."""
-    keeper = _Newest()
+    newest summary of each machine is held (``ibdiag.fleet.identity``). Note groups list their
+    hosts comma-separated, in natural order: the caveats first, then the host names several
+    machines share."""
+    machines = Machines()
     problems: List[ReadProblem] = []
-    notes: Dict[Tuple[str, str], str] = {}
+    notes: Dict[str, str] = {}  # source -> its caveat
     for item, note in read_with_notes(paths, workers, accept_altered, max_bytes):
         if isinstance(item, ReadProblem):
             problems.append(item)
             continue
-        keeper.add(item)
+        machines.add(item)
         if note:
-            notes[(item.host, item.source)] = note
-    nodes, duplicates = keeper.result()
+            notes[item.source] = note
+    nodes, duplicates, shared_names = machines.result()
     grouped: Dict[str, List[str]] = {}
     for node in nodes:
-        note = notes.get((node.host, node.source))
+        note = notes.get(node.source)
         if note:
             grouped.setdefault(note, []).append(node.host)
     groups = [
-        NodeGroup(reason=note, nodes=compress(hosts), count=len(hosts))
+        NodeGroup(reason=note, nodes=compress(sorted(hosts, key=natural_key)), count=len(hosts))
         for note, hosts in grouped.items()
     ]
-    return FleetInput(nodes, problems, duplicates, groups)
-
-
-def deduplicate(summaries: Iterable[NodeSummary]) -> Tuple[List[NodeSummary], List[NodeGroup]]:
-    """One summary per host - the newest by ``collected_at`` (one that says when beats one that
-    does not; a tie goes to the one given last) - in the order hosts were first seen, and one
-    ``NodeGroup`` per host read more than once: ``reason`` names the source used and the others."""
-    keeper = _Newest()
-    for summary in summaries:
-        keeper.add(summary)
-    return keeper.result()
-
-
-# --- deduplication ----------------------------------------------------------------------------
-
-_SOURCES_SHOWN = 5
-
-
-class _Newest:
-    """The newest summary of each host, and every source each host was read from."""
-
-    def __init__(self) -> None:
-        self.best: Dict[str, Tuple[tuple, NodeSummary]] = {}
-        self.sources: Dict[str, List[str]] = {}
-        self.count = 0
-
-    def add(self, summary: NodeSummary) -> None:
-        self.count += 1
-        key = (*_when(summary.collected_at), self.count)
-        self.sources.setdefault(summary.host, []).append(summary.source)
-        held = self.best.get(summary.host)
-        if held is None or key > held[0]:
-            self.best[summary.host] = (key, summary)
-
-    def result(self) -> Tuple[List[NodeSummary], List[NodeGroup]]:
-        nodes = [summary for _, summary in self.best.values()]
-        duplicates = []
-        for host, sources in self.sources.items():
-            if len(sources) < 2:
-                continue
-            used = self.best[host][1]
-            others = list(sources)
-            others.remove(used.source)
-            shown = ", ".join(others[:_SOURCES_SHOWN])
-            more = len(others) - _SOURCES_SHOWN
-            when = used.collected_at.isoformat() if used.collected_at else "time unknown"
-            reason = (
-                f"{len(sources)} reports: used {used.source} (collected {when}), not {shown}"
-                + (f" and {more} more" if more > 0 else "")
-            )
-            duplicates.append(NodeGroup(reason=reason, nodes=host, count=1))
-        return nodes, duplicates
-
-
-def _when(value: Optional[datetime]) -> Tuple[int, float]:
-    """A sort key: known times (naive ones taken as UTC) after unknown ones."""
-    if value is None:
-        return (0, 0.0)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return (1, value.timestamp())
+    nodes += unreadable_nodes(
+        [problem for problem in problems if problem.reason not in (FLEET_REPORT, BUNDLE_MANIFEST)],
+        nodes,
+    )
+    return FleetInput(nodes, problems, duplicates, groups + shared_names)
 
 
 def _schema_note(item: Item) -> Optional[str]:
@@ -533,6 +482,10 @@ def _bundle_reason(message: str, path: str) -> str:
 
 # --- parsing ----------------------------------------------------------------------------------
 
+# ibdiag files that are no node's, whatever they are called: no UNKNOWN node for their name.
+FLEET_REPORT = "a fleet report (ibdiag fleet report), not one node's report"
+BUNDLE_MANIFEST = "a bundle's manifest.json: give the bundle (its directory) instead"
+
 # What a JSON value of unexpected type makes ``summarize`` raise (a field that is a list where a
 # report has an object): the input is not a report this ibdiag can read, not a crash.
 _SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, ValidationError)
@@ -588,11 +541,11 @@ def _foreign(document: object) -> Optional[str]:
     if not isinstance(document, dict) or ("verdict" in document and "results" in document):
         return None
     if "nodes_read" in document and "settings" in document:
-        return "a fleet report (ibdiag fleet report), not one node's report"
+        return FLEET_REPORT
     if "devices" in document and "collected_at" in document:
         return "an ibdiag snapshot, not a report (ibdiag report FILE --json grades it)"
     if "files" in document and "created_utc" in document:
-        return "a bundle's manifest.json: give the bundle (its directory) instead"
+        return BUNDLE_MANIFEST
     return None
 
 

@@ -17,7 +17,12 @@ import jinja2
 
 from ibdiag import resources
 from ibdiag.fleet.model import FleetReport, FleetSettings, Outlier, SuspectSwitch
-from ibdiag.fleet.node import ERROR_RATE_PREFIX, IB_WRITE_BW, INSPECTOR_BUSBW, NCCL_TESTS_BUSBW
+from ibdiag.fleet.node import (
+    ERROR_RATE_PREFIX,
+    IB_WRITE_BW,
+    INSPECTOR_BUSBW_PREFIX,
+    NCCL_TESTS_BUSBW,
+)
 
 # The banner's counts, in this order; a key the report adds beyond these follows them.
 COUNT_ORDER = ("OK", "WARNING", "CRITICAL", "UNKNOWN", "MISSING")
@@ -26,7 +31,6 @@ COUNT_ORDER = ("OK", "WARNING", "CRITICAL", "UNKNOWN", "MISSING")
 METRICS: Dict[str, Tuple[str, str]] = {
     IB_WRITE_BW: ("ib_write_bw loopback bandwidth", "Gb/s"),
     NCCL_TESTS_BUSBW: ("nccl-tests bus bandwidth", "GB/s"),
-    INSPECTOR_BUSBW: ("NCCL Inspector bus bandwidth", "Gb/s"),
 }
 
 # What each FleetSettings knob means, for the settings table (FleetSettings' docstring says why
@@ -59,6 +63,11 @@ def metric_label(name: str) -> Tuple[str, str]:
         return METRICS[name]
     if name.startswith(ERROR_RATE_PREFIX):
         return (f"{name[len(ERROR_RATE_PREFIX) :]} error rate", "per hour")
+    if name.startswith(INSPECTOR_BUSBW_PREFIX):
+        collective, _, rest = name[len(INSPECTOR_BUSBW_PREFIX) :].partition(":")
+        size, _, nodes = rest.partition(":")
+        span = f", {nodes[:-1]}-node communicator" if nodes.endswith("n") else ""
+        return (f"NCCL Inspector {collective} {size} bus bandwidth{span}", "Gb/s")
     return (name, "")
 
 

@@ -1,0 +1,269 @@
+"""Which reports are one node, and what each node is called.
+
+Healthy looks like: one report per node, each saying its own host name: every report is a
+node, named by its host. Two reports saying the same host name are not proof of one machine:
+cloned images, and hosts whose kernel calls itself ``localhost``, are real. So reports that
+share a host name are **the same node only when the evidence says so**:
+
+- they share an RDMA device's node GUID (burnt into the HCA; all-zero GUIDs name nothing), or
+- they share the kernel's boot id (random at every boot), or
+- they are read from report files of the same node name (``DIR/<node>.json`` of two runs: the
+  name is the scheduler's, so it holds across a reboot, on a node whose HCAs are gone, and for
+  the chassis that replaced a broken one).
+
+Otherwise they are different machines. The same node read more than once keeps its newest
+report (``collected_at``; one that says when beats one that does not; a tie goes to the one
+given last) and is listed with its sources (``duplicates``). Different
+machines with one host name are each named by their report file's name where that is a valid
+node name (``fleet run`` writes ``DIR/<Slurm node>.json``, the clush recipe
+``$(hostname -s).json``), one read note per host name saying so. A file that names no node (a
+bundle) or a node another report already is gets the host name, or failing that the name
+numbered: ``localhost-2``, ``gpu001-2``.
+
+An input that could not be read but is ``<node>.json`` still names a node: that node counts as
+UNKNOWN (``unreadable_nodes``: its report could not be read, and why) unless another input
+gave it a report - a truncated ``gpu004.json`` is a node to look at, not one fewer node.
+
+Memory: one entry per machine (its newest summary, its sources, its GUIDs and boot ids), never
+every report. Cost: per report, a look at the machines already seen under its host name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from datetime import datetime, timezone
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from ibdiag.fleet.model import NodeGroup, ReadProblem
+from ibdiag.fleet.node import NODE_NAME, NodeSummary
+from ibdiag.hostlist import compress
+from ibdiag.sources.sysfs import natural_key
+
+REPORT_SUFFIX = ".json"
+UNREADABLE = "its report could not be read"
+_SOURCES_SHOWN = 5
+
+
+class Identified(NamedTuple):
+    """One summary per node, the nodes read more than once, and the read notes of host names
+    that several machines share."""
+
+    nodes: List[NodeSummary]
+    duplicates: List[NodeGroup]
+    notes: List[NodeGroup]
+
+
+def file_node_name(source: str) -> Optional[str]:
+    """The node a report file names: ``gpu001`` of ``DIR/gpu001.json``; None for a file that
+    names none (a bundle, a name a node cannot have)."""
+    base = os.path.basename(source.rstrip("/"))
+    if not base.endswith(REPORT_SUFFIX):
+        return None
+    name = base[: -len(REPORT_SUFFIX)]
+    return name if NODE_NAME.fullmatch(name) else None
+
+
+def answered_names(nodes: Sequence[NodeSummary]) -> Set[str]:
+    """The names an expected node may have answered under: its report's host, that host's
+    first DNS label (Slurm names nodes short, a kernel may say gpu001.cluster.example), and the
+    report file's name without .json (fleet run writes DIR/<Slurm node name>.json, which may
+    differ from the kernel's host name: NodeHostname)."""
+    names: Set[str] = set()
+    for node in nodes:
+        names.add(node.host)
+        names.add(node.host.split(".", 1)[0])
+        named = file_node_name(node.source)
+        if named:
+            names.add(named)
+    return names
+
+
+def deduplicate(summaries: Iterable[NodeSummary]) -> Identified:
+    """The nodes of ``summaries`` (see the module docstring), in the order first seen."""
+    machines = Machines()
+    for summary in summaries:
+        machines.add(summary)
+    return machines.result()
+
+
+def unreadable_nodes(
+    problems: Sequence[ReadProblem], nodes: Sequence[NodeSummary]
+) -> List[NodeSummary]:
+    """An UNKNOWN node (``unread``) for each input that could not be read but is
+    ``<node>.json``, unless ``nodes`` answer for that name (``answered_names``). Its reason is
+    the problem's line less its parenthesised detail (``truncated JSON``, not the byte it ends
+    at: the detail stays in the problem's line), so such nodes group."""
+    answered = answered_names(nodes)
+    found: Dict[str, NodeSummary] = {}
+    for problem in problems:
+        name = file_node_name(problem.source)
+        if name is None or name in answered or name in found:
+            continue
+        found[name] = NodeSummary(
+            host=name,
+            source=problem.source,
+            level="?",
+            tool_version="?",
+            schema_version=0,
+            verdict="UNKNOWN",
+            verdict_reason=f"{UNREADABLE}: {_gist(problem.reason)}",
+            unread=True,
+        )
+    return list(found.values())
+
+
+def _gist(reason: str) -> str:
+    """``truncated JSON`` of ``truncated JSON (it ends inside a value, at byte 812)``."""
+    if reason.endswith(")") and " (" in reason:
+        return reason[: reason.rindex(" (")]
+    return reason
+
+
+# --- machines ---------------------------------------------------------------------------------
+
+
+class _Machine:
+    """The reports one machine gave: the newest, every source, and what identifies it."""
+
+    def __init__(self, summary: NodeSummary, key: tuple) -> None:
+        self.best: Tuple[tuple, NodeSummary] = (key, summary)
+        self.sources: List[str] = []
+        self.guids: Set[str] = set()
+        self.boot_ids: Set[str] = set()
+        self.file_names: Set[str] = set()
+        self.add(summary, key)
+
+    @property
+    def summary(self) -> NodeSummary:
+        return self.best[1]
+
+    def is_it(self, summary: NodeSummary) -> bool:
+        """Whether the evidence says ``summary`` is this machine's (the module docstring)."""
+        if not self.guids.isdisjoint(summary.guids):
+            return True
+        if summary.boot_id and summary.boot_id in self.boot_ids:
+            return True
+        name = file_node_name(summary.source)
+        return name is not None and name in self.file_names
+
+    def add(self, summary: NodeSummary, key: tuple) -> None:
+        self.sources.append(summary.source)
+        self.guids.update(summary.guids)
+        if summary.boot_id:
+            self.boot_ids.add(summary.boot_id)
+        name = file_node_name(summary.source)
+        if name:
+            self.file_names.add(name)
+        if key > self.best[0]:
+            self.best = (key, summary)
+
+    def merge(self, other: _Machine) -> None:
+        self.sources += other.sources
+        self.guids |= other.guids
+        self.boot_ids |= other.boot_ids
+        self.file_names |= other.file_names
+        if other.best[0] > self.best[0]:
+            self.best = other.best
+
+
+class Machines:
+    """The machines seen so far, by the host name their reports say."""
+
+    def __init__(self) -> None:
+        self.by_host: Dict[str, List[_Machine]] = {}
+        self.count = 0
+
+    def add(self, summary: NodeSummary) -> None:
+        self.count += 1
+        key = (*_when(summary.collected_at), self.count)
+        machines = self.by_host.setdefault(summary.host, [])
+        matching = [machine for machine in machines if machine.is_it(summary)]
+        if not matching:
+            machines.append(_Machine(summary, key))
+            return
+        machine = matching[0]
+        for other in matching[1:]:  # one report can tie machines seen apart (a GUID, a boot id)
+            machine.merge(other)
+            machines.remove(other)
+        machine.add(summary, key)
+
+    def result(self) -> Identified:
+        taken = {host for host, machines in self.by_host.items() if len(machines) == 1}
+        nodes: List[NodeSummary] = []
+        duplicates: List[NodeGroup] = []
+        notes: List[NodeGroup] = []
+        for host, machines in self.by_host.items():
+            names = [machine.summary.host for machine in machines]
+            if len(machines) > 1:
+                names = _names(host, machines, taken)
+                notes.append(_note(host, machines, names))
+            for machine, name in zip(machines, names):
+                node = machine.summary
+                if name != node.host:
+                    node = node.model_copy(update={"host": name})
+                nodes.append(node)
+                if len(machine.sources) > 1:
+                    duplicates.append(_duplicate(name, machine))
+        return Identified(nodes, duplicates, notes)
+
+
+def _names(host: str, machines: Sequence[_Machine], taken: Set[str]) -> List[str]:
+    """Each machine's name: its report file's (the newest's) where that names a node no other
+    node has; else the host name, then ``<file's or host name>-2``, ``-3`` ... until free."""
+    names = []
+    for machine in machines:
+        base = file_node_name(machine.summary.source)
+        candidates = itertools.chain(
+            [base or host], (f"{base or host}-{n}" for n in itertools.count(2))
+        )
+        name = next(candidate for candidate in candidates if candidate not in taken)
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def _note(host: str, machines: Sequence[_Machine], names: Sequence[str]) -> NodeGroup:
+    """``gpu001.json, gpu002.json both say host localhost: named by their file names``."""
+    files = [os.path.basename(machine.summary.source.rstrip("/")) for machine in machines]
+    shown = ", ".join(files[:_SOURCES_SHOWN])
+    if len(files) > _SOURCES_SHOWN:
+        shown += f" and {len(files) - _SOURCES_SHOWN} more"
+    said = "both say" if len(files) == 2 else f"all {len(files)} say"
+    numbered = [
+        name
+        for machine, name in zip(machines, names)
+        if name != file_node_name(machine.summary.source)
+    ]
+    how = "named by their file names"
+    if numbered:
+        how += f", or numbered where a file names no free node: {', '.join(numbered)}"
+    return NodeGroup(
+        reason=f"{shown} {said} host {host}: {how}",
+        nodes=compress(sorted(names, key=natural_key)),
+        count=len(names),
+    )
+
+
+def _duplicate(name: str, machine: _Machine) -> NodeGroup:
+    """``3 reports: used B (collected T), not A, C``."""
+    used = machine.summary
+    others = list(machine.sources)
+    others.remove(used.source)
+    shown = ", ".join(others[:_SOURCES_SHOWN])
+    more = len(others) - _SOURCES_SHOWN
+    when = used.collected_at.isoformat() if used.collected_at else "time unknown"
+    reason = (
+        f"{len(machine.sources)} reports: used {used.source} (collected {when}), not {shown}"
+        + (f" and {more} more" if more > 0 else "")
+    )
+    return NodeGroup(reason=reason, nodes=name, count=1)
+
+
+def _when(value: Optional[datetime]) -> Tuple[int, float]:
+    """A sort key: known times (naive ones taken as UTC) after unknown ones."""
+    if value is None:
+        return (0, 0.0)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return (1, value.timestamp())
