@@ -144,10 +144,13 @@ def test_an_unreadable_input_beside_good_reports_warns_and_loses_no_node(tmp_pat
     assert lines[lines.index("unknown (no verdict; by reason):") + 1] == (
         "  its report could not be read: truncated JSON: gpu004 (1)"
     )
-    # expected: the node answered with a file, so it is UNKNOWN, not missing
-    expected = json.loads(cli("fleet", "report", folder, "--json", "--expect-nodes",
-                              "gpu[001-004]").stdout)  # fmt: skip
+    # expected: the node answered with a file, so it is UNKNOWN, not missing - but its answer
+    # is lost as a missing node's is, so the fleet is CRITICAL, as it was with the file absent
+    done = cli("fleet", "report", folder, "--json", "--expect-nodes", "gpu[001-004]")
+    expected = json.loads(done.stdout)
     assert expected["missing"] is None and expected["counts"]["UNKNOWN"] == 1
+    assert done.exit_code == 2 and expected["verdict"] == "CRITICAL"
+    assert expected["verdict_reason"] == "1 expected node with an unreadable report"
 
 
 def test_an_unreadable_report_of_a_node_another_input_answers_for_is_no_unknown_node(

@@ -83,7 +83,9 @@ def analyze(
         read_problems=list(read_problems),
         duplicates=list(duplicates),
     )
-    verdict, reason = _verdict(report)
+    wanted = set(expected or ())
+    lost = sum(1 for node in nodes if node.unread and node.host in wanted)
+    verdict, reason = _verdict(report, lost)
     return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
 
 
@@ -136,8 +138,12 @@ def _groups(groups: Dict[str, Set[str]]) -> List[NodeGroup]:
     ]
 
 
-def _verdict(report: FleetReport) -> Tuple[str, str]:
-    """As ``FleetReport`` documents: CRITICAL, WARNING, OK, or UNKNOWN (no node read)."""
+def _verdict(report: FleetReport, expected_unread: int = 0) -> Tuple[str, str]:
+    """As ``FleetReport`` documents: CRITICAL, WARNING, OK, or UNKNOWN (no node read).
+
+    ``expected_unread``: expected nodes whose only report could not be read. They are UNKNOWN
+    nodes, listed with why, but their answer is lost as a missing node's is: CRITICAL, not a
+    warning, so a fleet expecting them is never graded better for a truncated file."""
     counts = report.counts
     unreadable = _count(len(report.read_problems), "unreadable input")
     if not report.nodes_read:
@@ -153,6 +159,8 @@ def _verdict(report: FleetReport) -> Tuple[str, str]:
         )
     if counts[MISSING]:
         critical.append(_count(counts[MISSING], "expected node") + " missing")
+    if expected_unread:
+        critical.append(_count(expected_unread, "expected node") + " with an unreadable report")
     if critical:
         return "CRITICAL", _join(critical)
     warning = [
