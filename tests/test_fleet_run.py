@@ -162,6 +162,9 @@ def test_srun_argv_partition_time_limit_and_extra_srun_options():
     assert "--time=17" in argv and "--wait=975" in argv  # 900 + 75 s: 16.25 min, rounded up
     assert argv[argv.index("--no-kill") + 1] == "--reservation=maint"  # before the task
     assert not [arg for arg in argv if arg.startswith("--immediate")]  # 0: wait for good
+    assert "--exclusive" not in argv  # only where asked: level full's traffic tests
+    full = run.srun_argv("srun", ["n1"], task, 900, exclusive=True)
+    assert full[full.index("--no-kill") + 2] == "--exclusive" and full[-len(task) :] == task
     assert argv[-len(task) :] == task
     with pytest.raises(ValueError):
         run.srun_argv("srun", [], task, 60)

@@ -220,11 +220,14 @@ def srun_argv(
     srun_args: Sequence[str] = (),
     nodelist: Optional[str] = None,
     allocation_wait_s: float = DEFAULT_ALLOCATION_WAIT_S,
+    exclusive: bool = False,
 ) -> List[str]:
     """The one srun: a task per node, the job's time limit and the wait after the first task
     ends both past the node limit (``slurm_limit_s``); ``--immediate``: give up when the nodes
     are not allocated within ``allocation_wait_s`` (0: wait as long as it takes). ``nodelist``:
-    the value of --nodelist when not the nodes joined with commas (a file, for a long list)."""
+    the value of --nodelist when not the nodes joined with commas (a file, for a long list).
+    ``exclusive`` (level full, which moves traffic): ``--exclusive``, so that no job is started
+    beside the check on its nodes while it measures bandwidth."""
     if not nodes:
         raise ValueError("srun needs at least one node")
     count = len(nodes)
@@ -247,6 +250,8 @@ def srun_argv(
     ]
     if allocation_wait_s > 0:
         argv.append(f"--immediate={math.ceil(allocation_wait_s)}")
+    if exclusive:
+        argv.append("--exclusive")
     argv += [
         *srun_args,
         *task_argv,
@@ -588,6 +593,7 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
                 request.srun_args,
                 listfile,
                 request.allocation_wait_s,
+                exclusive=request.level == "full",
             )
             launched = launch(argv, nodes.to_run, on_message)
         finally:
