@@ -6,7 +6,7 @@ firmware, board, model, driver, kernel), per-rail metrics (outliers: bandwidth, 
 and each port's far end (switch blame, rail conformance). ``summarize`` reads exactly that from
 the parsed JSON, tolerating fields an older or newer ibdiag did not write (they are then
 unknown, never guessed), without validating the whole Report model: a fleet of 10,000 level-
-standard reports is read in about a minute on two cores, and memory holds summaries only.
+standard reports is read in about 25 s on two cores, and memory holds summaries only.
 
 A *rail* is an HCA's index among the node's InfiniBand HCAs in natural name order (``mlx5_0``
 is rail 0, ``mlx5_10`` comes after ``mlx5_9``): on a GPU node HCA k of every node is cabled to
