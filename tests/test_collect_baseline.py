@@ -244,3 +244,42 @@ def test_a_bundle_whose_stored_baseline_is_gone_regrades_with_one_warning(
     [warn] = by_check(offline, "counters.baseline")
     assert warn["status"] == "warn" and "the bundle's baseline/snapshot.json" in warn["message"]
     assert result.exit_code == 1  # link_downed is graded on its lifetime value: 1 is no fail
+
+
+@pytest.mark.parametrize(
+    "entry, why",
+    [({"file": "../../etc/passwd"}, "baseline.file: an unsafe path"),
+     ({"problems": {"devices": "x"}}, "baseline.problems: 'devices' is not one of baseline, state"),
+     ({"file": 7}, "baseline.file: Input should be a valid string")],
+)  # fmt: skip
+def test_a_forged_baseline_entry_in_the_manifest_is_refused_in_one_line(
+    node, baseline_file, run_cli, entry, why
+):
+    _, path = collect(node, "--baseline", baseline_file)
+    manifest_path = os.path.join(path, "manifest.json")
+    with open(manifest_path, encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    manifest["baseline"] = entry
+    with open(manifest_path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
+    result = run_cli("report", path)
+    assert result.exit_code == 3 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"ibdiag: error: refusing {path}: manifest.json: ") and why in line
+
+
+def test_a_stored_baseline_that_is_not_a_snapshot_is_one_warning(node, baseline_file, run_cli):
+    """The manifest pointing at another of the bundle's files (its summary, say): graded as a
+    baseline that cannot be used, never a crash."""
+    _, path = collect(node, "--baseline", baseline_file)
+    manifest_path = os.path.join(path, "manifest.json")
+    with open(manifest_path, encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    manifest["baseline"]["file"] = "summary.txt"
+    with open(manifest_path, "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle)
+    _, offline = regrade(run_cli, path)
+    [warn] = by_check(offline, "counters.baseline")
+    assert (
+        warn["status"] == "warn" and "the bundle's summary.txt: not valid JSON" in warn["message"]
+    )
