@@ -16,6 +16,7 @@ import jinja2
 from ibdiag import resources
 from ibdiag.catalogue import lookup
 from ibdiag.facts import Fact, fact_fields
+from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status
 from ibdiag.render.options import DEFAULT, RenderOptions
 
@@ -124,10 +125,9 @@ def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str
     ``name``: the cable's far end as the partner checks name it (``leaf07/21``, from their
     results' targets), else the partner's description; ``status``: the worst of the results
     naming the cable by both ends; ``unread``: why the far end could not be read (the partner
-    checks' skip on our own port: ``no-access``, ``mad-timeout``, ...), else None.
+    checks' skip on our own port: ``no-access``, ``mad-timeout``, ...), else None;
+    ``description``: the partner's node description, ``bounded``.
     """
-    from ibdiag.facts.partner import short_name
-
     partner = port.partner
     if partner is None:
         return None
