@@ -13,7 +13,7 @@ a regular file is read (``ibdiag.regular_files``): a FIFO, device or socket give
 from __future__ import annotations
 
 import json
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional
 
 from pydantic import ValidationError
 
@@ -29,21 +29,34 @@ STATE_PROBLEM = "state"
 MAX_BASELINE_BYTES = 256 << 20
 
 
-def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
+class Loaded(NamedTuple):
+    """A baseline as read: (snapshot, None), or (None, why it cannot be used)."""
+
+    snapshot: Optional[Snapshot]
+    problem: Optional[str] = None
+
+
+def load(path: str) -> Loaded:
     """(snapshot, None) or (None, why it cannot be used). A saved Report's snapshot is used."""
     raw, problem = read_regular_file(path, MAX_BASELINE_BYTES)
     if raw is None:
         if problem == "missing":
-            return None, f"{path}: no such file"
+            return Loaded(None, f"{path}: no such file")
         if problem == "is a directory" or str(problem).startswith(("not a regular", "larger")):
-            return None, f"{path}: {problem}"
-        return None, f"{path}: cannot read: {problem}"
+            return Loaded(None, f"{path}: {problem}")
+        return Loaded(None, f"{path}: cannot read: {problem}")
+    return parse(raw, path)
+
+
+def parse(raw: bytes, path: str) -> Loaded:
+    """``raw`` (a baseline file's bytes; ``path`` names it in the reasons) as ``load`` reads
+    it: a support bundle's stored baseline is read by this too."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        return None, f"{path}: not valid JSON (truncated or corrupt): {exc}"
+        return Loaded(None, f"{path}: not valid JSON (truncated or corrupt): {exc}")
     except RecursionError:
-        return None, f"{path}: not valid JSON (nested too deeply)"
+        return Loaded(None, f"{path}: not valid JSON (nested too deeply)")
     nccl_program = None
     if isinstance(data, dict) and isinstance(data.get("snapshot"), dict) and "results" in data:
         thresholds = data.get("thresholds")
@@ -51,19 +64,21 @@ def load(path: str) -> Tuple[Optional[Snapshot], Optional[str]]:
             nccl_program = thresholds["nccl_tests"]  # how a run from before roles is known
         data = data["snapshot"]  # a report written by `ibdiag check -o FILE.json`
     if not isinstance(data, dict):
-        return None, f"{path}: not an ibdiag snapshot (a JSON object is expected)"
+        return Loaded(None, f"{path}: not an ibdiag snapshot (a JSON object is expected)")
     version = data.get("schema_version")
     if isinstance(version, int) and version > SCHEMA_VERSION:
-        return None, f"{path}: written by a newer ibdiag (schema {version} > {SCHEMA_VERSION})"
+        return Loaded(
+            None, f"{path}: written by a newer ibdiag (schema {version} > {SCHEMA_VERSION})"
+        )
     try:
         snapshot = Snapshot.model_validate(_without_facts(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "top level"
-        return None, f"{path}: not an ibdiag snapshot ({where}: {first['msg']})"
+        return Loaded(None, f"{path}: not an ibdiag snapshot ({where}: {first['msg']})")
     from ibdiag.sources.interpret import reinterpret
 
-    return reinterpret(snapshot, nccl_program), None  # today's parsers, as for a bundle
+    return Loaded(reinterpret(snapshot, nccl_program))  # today's parsers, as for a bundle
 
 
 def save(path: str, snapshot: Snapshot) -> None:

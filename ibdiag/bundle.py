@@ -13,7 +13,7 @@ Three modules, one step each, and this facade over them, so callers import one n
 from __future__ import annotations
 
 from ibdiag.bundle_open import BundleError, OpenedBundle, open_bundle
-from ibdiag.bundle_replay import BundleReader, replay
+from ibdiag.bundle_replay import BundleReader, replay, replay_baseline
 from ibdiag.bundle_write import Renderer, bundle_name, default_renderers, sanitise, write_bundle
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "default_renderers",
     "open_bundle",
     "replay",
+    "replay_baseline",
     "sanitise",
     "write_bundle",
 ]

@@ -42,6 +42,10 @@ KEPT_AREAS = (
     ("commands/", 2 * MiB, 32 * MiB, "a command's output"),
     # NCCL Inspector dumps: at most 4 MiB each and 64 MiB in all (sources.inspector_files).
     ("nccl_inspector/", 8 * MiB, 80 * MiB, "an NCCL Inspector dump"),
+    # the baseline a run graded counters against (collect --baseline/--state), one snapshot:
+    # a standard-level one with every command's output is a few MiB. ``ibdiag collect`` refuses
+    # a larger one before collecting, so it never writes a bundle that would be refused.
+    ("baseline/", 64 * MiB, 64 * MiB, "a baseline snapshot"),
 )
 
 # The decompressed archive in all (headers, data, padding). Reading it is the only cost of the

@@ -157,6 +157,38 @@ class SnapshotHeader(_Entry):
     nccl_inspector_dir: Optional[str] = None
 
 
+# Where a bundle stores the baseline its run graded counters against (``BaselineEntry.file``)
+BASELINE_FILE = "baseline/snapshot.json"
+# the Snapshot.problems keys of a baseline that could not be used, a state file not written
+# (``ibdiag.baseline.BASELINE_PROBLEM``/``STATE_PROBLEM``; test_collect_baseline checks)
+_BASELINE_PROBLEMS = ("baseline", "state")
+
+
+class BaselineEntry(_Entry):
+    """What the run graded counters against (``collect --baseline``/``--state``): ``file``, the
+    baseline snapshot stored in the bundle (None: none could be used), and ``problems``, why
+    it could not be used or the state file not written, as counters.baseline reported them."""
+
+    file: Optional[str] = None
+    problems: Dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("file")
+    @classmethod
+    def _safe(cls, path: Optional[str]) -> Optional[str]:
+        if path is not None and not safe_relpath(path):
+            raise ValueError("an unsafe path (absolute, empty or with '..')")
+        return path
+
+    @field_validator("problems")
+    @classmethod
+    def _known(cls, problems: Dict[str, str]) -> Dict[str, str]:
+        unknown = sorted(set(problems) - set(_BASELINE_PROBLEMS))
+        if unknown:
+            shown = repr(unknown[0])[:40]
+            raise ValueError(f"{shown} is not one of {', '.join(_BASELINE_PROBLEMS)}")
+        return problems
+
+
 class Manifest(_Entry):
     """manifest.json as ``ibdiag.bundle_write`` writes it (fields added over time have defaults)."""
 
@@ -179,6 +211,7 @@ class Manifest(_Entry):
     not_stored: Dict[str, str] = Field(default_factory=dict)
     render_failures: Dict[str, str] = Field(default_factory=dict)
     redaction: Optional[Dict[str, Any]] = None
+    baseline: Optional[BaselineEntry] = None  # absent: graded without a baseline
 
     @field_validator("level")
     @classmethod

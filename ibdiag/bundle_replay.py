@@ -11,13 +11,16 @@ bundle as the model it becomes. It runs nothing and reads nothing outside the bu
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ibdiag.bundle_manifest import RUN_FIELDS
 from ibdiag.bundle_open import OpenedBundle
 from ibdiag.model import CommandRun, InspectorFile, Snapshot
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import SysfsReader, decode_attribute
+
+if TYPE_CHECKING:  # annotations only
+    from ibdiag.baseline import Loaded
 
 
 class BundleReader(SysfsReader):
@@ -144,6 +147,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
         from ibdiag.sources.interpret import interpret
 
         fields = interpret(fields, commands)
+    if manifest.baseline is not None:  # why the run's baseline or state file failed, if so
+        fields["problems"] = {**fields["problems"], **manifest.baseline.problems}
     # Validated: the header came from outside. What the readers and interpret built (devices,
     # typed command fields) are model instances already, which pydantic takes as they are.
     return Snapshot.model_validate(
@@ -158,3 +163,19 @@ def replay(opened: OpenedBundle) -> Snapshot:
             **fields,
         )
     )
+
+
+def replay_baseline(opened: OpenedBundle) -> Optional[Loaded]:
+    """The baseline the bundle's run graded counters against (``ibdiag.baseline.Loaded``: a
+    snapshot, or why the stored one cannot be used); None when the run had none. Read with
+    ``ibdiag.baseline.parse``, as a ``--baseline`` file is: today's parsers, and a stored
+    baseline that is missing or corrupt is a reason, which counters.baseline reports."""
+    from ibdiag.baseline import Loaded, parse
+
+    entry = opened.manifest.baseline
+    if entry is None or entry.file is None:
+        return None
+    data = opened.read(entry.file)
+    if data is None:
+        return Loaded(None, f"the bundle's {entry.file}: missing from the bundle")
+    return parse(data, f"the bundle's {entry.file}")

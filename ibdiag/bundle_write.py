@@ -17,6 +17,9 @@ Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that director
     root/proc/...    link targets are in the manifest)
     commands/NNN-<argv>.stdout|.stderr
     nccl_inspector/NNN-<dump file name>   (level full)
+    baseline/snapshot.json   the baseline the run graded counters against (collect
+                     --baseline/--state), as ``ibdiag.baseline.load`` read it; the manifest's
+                     ``baseline`` names it, with why a baseline could not be used, if so
 
 With a redactor, contents and member names alike pass through its one mapping (an mpirun
 ``-H host`` in an argv, NCCL's ``<hostname>-pid<pid>.log``), and the manifest lists the names
@@ -44,9 +47,11 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, List, Mapping, Optio
 
 from ibdiag import __version__
 from ibdiag.bundle_manifest import (
+    BASELINE_FILE,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
     RUN_FIELDS,
+    BaselineEntry,
     CommandEntry,
     FileEntry,
     InspectorEntry,
@@ -184,8 +189,10 @@ def _fill(
     report: Report,
     recording: Optional[Recording],
     renderers: Mapping[str, Renderer],
+    baseline: Optional[Snapshot] = None,
 ) -> None:
-    """Write root/, commands/, the renders and finally manifest.json into ``stage``."""
+    """Write root/, commands/, the baseline, the renders and finally manifest.json into
+    ``stage``."""
     recording = recording or Recording()
     not_stored: Dict[str, str] = {}
     for rel in sorted(recording.files, key=natural_key):
@@ -218,6 +225,7 @@ def _fill(
                 truncated=dump.truncated,
             )
         )
+    stored_baseline = _store_baseline(stage, snapshot, baseline)
     failures: Dict[str, str] = {}
     for filename, renderer in renderers.items():
         try:
@@ -249,6 +257,7 @@ def _fill(
         not_stored=not_stored,
         render_failures=failures,
         **redaction,
+        **stored_baseline,
     )
     # exclude_unset: "redaction" only in a redacted bundle. Python mode and json.dumps, not
     # pydantic's JSON: a name read from the node that is not UTF-8 (a lone surrogate, in a
@@ -256,6 +265,23 @@ def _fill(
     fields = manifest.model_dump(exclude_unset=True)
     text = json.dumps(fields, indent=1, default=_iso) + "\n"
     stage.write(MANIFEST, _encode(text), listed=False)
+
+
+def _store_baseline(
+    stage: _Stage, snapshot: Snapshot, baseline: Optional[Snapshot]
+) -> Dict[str, BaselineEntry]:
+    """``baseline`` stored as ``BASELINE_FILE``; the manifest's ``baseline`` entry naming it and
+    the graded snapshot's baseline/state problems (nothing when there is neither)."""
+    from ibdiag.baseline import BASELINE_PROBLEM, STATE_PROBLEM
+
+    kinds = (BASELINE_PROBLEM, STATE_PROBLEM)
+    problems = {key: why for key, why in snapshot.problems.items() if key in kinds}
+    if baseline is None and not problems:
+        return {}
+    stored = None
+    if baseline is not None:
+        stored = stage.write(BASELINE_FILE, _encode(baseline.model_dump_json(indent=1) + "\n"))
+    return {"baseline": BaselineEntry(file=stored, problems=problems)}
 
 
 def _iso(value: object) -> str:
@@ -318,6 +344,7 @@ def write_bundle(
     tarball: bool = False,
     renderers: Optional[Mapping[str, Renderer]] = None,
     redactor: Optional[Redactor] = None,
+    baseline: Optional[Snapshot] = None,
 ) -> str:
     """Write the support bundle of ``snapshot``/``report`` under ``outdir``; its path.
 
@@ -331,6 +358,8 @@ def write_bundle(
     says what kinds were replaced; the mapping stays with the caller. Nothing appears under
     the final name until it is complete; any exception (KeyboardInterrupt included) removes
     the temporary directory and whatever final path this call had created, then propagates.
+    ``baseline``: the snapshot ``report`` graded counters against, stored in the bundle so
+    that replaying it grades the same way (``ibdiag.bundle_replay.replay_baseline``).
     """
     renderers = default_renderers() if renderers is None else renderers
     os.makedirs(outdir, exist_ok=True)
@@ -342,7 +371,8 @@ def write_bundle(
         stage_dir = os.path.join(temp, name)
         os.mkdir(stage_dir, 0o700)
         os.chmod(stage_dir, 0o700)
-        _fill(_Stage(stage_dir, redactor), name, snapshot, report, recording, renderers)
+        stage = _Stage(stage_dir, redactor)
+        _fill(stage, name, snapshot, report, recording, renderers, baseline)
         if not tarball:
             final = os.path.join(outdir, name)
             if os.path.lexists(final):

@@ -193,7 +193,9 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
     """Replay a bundle's raw files and outputs and grade them with today's checks.
 
     Thresholds: the bundle's own, unless --profile, --config or expectation flags are given
-    (then those, as for a live run). Missing and unlisted files are warned about on stderr
+    (then those, as for a live run). Counters: against ``baseline_path`` when given, else
+    against the baseline the bundle stores (``collect --baseline``/``--state``), as the live
+    run graded them. Missing and unlisted files are warned about on stderr
     (the first few, then how many more); a bundle with altered files is refused unless
     ``accept_altered``, and then the Report names them. A bundle that cannot be used at all
     is a one-line error, exit 3.
@@ -205,11 +207,12 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
     from ibdiag.thresholds import Thresholds
 
     registry = registry_for(options.checks_dirs)
-    altered = []
+    altered, stored_baseline = [], None
     if _is_saved_json(path):
         snapshot, level, recorded = _load_saved_json(path)
     else:
-        snapshot, level, recorded, altered = _replay_bundle(path, accept_altered)
+        replayed = _replay_bundle(path, accept_altered)
+        snapshot, level, recorded, altered, stored_baseline = replayed
     if options.expectations_given or recorded is None:
         thresholds = effective_config(options).thresholds
     else:
@@ -221,19 +224,21 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
                 f"{describe_validation_error(exc)} (grade it with --profile or --config)"
             ) from None
     pipeline = Pipeline(options._replace(level=level), thresholds, registry)
-    report = pipeline.grade_snapshot(snapshot, baseline_path)
+    report = pipeline.grade_snapshot(snapshot, baseline_path, baseline=stored_baseline)
     return report.model_copy(update={"altered_files": altered}) if altered else report
 
 
 def _replay_bundle(path, accept_altered=False):
-    from ibdiag.bundle import BundleError, open_bundle, replay
+    """(snapshot, level, thresholds, altered files, the stored baseline or None) of a bundle."""
+    from ibdiag.bundle import BundleError, open_bundle, replay, replay_baseline
 
     try:
         with open_bundle(path, accept_altered=accept_altered) as opened:
             for warning in opened.warnings():
                 click.echo(f"ibdiag: warning: {inert(path)}: {inert(warning)}", err=True)
             level, thresholds = opened.level or "quick", opened.thresholds
-            return replay(opened), level, thresholds, list(opened.altered)
+            altered = list(opened.altered)
+            return replay(opened), level, thresholds, altered, replay_baseline(opened)
     except BundleError as exc:  # its message names the bundle
         raise UsageFailure(str(exc)) from exc
 
@@ -336,17 +341,47 @@ def _render(report, fmt: str, options) -> str:
     help="Replace hostnames, IP addresses and GUIDs consistently in every file "
     "(hostnames,ips,guids or all); the mapping is written beside the bundle, not in it.",
 )
-def collect_command(tarball, output_dir, redact, **settings) -> int:
-    """Gather everything for a support ticket into one bundle, graded, with an HTML report."""
+@click.option(
+    "--baseline",
+    "baseline_path",
+    metavar="FILE",
+    help="Grade counters on their change since this snapshot (ibdiag snapshot -o FILE), e.g. "
+    "the one taken before a job; it goes into the bundle, so 'ibdiag report' re-grades the "
+    "same way. A file that cannot be used is an error (exit 3) before anything is collected.",
+)
+@click.option(
+    "--state",
+    "state_path",
+    metavar="FILE",
+    help="Use FILE (the previous run's snapshot) as the baseline when present, then replace "
+    "it with this run's, as 'ibdiag check --state' does.",
+)
+@click.option(
+    "--exit-verdict",
+    is_flag=True,
+    help="Once the bundle is written, exit with the verdict's code (0 OK, 1 WARNING, "
+    "2 CRITICAL) instead of 0.",
+)
+def collect_command(
+    tarball, output_dir, redact, baseline_path, state_path, exit_verdict, **settings
+) -> int:
+    """Gather everything for a support ticket into one bundle, graded, with an HTML report.
+
+    Exits 0 once the bundle is written, whatever the verdict (the first line says it); with
+    --exit-verdict, with the verdict's code. 3: nothing could be written, or a bad setting.
+    """
     from ibdiag.bundle import write_bundle
     from ibdiag.sources.sysfs import Recording
 
     redact_kinds = _redact_kinds(redact)
     pipeline = prepare(pipeline_options(settings))
+    baseline = _collect_baseline(baseline_path, state_path)
     thresholds = pipeline.thresholds
     recording = Recording()
     with _status_line() as status:
-        report = pipeline.run(recording=recording, progress=status.say)
+        report = pipeline.run(
+            None, state_path, baseline=baseline, recording=recording, progress=status.say
+        )
     snapshot = report.snapshot
     redactor = None
     if redact_kinds:
@@ -360,7 +395,15 @@ def collect_command(tarball, output_dir, redact, **settings) -> int:
 
     remove_stale_temps(output_dir)  # what a SIGKILLed collect left here, once old enough
     try:
-        path = write_bundle(snapshot, report, recording, output_dir, tarball, redactor=redactor)
+        path = write_bundle(
+            snapshot,
+            report,
+            recording,
+            output_dir,
+            tarball,
+            redactor=redactor,
+            baseline=baseline.snapshot if baseline is not None else None,
+        )
     except OSError as exc:
         raise UsageFailure(f"cannot write the bundle in {output_dir}: {exc}") from exc
     from ibdiag.render import text as renderer
@@ -369,7 +412,40 @@ def collect_command(tarball, output_dir, redact, **settings) -> int:
     click.echo(f"bundle: {path}")
     if redactor is not None:
         _write_redaction_map(path, redactor)
-    return 0
+    return report.verdict.exit_code if exit_verdict else 0
+
+
+def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
+    """The baseline ``collect`` grades against and stores (``ibdiag.baseline.Loaded``), or None.
+
+    --baseline: a file that cannot be used, or too large for a bundle, is a usage error before
+    anything is collected (a bundle for a ticket that silently lacks the change it was taken to
+    show helps nobody). --state: as ``check --state``: absent on the first run; one that cannot
+    be used is a warning of the bundle's report (counters.baseline) and is replaced.
+    """
+    if baseline_path and state_path:
+        raise click.UsageError("give --baseline or --state, not both")
+    from ibdiag import baseline
+
+    if baseline_path:
+        loaded = baseline.load(baseline_path)
+        if loaded.problem is not None:
+            raise UsageFailure(f"baseline {loaded.problem}")
+    elif state_path and os.path.exists(state_path):
+        loaded = baseline.load(state_path)
+    else:
+        return None
+    if loaded.snapshot is not None:
+        from ibdiag.bundle_limits import KEPT_AREAS, size_text
+
+        most = next(area[1] for area in KEPT_AREAS if area[0] == "baseline/")
+        size = len(loaded.snapshot.model_dump_json(indent=1).encode("utf-8", "surrogatepass"))
+        if size > most:
+            raise UsageFailure(
+                f"baseline {baseline_path or state_path}: its snapshot is {size} bytes; a "
+                f"bundle holds one of at most {size_text(most)}"
+            )
+    return loaded
 
 
 _REDACT_KINDS = ("hostnames", "ips", "guids", "macs")

@@ -21,13 +21,24 @@ command line turns into its usage error (exit 3).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import (
+    TYPE_CHECKING,
+    AbstractSet,
+    Callable,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+    Union,
+)
 
 from ibdiag.model import Report, Snapshot
 from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S
 from ibdiag.thresholds import Thresholds
 
 if TYPE_CHECKING:  # annotations only: each loads when used
+    from ibdiag.baseline import Loaded
     from ibdiag.config import Effective
     from ibdiag.registry import Registry
     from ibdiag.sources.sysfs import Recording
@@ -160,13 +171,16 @@ class Pipeline:
         snapshot: Snapshot,
         baseline_path: Optional[str] = None,
         save_path: Optional[str] = None,
+        *,
+        baseline: Optional[Loaded] = None,
     ) -> Report:
-        """Grade ``snapshot`` at the options' level, counters against ``baseline_path`` (why
+        """Grade ``snapshot`` at the options' level, counters against ``baseline_path`` - or
+        ``baseline``, one already read (``ibdiag.baseline.Loaded``: a bundle's, collect's) - (why
         it cannot be used: a problem of the graded snapshot), after saving it to ``save_path``
         (why it cannot be saved: likewise)."""
         from ibdiag.grade import grade
 
-        snapshot, previous = read_baseline(snapshot, baseline_path)
+        snapshot, previous = read_baseline(snapshot, baseline_path or baseline)
         if save_path is not None:
             snapshot = save_state(save_path, snapshot)
         return grade(snapshot, self.registry, self.thresholds, self.options.level, previous)
@@ -176,23 +190,27 @@ class Pipeline:
         baseline_path: Optional[str] = None,
         save_path: Optional[str] = None,
         *,
+        baseline: Optional[Loaded] = None,
         recording: Optional[Recording] = None,
         progress: Optional[Callable[[str], None]] = None,
         runner_options: Optional[Dict[str, float]] = None,
     ) -> Report:
         """Collect, then ``grade_snapshot``: the node's Report."""
         snapshot = self.collect(recording, progress, runner_options)
-        return self.grade_snapshot(snapshot, baseline_path, save_path)
+        return self.grade_snapshot(snapshot, baseline_path, save_path, baseline=baseline)
 
 
-def read_baseline(snapshot: Snapshot, path: Optional[str]) -> Tuple[Snapshot, Optional[Snapshot]]:
-    """(snapshot, the baseline at ``path`` or None): why it could not be used is a problem of
-    the returned snapshot (``baseline``, which counters.baseline reports as one warning)."""
-    if path is None:
+def read_baseline(
+    snapshot: Snapshot, source: Union[str, Loaded, None]
+) -> Tuple[Snapshot, Optional[Snapshot]]:
+    """(snapshot, the baseline ``source`` names - a path, or one already read - or None): why
+    it could not be used is a problem of the returned snapshot (``baseline``, which
+    counters.baseline reports as one warning)."""
+    if source is None:
         return snapshot, None
     from ibdiag import baseline
 
-    previous, problem = baseline.load(path)
+    previous, problem = baseline.load(source) if isinstance(source, str) else source
     if problem is not None:
         snapshot = snapshot.with_problem(baseline.BASELINE_PROBLEM, problem)
     return snapshot, previous

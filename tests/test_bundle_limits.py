@@ -519,6 +519,7 @@ def test_each_area_holds_what_the_collector_can_write_there():
     assert areas["commands/"][0] >= 2 * commands.OUTPUT_CAP_BYTES
     assert areas["nccl_inspector/"][0] >= 2 * inspector_files.MAX_BYTES
     assert areas["nccl_inspector/"][1] >= inspector_files.MAX_TOTAL_BYTES
+    assert areas["baseline/"][0] == areas["baseline/"][1]  # one file: the README gives one size
 
 
 def test_the_readme_states_the_limits_the_code_has():
@@ -535,6 +536,7 @@ def test_the_readme_states_the_limits_the_code_has():
         "| one raw sysfs/procfs file; all of `root/` | {}; {} |".format(*areas["root/"]),
         "| one command output; all of `commands/` | {}; {} |".format(*areas["commands/"]),
         "| one NCCL Inspector dump; all of them | {}; {} |".format(*areas["nccl_inspector/"]),
+        "| the stored baseline snapshot | {} |".format(areas["baseline/"][0]),
         f"| `manifest.json`: size, nesting, JSON values | {size(L.MAX_MANIFEST_BYTES)}, "
         f"{L.MAX_JSON_DEPTH} deep, {L.MAX_JSON_VALUES:,} |",
         f"| HCAs, ports, names in the manifest's listings | {L.MAX_HCAS:,}, {L.MAX_PORTS:,}, "

@@ -346,8 +346,114 @@ def test_the_matrix_shows_each_ports_far_end_coloured_by_the_cable_checks():
     (ok_class, ok), (slow_class, slowed), (unread_class, unread) = cells
     assert ok_class == "s-pass" and "<code>leaf07/21</code>" in ok
     assert "Switch" in ok and "Active / LinkUp" in ok and "4X QDR" in ok
-    assert "GUID <code>0x0002c90300a1b2c3</code> LID 5" in ok
+    assert 'GUID <code class="name">0x0002c90300a1b2c3</code> LID 5' in ok
     assert slow_class == "s-fail" and "<code>leaf07/22</code>" in slowed and "4X SDR" in slowed
     assert "MF0;leaf07:&lt;b&gt;MQM9700&lt;/b&gt;/U1" in slowed and "<b>MQM9700" not in page
     assert unread_class == "s-skip" and "mad-timeout" in unread
     assert re.search(r'<div class="cell s-none"><b>1</b> <span class="hint">not read</span>', page)
+
+
+# --- the HCA x port matrix as a browser lays it out ---------------------------------------------
+
+# Appended to a copy of the page (the page itself has no script): measures the matrix - the
+# table whose header has "Far end" - and writes what it found into <body data-measured>, which
+# --dump-dom prints. Per row: the line boxes of the HCA name and of the PCIe address (1: not
+# wrapped), the HCA cell's background, the far-end cell's height; the legend's fail colour; and
+# whether the matrix fits its scroll box (a long far-end text stretches it otherwise).
+MEASURE_MATRIX = """<script>
+const table = [...document.querySelectorAll("table")].find(
+  t => [...t.querySelectorAll("th")].some(th => th.textContent === "Far end"));
+const rows = [...table.querySelectorAll("tr")].slice(1).map(tr => {
+  const td = tr.children;
+  return {
+    hca: td[0].querySelector("code").textContent,
+    hca_lines: td[0].querySelector("code").getClientRects().length,
+    guid_lines: td[1].querySelector("code").getClientRects().length,
+    pci_lines: td[3].querySelector("code").getClientRects().length,
+    hca_colour: getComputedStyle(td[0]).backgroundColor,
+    far_end_height: td[6].getBoundingClientRect().height,
+  };
+});
+const box = table.parentElement;
+document.body.setAttribute("data-measured", JSON.stringify({
+  rows: rows,
+  fail_colour: getComputedStyle(document.querySelector(".legend .s-fail")).backgroundColor,
+  pass_colour: getComputedStyle(document.querySelector(".legend .s-pass")).backgroundColor,
+  table_width: table.getBoundingClientRect().width,
+  box_width: box.clientWidth,
+}));
+</script>"""
+
+LONG_DESCRIPTION = "MF0;leaf07:" + "Q" * 9_980 + '<b>"x"</b>'  # no place to break a line
+
+
+def _matrix_report() -> Report:
+    """Three HCAs with long-ish names (mlx5_ib0..2): mlx5_ib1's only port is INIT (fails),
+    mlx5_ib2's far end describes itself in 10,000 characters with markup in them."""
+    from snapshots import builtin_registry, device, port, replaced, snapshot
+    from test_checks_partner import partner
+
+    from ibdiag.grade import grade
+    from ibdiag.thresholds import Thresholds
+
+    qdr = "40 Gb/sec (4X QDR)"
+    snap = snapshot([device(f"mlx5_ib{i}", ports=[port(1, rate_text=qdr, state=2 if i == 1 else 4)])
+                     for i in range(3)])  # fmt: skip
+    for i in range(3):
+        snap = replaced(snap, f"mlx5_ib{i}:1", partner=partner())
+    snap = replaced(snap, "mlx5_ib2:1", partner=partner(description=LONG_DESCRIPTION))
+    return grade(snap, builtin_registry(), Thresholds(), "standard")
+
+
+def _measured(chromium: str, page: str, tmp_path: Path) -> dict:
+    probe = tmp_path / "measured.html"
+    probe.write_text(page.replace("</body>", MEASURE_MATRIX + "</body>"), encoding="utf-8")
+    dom, requested = load(chromium, probe, tmp_path, "--dump-dom")
+    assert requested == []
+    found = re.search(r'data-measured="([^"]*)"', dom)
+    assert found, dom[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def test_matrix_hca_names_pci_addresses_and_guids_never_wrap_mid_word(chromium, tmp_path):
+    page = html.render(_matrix_report())
+    measured = _measured(chromium, page, tmp_path)
+    assert [row["hca"] for row in measured["rows"]] == ["mlx5_ib0", "mlx5_ib1", "mlx5_ib2"]
+    lines = [(row["hca_lines"], row["pci_lines"], row["guid_lines"]) for row in measured["rows"]]
+    assert lines == [(1, 1, 1)] * 3
+
+
+def test_an_hca_cell_shows_its_worst_port(chromium, tmp_path):
+    report = _matrix_report()
+    [fail] = [r for r in report.results if r.status.value == "fail"]
+    assert fail.target == "mlx5_ib1:1"  # the port fails; nothing fails on mlx5_ib1 itself
+    measured = _measured(chromium, html.render(report), tmp_path)
+    colours = {row["hca"]: row["hca_colour"] for row in measured["rows"]}
+    assert colours["mlx5_ib1"] == measured["fail_colour"] != measured["pass_colour"]
+    rows = {row["device"].name: row["status"] for row in html.port_matrix(report)}
+    assert rows["mlx5_ib1"] == "fail"
+
+
+def test_a_10000_character_far_end_description_is_cut_with_the_whole_in_its_title(
+    chromium, tmp_path
+):
+    page = html.render(_matrix_report())
+    measured = _measured(chromium, page, tmp_path)
+    assert measured["table_width"] <= measured["box_width"] + 1, measured
+    heights = [row["far_end_height"] for row in measured["rows"]]
+    assert heights[2] < 3 * heights[0], heights  # a line or two more, not 10,000 characters
+    [cell] = [text for _, text in _far_end_cells(page) if "QQQQ" in text]
+    shown = re.search(r'<span class="cut" title="([^"]*)">([^<]*)</span>', cell)
+    assert shown, cell
+    title, text = shown.groups()
+    assert title == html_escape(LONG_DESCRIPTION)  # whole and escaped
+    assert len(text) <= html.DESCRIPTION_SHOWN + 1 and text.endswith("\u2026")
+    assert '<b>"x"' not in page and "&lt;b&gt;&#34;x&#34;&lt;/b&gt;" in title
+    assert page.count(html_escape(LONG_DESCRIPTION)) == 1  # the title, nowhere else whole
+
+
+def html_escape(text: str) -> str:
+    """As jinja2's autoescape writes text: & < > " ' as entities."""
+    from markupsafe import escape
+
+    return str(escape(text))

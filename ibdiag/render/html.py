@@ -16,6 +16,7 @@ import jinja2
 from ibdiag import resources
 from ibdiag.catalogue import lookup
 from ibdiag.facts import Fact, fact_fields
+from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status
 from ibdiag.render.options import DEFAULT, RenderOptions
 
@@ -23,6 +24,10 @@ from ibdiag.render.options import DEFAULT, RenderOptions
 _SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.WARN)
 ALTERED_SHOWN = 10  # altered bundle files named in the banner; the rest as a count
+# Characters of a far end's node description shown in the matrix; the whole is in the title
+# (hover). The IB spec's NodeDescription is 64 bytes, so a real one is always shown whole: a
+# longer one did not come from a real SMA and must not stretch the page.
+DESCRIPTION_SHOWN = 64
 
 # Seed 000's "Warning Signs" table (symptom -> likely cause -> action), quoted as guidance.
 WARNING_SIGNS: Tuple[Tuple[str, str, str], ...] = (
@@ -69,8 +74,9 @@ CABLE = "<->"  # how results name a cable by both ends: mlx5_3:1<->leaf07/21 (ch
 
 
 def port_matrix(report: Report) -> List[Dict[str, object]]:
-    """One row per HCA: its own worst status and each port's, for the colour of each cell, and
-    each port's far end (``far_end``)."""
+    """One row per HCA: each port's worst status and its far end's (``far_end``), for the
+    colour of each cell, and the HCA's: the worst of its own results, its ports' and their
+    cables' - an HCA whose only port fails is never a green cell."""
     by_target: Dict[str, List[Result]] = {}
     by_local_end: Dict[str, List[Result]] = {}
     for result in report.results:
@@ -90,8 +96,26 @@ def port_matrix(report: Report) -> List[Dict[str, object]]:
                     "far_end": far_end(port, cable, local),
                 }
             )
-        rows.append({"device": dev, "status": _worst(by_target.get(dev.name, [])), "ports": ports})
+        own = _worst(by_target.get(dev.name, []))
+        cells = [cell["status"] for cell in ports]
+        cells += [cell["far_end"]["status"] for cell in ports if cell["far_end"] is not None]
+        rows.append({"device": dev, "status": _worst_status([own, *cells]), "ports": ports})
     return rows
+
+
+def _worst_status(statuses: List[str]) -> str:
+    """The worst of cell statuses (``_worst``'s values; "none" below all)."""
+    known = [Status(status) for status in statuses if status != "none"]
+    return max(known, key=_SEVERITY.index).value if known else "none"
+
+
+def bounded(text: Optional[str], limit: int = DESCRIPTION_SHOWN) -> Optional[Dict[str, str]]:
+    """``text`` to show in a cell: ``shown`` (at most ``limit`` characters, then "…" when
+    cut) and ``whole`` (for the title attribute, which autoescaping escapes as the text)."""
+    if text is None:
+        return None
+    shown = text if len(text) <= limit else text[:limit] + "…"
+    return {"shown": shown, "whole": text}
 
 
 def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str, object]]:
@@ -101,14 +125,15 @@ def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str
     ``name``: the cable's far end as the partner checks name it (``leaf07/21``, from their
     results' targets), else the partner's description; ``status``: the worst of the results
     naming the cable by both ends; ``unread``: why the far end could not be read (the partner
-    checks' skip on our own port: ``no-access``, ``mad-timeout``, ...), else None.
+    checks' skip on our own port: ``no-access``, ``mad-timeout``, ...), else None;
+    ``description``: the partner's node description, ``bounded``.
     """
     partner = port.partner
     if partner is None:
         return None
     name = cable[0].target.split(CABLE, 1)[1] if cable else None
-    if name is None and partner.description is not None:
-        name = f"{partner.description}/{partner.port if partner.port is not None else '?'}"
+    if name is None and partner.description is not None:  # as the checks would name it
+        name = f"{short_name(partner)}/{partner.port if partner.port is not None else '?'}"
     unread = [r for r in local if r.check_id in PARTNER_CHECKS and r.status == Status.SKIP]
     info = partner.port_info
     return {
@@ -116,6 +141,7 @@ def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str
         "partner": partner,
         "status": _worst(cable) if cable else _worst(unread),
         "link": info,
+        "description": bounded(partner.description),
         "unread": (f"{unread[0].observed}: {unread[0].message}" if unread else None),
     }
 

@@ -75,10 +75,13 @@ Gauges:
   does the same),
   ``ibdiag_port_info{device,port,link_layer}`` (always 1).
   A port attribute that could not be read has no sample.
-- ``ibdiag_port_rail_info{device,port,ib_port,rail}`` (always 1): the rail of the port's HCA,
-  its index among the node's InfiniBand HCAs in natural name order (``ibdiag.rails``, as the
-  fleet view numbers them): every port of an HCA with an InfiniBand port has one, an HCA with
-  none has none. A fleet dashboard joins it on ``(instance, ib_port)``:
+- ``ibdiag_port_rail_info{device,port,ib_port,rail,hca_model}`` (always 1): the rail of the
+  port's HCA, its index among the node's InfiniBand HCAs in natural name order (``ibdiag.rails``,
+  as the fleet view numbers them), and its model (``ibdiag.hca_models.model_key``:
+  ``ConnectX-7``, else the driver's hca_type): the rate class a fleet compares a port within,
+  as link.rate compares it with the other ports of its model, so a ConnectX-6 at HDR is not
+  slow beside ConnectX-7s at NDR. Every port of an HCA with an InfiniBand port has one, an HCA
+  with none has none. A fleet dashboard joins it on ``(instance, ib_port)``:
   ``min by (rail) (ibdiag_port_rate_bytes_per_second * on (instance, ib_port) group_left (rail)
   ibdiag_port_rail_info)``. A new family rather than a label on the others, so no existing
   series changes identity.
@@ -121,6 +124,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ibdiag.catalogue import lookup
 from ibdiag.facts.partner import CABLE, Partner, cable_name
+from ibdiag.hca_models import model_key
 from ibdiag.model import Report, Status
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
@@ -359,7 +363,8 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         "ibdiag_port_rail_info",
         "gauge",
         "Always 1; carries the rail of the port's HCA as a label (its index among the node's "
-        "InfiniBand HCAs in natural name order: mlx5_0 is rail 0).",
+        "InfiniBand HCAs in natural name order: mlx5_0 is rail 0) and its model (hca_model: "
+        "the rate class its ports are compared within).",
     )
     loopback = out.family(
         "ibdiag_port_loopback_bandwidth_bytes_per_second",
@@ -392,7 +397,8 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
                 rate.add(base, port.rate.gbps * 1e9 / 8)
             info.add((*base, ("link_layer", port.link_layer or "")), 1)
             if device.name in rails:
-                rail_info.add((*base, ("rail", str(rails[device.name]))), 1)
+                model = ("hca_model", model_key(device))
+                rail_info.add((*base, ("rail", str(rails[device.name])), model), 1)
         for port in device.ports:
             base = _port_labels(device, port)
             _add_counters(
