@@ -11,7 +11,6 @@ fail: a node is not drained for a permission.
 
 from __future__ import annotations
 
-import re
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
@@ -20,28 +19,22 @@ from ibdiag.counter_grading import grade_errors, saturated
 from ibdiag.deltas import Comparison, compare, previous_partner, read_far_ends
 from ibdiag.facts.partner import (
     ACTIVE_STATE,
+    IMPLAUSIBLE,
+    PMA_STEPS,
+    SMP_STEPS,
     SPEEDS,
     WIDTHS,
     Partner,
     PortInfo,
+    Unread,
     cable_name,
     link_speed,
     short_name,
 )
-from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
+from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
-
-# Why the far end could not be read, from the failing run's own words: (stable word, phrase).
-_NO_ACCESS = re.compile(
-    r"Permission denied|Operation not permitted|can't open UMAD port|Failed to open '"
-    r"|is ib_umad module loaded|No IB devices found",
-    re.IGNORECASE,
-)
-_NO_ANSWER = re.compile(r"_do_madrpc failed|query failed|timeout|timed out", re.IGNORECASE)
-_NO_SM = re.compile(r"LID is 0|can't resolve destination port 0", re.IGNORECASE)
-_PMA_STEPS = ("perfquery-x", "perfquery", "perfquery-E")
 
 
 def cable_target(dev: Device, port: Port, partner: Optional[Partner]) -> str:
@@ -57,54 +50,57 @@ def _active_ib_ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, P
 
 
 # --- why the far end is unknown ----------------------------------------------------------------
+# Judged where the runs are interpreted (Partner.unread, ibdiag.sources.interpret.partner_unread):
+# here only read. A symptom (a local hang, a far end that does not answer, an implausible answer)
+# warns in the check whose steps it belongs to - link.partner the SMP steps, counters.partner
+# the PMA steps - and is a skip naming it in the other.
+
+_LINK_STEPS = ("nodeinfo", "portinfo")
+_COUNTER_STEPS = ("nodeinfo", "portinfo", "portinfo0", *PMA_STEPS)
+_SYMPTOM_HINT = {
+    IMPLAUSIBLE: "the far end's management agent answered nonsense (firmware, or a forged "
+    "node): check the switch port from the fabric management host (ibnetdiscover, ibswitches); "
+    "nothing it said was graded",
+    "no-answer": "check the switch port and the cable from the fabric management host "
+    "(ibportstate, ibqueryerrors); run the command by hand",
+}
+_HANG_HINT = (
+    "run the command by hand; check that ib_umad is loaded, the kernel log for firmware or MAD "
+    "errors, and the subnet manager (sminfo); send the bundle"
+)
 
 
-def _root_failure(snap: Snapshot, target: str, steps: Sequence[str]) -> Optional[CommandRun]:
-    """The run that stopped the chain: the first of ``steps`` that ran and failed; else the
-    first never started (its reason names the step it needed)."""
-    never: Optional[CommandRun] = None
-    for step in steps:
-        run = snap.run(roles.partner(step, target))
-        if run is None or run.succeeded:
-            continue
-        if run.skipped:
-            never = never or run
-            continue
-        return run
-    return never
+def not_collected(target: str) -> Result:
+    role = roles.partner("nodeinfo", target)
+    return _skip(
+        target,
+        "not-collected",
+        f"the far end of {target} was not read (`{role}` not collected: level quick, an older "
+        "bundle, or a port not ACTIVE then)",
+        role,
+    )
 
 
-def unread_reason(snap: Snapshot, target: str, steps: Sequence[str]) -> Tuple[str, str, str]:
-    """(stable word, one-line reason, evidence) for a far end ``steps`` did not read."""
-    run = _root_failure(snap, target, steps)
-    if run is None:
-        role = roles.partner(steps[0], target)
-        return (
-            "not-collected",
-            f"the far end of {target} was not read (`{role}` not collected: level quick, "
-            "an older bundle, or a port not ACTIVE then)",
-            role,
-        )
-    failure = run.failure() or ""
-    text = f"{failure}\n{run.stderr}\n{run.stdout}"
-    evidence = " ".join(run.argv)
-    nodeinfo = snap.run(roles.partner("nodeinfo", target))
-    smp_ok = nodeinfo is not None and nodeinfo.succeeded
-    pma = run.argv[:1] == ["perfquery"]
-    if run.not_found:
-        word, why = "not-installed", "the infiniband-diags tools are not installed"
-    elif run.permission_denied or _NO_ACCESS.search(text):
-        word, why = "no-access", "the umad device cannot be opened as this user (not root?)"
-    elif _NO_SM.search(text):
-        word, why = "no-sm", "no subnet manager has configured the far end yet (LID 0)"
-    elif pma and smp_ok and (run.timed_out or _NO_ANSWER.search(text)):
-        word = "no-pma"
-        why = "the far end answers SMPs but not PMA queries (an unmanaged switch?)"
-    elif run.timed_out or _NO_ANSWER.search(text):
-        word, why = "mad-timeout", "the far end did not answer (MAD timeout)"
-    else:
-        word, why = "unread", "the far end could not be read"
-    return word, f"{why}: {failure}", evidence
+def _warn(target: str, why: Unread) -> Result:
+    return Result(
+        target=target, status=Status.WARN, message=why.reason, observed=why.kind,
+        hint=_SYMPTOM_HINT.get(why.kind, _HANG_HINT), evidence=[why.command or why.step],
+    )  # fmt: skip
+
+
+def _unread_result(target: str, why: Optional[Unread], local: str, mine: Sequence[str]):
+    """The result for a far end that ``why`` stopped: a warn when it is a symptom of one of
+    ``mine`` (this check's steps; None: already warned, nothing more to say), else a skip with
+    its reason."""
+    if why is None:
+        return _skip(target, "unread", f"the far end of {local} could not be read", local)
+    if why.symptom and why.step in mine:
+        return None
+    if why.symptom:
+        owner = "link.partner" if why.step in SMP_STEPS else "counters.partner"
+        message = f"not graded: {why.reason} (a finding of {owner})"
+        return _skip(target, why.kind, message, why.command or why.step)
+    return _skip(target, why.kind, why.reason, why.command or why.step)
 
 
 def _skip(target: str, word: str, message: str, evidence: str) -> Result:
@@ -252,10 +248,17 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev, port in _active_ib_ports(snap, th):
         partner = port.partner
         target = cable_target(dev, port, partner)
-        info = partner.port_info if partner is not None else None
-        if partner is None or info is None:
-            word, why, evidence = unread_reason(snap, dev.target(port), ("nodeinfo", "portinfo"))
-            yield _skip(target, word, why, evidence)
+        if partner is None:
+            yield not_collected(dev.target(port))
+            continue
+        for why in partner.symptoms(SMP_STEPS):  # a hung nodedesc warns beside the grading
+            yield _warn(target, why)
+        info = partner.port_info
+        if info is None:
+            stopped = partner.first_unread(_LINK_STEPS) or partner.first_unread(SMP_STEPS)
+            found = _unread_result(target, stopped, dev.target(port), SMP_STEPS)
+            if found is not None:
+                yield found
             continue
         yield _link_result(target, dev, port, partner, info, snap)
 
@@ -304,17 +307,23 @@ def counters_partner(
     for dev, port in _active_ib_ports(snap, th):
         partner = port.partner
         target = cable_target(dev, port, partner)
-        if partner is None or partner.counters is None:
-            steps = ("nodeinfo", "portinfo", "portinfo0", *_PMA_STEPS)
-            word, why, evidence = unread_reason(snap, dev.target(port), steps)
-            yield _skip(target, word, why, evidence)
+        if partner is None:
+            yield not_collected(dev.target(port))
+            continue
+        for why in partner.symptoms(PMA_STEPS):  # a hung -x warns though plain perfquery read
+            yield _warn(target, why)
+        if partner.counters is None:
+            stopped = partner.first_unread(_COUNTER_STEPS)
+            found = _unread_result(target, stopped, dev.target(port), PMA_STEPS)
+            if found is not None:
+                yield found
             continue
         evidence = command_line(snap, partner.counters.role)
         if partner.counters.mad_error:
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue
         if not partner.has_error_counters:
-            yield _no_error_counters(snap, dev.target(port), target, evidence)
+            yield _no_error_counters(partner, target, evidence)
             continue
         for info in saturated(partner.fixed_width_counter_values()):
             yield Result(
@@ -346,13 +355,14 @@ def counters_partner(
         )  # fmt: skip
 
 
-def _no_error_counters(snap: Snapshot, local: str, target: str, evidence: str) -> Result:
+def _no_error_counters(partner: Partner, target: str, evidence: str) -> Result:
     """The skip for a far end whose PMA answered with data counters only: -x without the
     additional PortCountersExtended fields, and plain perfquery (their fallback) not read."""
-    plain = snap.run(roles.partner("perfquery", local))
-    if plain is not None and not plain.succeeded:
-        word, why, evidence = unread_reason(snap, local, ("perfquery",))
-        return _skip(target, word, f"perfquery -x printed no error counters and {why}", evidence)
+    plain = partner.first_unread(("perfquery",))
+    if plain is not None:
+        why = plain.reason if not plain.symptom else f"not graded: {plain.reason}"
+        message = f"perfquery -x printed no error counters and {why}"
+        return _skip(target, plain.kind, message, plain.command or evidence)
     return _skip(
         target, "unread",
         "perfquery -x printed no error counters (a PMA without the additional "

@@ -228,7 +228,7 @@ def test_a_back_to_back_partner_is_a_channel_adapter(node: Snapshot) -> None:
     assert found[("ibdiag_partner_port_state", labels(B2B))] == 4
     assert found[("ibdiag_partner_rate_bytes_per_second", labels(B2B))] == HDR_4X
     assert found[("ibdiag_partner_symbol_error_total", labels(B2B))] == 0
-    assert found[("ibdiag_partner_xmit_data_bytes_total", labels(B2B))] == 1008 * 4
+    assert found[("ibdiag_partner_xmit_data_bytes_total", labels(B2B))] == 1224 * 4
     # its PortRcvErrors and PortRcvSwitchRelayErrors are 0: -E was not read, no detail series
     assert node.devices[1].ports[0].partner.rcv_error_details is None
     assert ("ibdiag_partner_local_physical_errors_total", labels(B2B)) not in found
