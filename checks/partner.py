@@ -81,11 +81,24 @@ def not_collected(target: str) -> Result:
     )
 
 
-def _warn(target: str, why: Unread) -> Result:
-    return Result(
-        target=target, status=Status.WARN, message=why.reason, observed=why.kind,
-        hint=_SYMPTOM_HINT.get(why.kind, _HANG_HINT), evidence=[why.command or why.step],
-    )  # fmt: skip
+def _warns(target: str, symptoms: List[Unread]) -> Iterator[Result]:
+    """One warn per kind of symptom (a far end that answers nothing fails nodeinfo, nodedesc
+    and portinfo0 alike: one finding), naming its first command and the other steps."""
+    kinds: List[str] = []
+    for why in symptoms:
+        if why.kind not in kinds:
+            kinds.append(why.kind)
+    for kind in kinds:
+        alike = [why for why in symptoms if why.kind == kind]
+        first = alike[0]
+        message = first.reason
+        if len(alike) > 1:
+            message += f" (so did {', '.join(why.step for why in alike[1:])})"
+        yield Result(
+            target=target, status=Status.WARN, message=message, observed=kind,
+            hint=_SYMPTOM_HINT.get(kind, _HANG_HINT),
+            evidence=[why.command or why.step for why in alike],
+        )  # fmt: skip
 
 
 def _unread_result(target: str, why: Optional[Unread], local: str, mine: Sequence[str]):
@@ -251,8 +264,7 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         if partner is None:
             yield not_collected(dev.target(port))
             continue
-        for why in partner.symptoms(SMP_STEPS):  # a hung nodedesc warns beside the grading
-            yield _warn(target, why)
+        yield from _warns(target, partner.symptoms(SMP_STEPS))  # a hung nodedesc warns too
         info = partner.port_info
         if info is None:
             stopped = partner.first_unread(_LINK_STEPS) or partner.first_unread(SMP_STEPS)
@@ -310,8 +322,7 @@ def counters_partner(
         if partner is None:
             yield not_collected(dev.target(port))
             continue
-        for why in partner.symptoms(PMA_STEPS):  # a hung -x warns though plain perfquery read
-            yield _warn(target, why)
+        yield from _warns(target, partner.symptoms(PMA_STEPS))  # a hung -x though plain read
         if partner.counters is None:
             stopped = partner.first_unread(_COUNTER_STEPS)
             found = _unread_result(target, stopped, dev.target(port), PMA_STEPS)

@@ -125,21 +125,31 @@ def test_an_impossible_switch_lid_is_never_asked_about_nor_graded(tmp_path, lid,
 
 
 def test_a_perfquery_answer_for_another_port_is_never_graded(tmp_path):
-    """Asked about port 1 of LID 1, the PMA answers for port 2 (PortSelect 2): not kept."""
+    """Asked about LID 1 port 1, -x prints port 2's counters: not kept (a warn); plain
+    perfquery's right answer is what is graded."""
+    node = Node(tmp_path)
+    x2 = S.prints(S.partner_capture("switch-port2-perfquery-x.txt"))
+    node.tools({}, {"-C * -P * -t * -x *": x2})
+    snap = node.collect()
+    assert snap.devices[0].ports[0].partner.counters.role == "partner-perfquery mlx5_0:1"
+    counters = run("counters.partner", snap)
+    assert sorted(r.status for r in counters) == [Status.PASS, Status.WARN], counters
+    warn = next(r for r in counters if r.status == Status.WARN)
+    assert warn.observed == "implausible" and warn.target == "mlx5_0:1<->leaf07/1"
+    assert "asked about LID 1 port 1 printed counters of LID 1 port 2" in warn.message
+
+
+def test_a_pma_answering_for_another_port_select_is_never_graded(tmp_path):
+    """The header says port 1 (what the tool asked) but the PMA answered for PortSelect 2:
+    the error counters are not graded - a warn and a skip, no pass."""
     node = Node(tmp_path)
     other = capture("switch-port2-perfquery.txt").replace("Lid 1 port 2", "Lid 1 port 1", 1)
     assert "PortSelect:......................2" in other
-    x2 = S.prints(S.partner_capture("switch-port2-perfquery-x.txt"))
-    node.tools({}, {"-C * -P * -t * -x *": x2,
-                    "-C * -P * -t *": node.prints("perfquery.txt", other)})  # fmt: skip
-    snap = node.collect()
-    assert snap.devices[0].ports[0].partner.counters is None
-    counters = run("counters.partner", snap)
-    assert {r.status for r in counters} == {Status.WARN}, counters
-    messages = " ".join(r.message for r in counters)
-    assert "printed counters of LID 1 port 2" in messages  # -x: its header says port 2
-    assert "answered for PortSelect 2" in messages  # plain: the header forged, PortSelect not
-    assert all(r.target == "mlx5_0:1<->leaf07/1" for r in counters)
+    x = S.prints(S.partner_capture("switch-hdr-perfquery-x.txt"))  # data counters only
+    node.tools({}, {"-C * -P * -t * -x *": x, "-C * -P * -t *": node.prints("p.txt", other)})
+    counters = run("counters.partner", node.collect())
+    assert sorted(r.status for r in counters) == [Status.SKIP, Status.WARN], counters
+    assert any("answered for PortSelect 2" in r.message for r in counters), counters
 
 
 def test_two_ports_claiming_the_same_far_end_port_are_never_graded(tmp_path):
