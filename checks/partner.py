@@ -4,9 +4,14 @@ plugged into, as read from this node (``Port.partner``, ``ibdiag.sources.partner
 Results name the cable by both ends - ``mlx5_3:1<->leaf07/21``: our device and port, the
 partner's short name (``leaf07`` from the node description ``MF0;leaf07:MQM9700/U1``; else the
 description; else its node GUID) and its port - so a drain reason says which cable, stably.
-When the far end could not be read the result is a ``skip`` with the tool's own reason (not
-root, no subnet manager yet, a MAD timeout, tools missing, a switch without a PMA), never a
-fail: a node is not drained for a permission.
+Why the far end could not be read is a typed fact (``Partner.unread``, judged where the runs
+are interpreted), never the tools' text read here. What is not possible from here is a
+``skip`` with its reason (no access to the umad device, no umad device, a virtual function, no
+subnet manager yet, tools missing, a switch without a PMA), never a fail: a node is not drained
+for a permission. A symptom warns, naming the command: a tool killed at the command timeout (a
+local hang: the tools run with a MAD timeout and give up by themselves), a far end that does
+not answer an ACTIVE port of a physical function, a far end whose answer cannot be (its
+numbers and identities are range-checked: nonsense is never graded).
 """
 
 from __future__ import annotations
@@ -254,9 +259,11 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
     What to do: a mismatch or a link below its capability - reseat, then replace the cable or
     transceiver and check the switch port; a far end not Active - check the switch port and the
-    SM. A far end that could not be read (not root: the umad device; no SM yet: LID 0; a MAD
-    timeout; the tools missing) is a skip with the tool's own reason: run as root with
-    infiniband-diags installed.
+    SM. A far-end tool that hung (killed at the command timeout: a local hang), a far end that
+    does not answer, or one whose answer cannot be (LocalPort 0, a multicast LID, two ports on
+    one far-end port, our own GUID) warns naming the command. One that could not be read from
+    here (not root: the umad device; ib_umad not loaded; a virtual function; no SM yet: LID 0;
+    the tools missing) is a skip with its reason: run as root with infiniband-diags installed.
     """
     for dev, port in _active_ib_ports(snap, th):
         partner = port.partner
@@ -308,8 +315,10 @@ def counters_partner(
     otherwise than its baseline skips, and only the fixed-width ones can saturate.
 
     What to do: reseat or replace the cable/transceiver named by both ends (mlx5_3:1<->leaf07/21)
-    and check the switch port (ibqueryerrors). A far end that could not be read (not root, no
-    SM yet, a MAD timeout, an unmanaged switch without a PMA) is a skip with the reason.
+    and check the switch port (ibqueryerrors). A hung perfquery on the far end warns naming it
+    (even when plain perfquery then read the counters), as does an answer for another LID or
+    port than asked (not graded). A far end that could not be read (not root, no SM yet, an
+    unmanaged switch without a PMA; link.partner's findings) is a skip with the reason.
     """
     comparison: Optional[Comparison] = None
     if baseline is not None:  # the switch's counters do not restart when this node reboots
