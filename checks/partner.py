@@ -4,14 +4,18 @@ plugged into, as read from this node (``Port.partner``, ``ibdiag.sources.partner
 Results name the cable by both ends - ``mlx5_3:1<->leaf07/21``: our device and port, the
 partner's short name (``leaf07`` from the node description ``MF0;leaf07:MQM9700/U1``; else the
 description; else its node GUID) and its port - so a drain reason says which cable, stably.
-When the far end could not be read the result is a ``skip`` with the tool's own reason (not
-root, no subnet manager yet, a MAD timeout, tools missing, a switch without a PMA), never a
-fail: a node is not drained for a permission.
+Why the far end could not be read is a typed fact (``Partner.unread``, judged where the runs
+are interpreted), never the tools' text read here. What is not possible from here is a
+``skip`` with its reason (no access to the umad device, no umad device, a virtual function, no
+subnet manager yet, tools missing, a switch without a PMA), never a fail: a node is not drained
+for a permission. A symptom warns, naming the command: a tool killed at the command timeout (a
+local hang: the tools run with a MAD timeout and give up by themselves), a far end that does
+not answer an ACTIVE port of a physical function, a far end whose answer cannot be (its
+numbers and identities are range-checked: nonsense is never graded).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
@@ -20,28 +24,22 @@ from ibdiag.counter_grading import grade_errors, saturated
 from ibdiag.deltas import Comparison, compare, previous_partner, read_far_ends
 from ibdiag.facts.partner import (
     ACTIVE_STATE,
+    IMPLAUSIBLE,
+    PMA_STEPS,
+    SMP_STEPS,
     SPEEDS,
     WIDTHS,
     Partner,
     PortInfo,
+    Unread,
     cable_name,
     link_speed,
     short_name,
 )
-from ibdiag.model import CommandRun, Device, Port, Result, Snapshot, Status
+from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
-
-# Why the far end could not be read, from the failing run's own words: (stable word, phrase).
-_NO_ACCESS = re.compile(
-    r"Permission denied|Operation not permitted|can't open UMAD port|Failed to open '"
-    r"|is ib_umad module loaded|No IB devices found",
-    re.IGNORECASE,
-)
-_NO_ANSWER = re.compile(r"_do_madrpc failed|query failed|timeout|timed out", re.IGNORECASE)
-_NO_SM = re.compile(r"LID is 0|can't resolve destination port 0", re.IGNORECASE)
-_PMA_STEPS = ("perfquery-x", "perfquery", "perfquery-E")
 
 
 def cable_target(dev: Device, port: Port, partner: Optional[Partner]) -> str:
@@ -57,54 +55,70 @@ def _active_ib_ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, P
 
 
 # --- why the far end is unknown ----------------------------------------------------------------
+# Judged where the runs are interpreted (Partner.unread, ibdiag.sources.interpret.partner_unread):
+# here only read. A symptom (a local hang, a far end that does not answer, an implausible answer)
+# warns in the check whose steps it belongs to - link.partner the SMP steps, counters.partner
+# the PMA steps - and is a skip naming it in the other.
+
+_LINK_STEPS = ("nodeinfo", "portinfo")
+_COUNTER_STEPS = ("nodeinfo", "portinfo", "portinfo0", *PMA_STEPS)
+_SYMPTOM_HINT = {
+    IMPLAUSIBLE: "the far end's management agent answered nonsense (firmware, or a forged "
+    "node): check the switch port from the fabric management host (ibnetdiscover, ibswitches); "
+    "nothing it said was graded",
+    "no-answer": "check the switch port and the cable from the fabric management host "
+    "(ibportstate, ibqueryerrors); run the command by hand",
+}
+_HANG_HINT = (
+    "run the command by hand; check that ib_umad is loaded, the kernel log for firmware or MAD "
+    "errors, and the subnet manager (sminfo); send the bundle"
+)
 
 
-def _root_failure(snap: Snapshot, target: str, steps: Sequence[str]) -> Optional[CommandRun]:
-    """The run that stopped the chain: the first of ``steps`` that ran and failed; else the
-    first never started (its reason names the step it needed)."""
-    never: Optional[CommandRun] = None
-    for step in steps:
-        run = snap.run(roles.partner(step, target))
-        if run is None or run.succeeded:
-            continue
-        if run.skipped:
-            never = never or run
-            continue
-        return run
-    return never
+def not_collected(target: str) -> Result:
+    role = roles.partner("nodeinfo", target)
+    return _skip(
+        target,
+        "not-collected",
+        f"the far end of {target} was not read (`{role}` not collected: level quick, an older "
+        "bundle, or a port not ACTIVE then)",
+        role,
+    )
 
 
-def unread_reason(snap: Snapshot, target: str, steps: Sequence[str]) -> Tuple[str, str, str]:
-    """(stable word, one-line reason, evidence) for a far end ``steps`` did not read."""
-    run = _root_failure(snap, target, steps)
-    if run is None:
-        role = roles.partner(steps[0], target)
-        return (
-            "not-collected",
-            f"the far end of {target} was not read (`{role}` not collected: level quick, "
-            "an older bundle, or a port not ACTIVE then)",
-            role,
-        )
-    failure = run.failure() or ""
-    text = f"{failure}\n{run.stderr}\n{run.stdout}"
-    evidence = " ".join(run.argv)
-    nodeinfo = snap.run(roles.partner("nodeinfo", target))
-    smp_ok = nodeinfo is not None and nodeinfo.succeeded
-    pma = run.argv[:1] == ["perfquery"]
-    if run.not_found:
-        word, why = "not-installed", "the infiniband-diags tools are not installed"
-    elif run.permission_denied or _NO_ACCESS.search(text):
-        word, why = "no-access", "the umad device cannot be opened as this user (not root?)"
-    elif _NO_SM.search(text):
-        word, why = "no-sm", "no subnet manager has configured the far end yet (LID 0)"
-    elif pma and smp_ok and (run.timed_out or _NO_ANSWER.search(text)):
-        word = "no-pma"
-        why = "the far end answers SMPs but not PMA queries (an unmanaged switch?)"
-    elif run.timed_out or _NO_ANSWER.search(text):
-        word, why = "mad-timeout", "the far end did not answer (MAD timeout)"
-    else:
-        word, why = "unread", "the far end could not be read"
-    return word, f"{why}: {failure}", evidence
+def _warns(target: str, symptoms: List[Unread]) -> Iterator[Result]:
+    """One warn per kind of symptom (a far end that answers nothing fails nodeinfo, nodedesc
+    and portinfo0 alike: one finding), naming its first command and the other steps."""
+    kinds: List[str] = []
+    for why in symptoms:
+        if why.kind not in kinds:
+            kinds.append(why.kind)
+    for kind in kinds:
+        alike = [why for why in symptoms if why.kind == kind]
+        first = alike[0]
+        message = first.reason
+        if len(alike) > 1:
+            message += f" (so did {', '.join(why.step for why in alike[1:])})"
+        yield Result(
+            target=target, status=Status.WARN, message=message, observed=kind,
+            hint=_SYMPTOM_HINT.get(kind, _HANG_HINT),
+            evidence=[why.command or why.step for why in alike],
+        )  # fmt: skip
+
+
+def _unread_result(target: str, why: Optional[Unread], local: str, mine: Sequence[str]):
+    """The result for a far end that ``why`` stopped: a warn when it is a symptom of one of
+    ``mine`` (this check's steps; None: already warned, nothing more to say), else a skip with
+    its reason."""
+    if why is None:
+        return _skip(target, "unread", f"the far end of {local} could not be read", local)
+    if why.symptom and why.step in mine:
+        return None
+    if why.symptom:
+        owner = "link.partner" if why.step in SMP_STEPS else "counters.partner"
+        message = f"not graded: {why.reason} (a finding of {owner})"
+        return _skip(target, why.kind, message, why.command or why.step)
+    return _skip(target, why.kind, why.reason, why.command or why.step)
 
 
 def _skip(target: str, word: str, message: str, evidence: str) -> Result:
@@ -245,17 +259,25 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
     What to do: a mismatch or a link below its capability - reseat, then replace the cable or
     transceiver and check the switch port; a far end not Active - check the switch port and the
-    SM. A far end that could not be read (not root: the umad device; no SM yet: LID 0; a MAD
-    timeout; the tools missing) is a skip with the tool's own reason: run as root with
-    infiniband-diags installed.
+    SM. A far-end tool that hung (killed at the command timeout: a local hang), a far end that
+    does not answer, or one whose answer cannot be (LocalPort 0, a multicast LID, two ports on
+    one far-end port, our own GUID) warns naming the command. One that could not be read from
+    here (not root: the umad device; ib_umad not loaded; a virtual function; no SM yet: LID 0;
+    the tools missing) is a skip with its reason: run as root with infiniband-diags installed.
     """
     for dev, port in _active_ib_ports(snap, th):
         partner = port.partner
         target = cable_target(dev, port, partner)
-        info = partner.port_info if partner is not None else None
-        if partner is None or info is None:
-            word, why, evidence = unread_reason(snap, dev.target(port), ("nodeinfo", "portinfo"))
-            yield _skip(target, word, why, evidence)
+        if partner is None:
+            yield not_collected(dev.target(port))
+            continue
+        yield from _warns(target, partner.symptoms(SMP_STEPS))  # a hung nodedesc warns too
+        info = partner.port_info
+        if info is None:
+            stopped = partner.first_unread(_LINK_STEPS) or partner.first_unread(SMP_STEPS)
+            found = _unread_result(target, stopped, dev.target(port), SMP_STEPS)
+            if found is not None:
+                yield found
             continue
         yield _link_result(target, dev, port, partner, info, snap)
 
@@ -293,8 +315,10 @@ def counters_partner(
     otherwise than its baseline skips, and only the fixed-width ones can saturate.
 
     What to do: reseat or replace the cable/transceiver named by both ends (mlx5_3:1<->leaf07/21)
-    and check the switch port (ibqueryerrors). A far end that could not be read (not root, no
-    SM yet, a MAD timeout, an unmanaged switch without a PMA) is a skip with the reason.
+    and check the switch port (ibqueryerrors). A hung perfquery on the far end warns naming it
+    (even when plain perfquery then read the counters), as does an answer for another LID or
+    port than asked (not graded). A far end that could not be read (not root, no SM yet, an
+    unmanaged switch without a PMA; link.partner's findings) is a skip with the reason.
     """
     comparison: Optional[Comparison] = None
     if baseline is not None:  # the switch's counters do not restart when this node reboots
@@ -304,17 +328,22 @@ def counters_partner(
     for dev, port in _active_ib_ports(snap, th):
         partner = port.partner
         target = cable_target(dev, port, partner)
-        if partner is None or partner.counters is None:
-            steps = ("nodeinfo", "portinfo", "portinfo0", *_PMA_STEPS)
-            word, why, evidence = unread_reason(snap, dev.target(port), steps)
-            yield _skip(target, word, why, evidence)
+        if partner is None:
+            yield not_collected(dev.target(port))
+            continue
+        yield from _warns(target, partner.symptoms(PMA_STEPS))  # a hung -x though plain read
+        if partner.counters is None:
+            stopped = partner.first_unread(_COUNTER_STEPS)
+            found = _unread_result(target, stopped, dev.target(port), PMA_STEPS)
+            if found is not None:
+                yield found
             continue
         evidence = command_line(snap, partner.counters.role)
         if partner.counters.mad_error:
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue
         if not partner.has_error_counters:
-            yield _no_error_counters(snap, dev.target(port), target, evidence)
+            yield _no_error_counters(partner, target, evidence)
             continue
         for info in saturated(partner.fixed_width_counter_values()):
             yield Result(
@@ -346,13 +375,14 @@ def counters_partner(
         )  # fmt: skip
 
 
-def _no_error_counters(snap: Snapshot, local: str, target: str, evidence: str) -> Result:
+def _no_error_counters(partner: Partner, target: str, evidence: str) -> Result:
     """The skip for a far end whose PMA answered with data counters only: -x without the
     additional PortCountersExtended fields, and plain perfquery (their fallback) not read."""
-    plain = snap.run(roles.partner("perfquery", local))
-    if plain is not None and not plain.succeeded:
-        word, why, evidence = unread_reason(snap, local, ("perfquery",))
-        return _skip(target, word, f"perfquery -x printed no error counters and {why}", evidence)
+    plain = partner.first_unread(("perfquery",))
+    if plain is not None:
+        why = plain.reason if not plain.symptom else f"not graded: {plain.reason}"
+        message = f"perfquery -x printed no error counters and {why}"
+        return _skip(target, plain.kind, message, plain.command or evidence)
     return _skip(
         target, "unread",
         "perfquery -x printed no error counters (a PMA without the additional "

@@ -115,13 +115,15 @@ def symptom_result(
         target=target,
         status=Status.WARN,
         message=f"`{command}` on {where} {what} ({meaning})",
-        observed=_kind(run),  # stable: a drain reason names this, not the message
+        observed=symptom_kind(run),  # stable: a drain reason names this, not the message
         hint=hint,
         evidence=[command],
     )
 
 
-def _kind(run: CommandRun) -> str:
+def symptom_kind(run: CommandRun) -> str:
+    """The stable word for a symptom: ``timed-out``, ``cannot-execute``, ``killed-by-SIGSEGV``,
+    ``exit-5``."""
     if run.timed_out:
         return "timed-out"
     if run.error:

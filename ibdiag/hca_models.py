@@ -43,6 +43,14 @@ MODELS: Tuple[HcaModel, ...] = (
     HcaModel("BlueField-3", ("MT41692",), ("0xa2dc",), "NDR"),
 )
 
+# Virtual functions (SR-IOV) of the same parts (pci.ids, vendor 15b3): ConnectX-3, Connect-IB,
+# ConnectX-4, -4 Lx, -5, -5 Ex, -6, and the "ConnectX Family mlx5Gen Virtual Function" of
+# ConnectX-6 Dx and later; mlx4/mlx5 report their hca_type as "MT<device id in decimal>".
+VF_PCI_DEVICE_IDS: Tuple[str, ...] = (
+    "0x1004", "0x1012", "0x1014", "0x1016", "0x1018", "0x101a", "0x101c", "0x101e",
+)  # fmt: skip
+VF_HCA_TYPES: Tuple[str, ...] = tuple(f"MT{int(pci_id, 16)}" for pci_id in VF_PCI_DEVICE_IDS)
+
 _BY_HCA_TYPE: Dict[str, HcaModel] = {key: m for m in MODELS for key in m.hca_types}
 _BY_PCI_ID: Dict[str, HcaModel] = {key: m for m in MODELS for key in m.pci_device_ids}
 
@@ -54,6 +62,15 @@ def identify(device: Device) -> Optional[HcaModel]:
     if device.pci and device.pci.device_id:
         return _BY_PCI_ID.get(device.pci.device_id.strip().lower())
     return None
+
+
+def is_virtual_function(device: Device) -> bool:
+    """Whether the device is an SR-IOV virtual function (by its hca_type, else its PCI device
+    id): a VF has no subnet management agent of its own to send SMPs to the far end with, and
+    often no PMA (sysfs ``N/A (no PMA)``)."""
+    if device.hca_type and device.hca_type.strip().upper() in VF_HCA_TYPES:
+        return True
+    return bool(device.pci and (device.pci.device_id or "").strip().lower() in VF_PCI_DEVICE_IDS)
 
 
 def model_key(device: Device) -> str:

@@ -14,7 +14,10 @@ from ibdiag.facts.partner import Partner, PortInfo
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.grade import drain_reason, run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
+from ibdiag.sources.interpret import runs_by_role, with_ports
+from ibdiag.sources.interpret.partner import port_partner
 from ibdiag.thresholds import CounterRule, Thresholds
+from tests import stubs as S
 from tests.snapshots import builtin_registry, device, port, replaced, run, snapshot
 
 LEAF_GUID = "0x0002c90300a1b2c3"
@@ -67,11 +70,27 @@ def node(far: Optional[Partner], *, rate_text: str = QDR, **port_update) -> Snap
 
 
 def with_runs(snap: Snapshot, *runs: CommandRun) -> Snapshot:
-    return snap.model_copy(update={"commands": {r.key: r for r in runs}})
+    """``snap`` with ``runs`` recorded and, on each hand-built far end they were run for, what
+    the real interpreter says of them (``Partner.unread``: why a step gave nothing usable)."""
+    commands = {r.key: r for r in runs}
+    by_role = runs_by_role(commands, roles.PARTNER_PREFIX)
+
+    def judged(dev, port_):
+        if port_.partner is None:
+            return None
+        read = port_partner(dev.target(port_), by_role, dev, port_)
+        unread = read.unread if read is not None else []
+        return {"partner": port_.partner.model_copy(update={"unread": unread})}
+
+    devices = with_ports(snap.devices, judged)
+    return snap.model_copy(update={"commands": commands, "devices": devices})
 
 
-def step_run(step: str, **fields) -> CommandRun:
+def step_run(step: str, capture: Optional[str] = None, **fields) -> CommandRun:
+    """A run of ``step`` on mlx5_0:1; ``capture``: its stdout (tests/captures/ibsim-partner)."""
     tool = "perfquery" if step.startswith("perfquery") else "smpquery"
+    if capture is not None:
+        fields["stdout"] = open(S.partner_capture(capture)).read()
     return CommandRun(
         argv=[tool, "-C", "mlx5_0", "-P", "1", step],
         role=roles.partner(step, "mlx5_0:1"),
@@ -256,22 +275,19 @@ def failed_at_nodeinfo(**fields) -> Snapshot:
     return with_runs(node(nothing), step_run("nodeinfo", **fields))
 
 
+_NO_ABI = (
+    "ibwarn: [7] get_abi_version: can't read ABI version from /sys/class/infiniband_mad/"
+    "abi_version (No such file or directory): is ib_umad module loaded?\n" + _NO_UMAD
+)
+
+
 @pytest.mark.parametrize(
     "fields, word, phrase",
     [
         (dict(rc=255, stderr=_NO_UMAD), "no-access", "not root"),
         (dict(permission_denied=True), "no-access", "not root"),
+        (dict(rc=255, stderr=_NO_ABI), "no-umad", "ib_umad module not loaded"),
         (dict(not_found=True), "not-installed", "not installed"),
-        (
-            dict(
-                rc=255,
-                stderr=_MAD_FAIL,
-                stdout="smpquery: iberror: failed: operation nodeinfo: node info query failed",
-            ),
-            "mad-timeout",
-            "MAD timeout",
-        ),
-        (dict(timed_out=True, duration_s=4.0), "mad-timeout", "timed out"),
     ],
 )
 def test_an_unread_far_end_skips_with_the_tools_reason(fields, word, phrase):
@@ -285,15 +301,87 @@ def test_an_unread_far_end_skips_with_the_tools_reason(fields, word, phrase):
         assert "smpquery" in result.message
 
 
+def test_as_root_without_ib_umad_the_skip_does_not_say_not_root():
+    """The module missing (get_abi_version) is no permission problem: the skip says so."""
+    result = one(run("link.partner", failed_at_nodeinfo(rc=255, stderr=_NO_ABI)))
+    assert "not root" not in result.message and "ib_umad" in result.message
+
+
+_NO_ANSWER_RUN = dict(
+    rc=255,
+    stderr=_MAD_FAIL,
+    stdout="smpquery: iberror: failed: operation nodeinfo: node info query failed",
+)
+
+
+def test_a_far_end_that_does_not_answer_an_active_pf_port_warns():
+    """libibmad gave up by itself (-t): the far end of an ACTIVE port on a physical function
+    must answer SMPs; it did not - a warn naming the command; counters.partner skips naming it."""
+    snap = failed_at_nodeinfo(**_NO_ANSWER_RUN)
+    link = one(run("link.partner", snap))
+    assert link.status == Status.WARN and link.observed == "no-answer", link
+    assert "did not answer" in link.message and "smpquery" in link.message
+    assert "mlx5_0:1" in link.message
+    counters_ = one(run("counters.partner", snap))
+    assert counters_.status == Status.SKIP and counters_.observed == "no-answer"
+
+
+@pytest.mark.parametrize(
+    "dev_update, port_update",
+    [
+        (dict(hca_type="MT4124"), {}),  # a ConnectX-6 virtual function
+        ({}, dict(problems={"counters/symbol_error": "N/A (no PMA)"})),  # sysfs: no PMA
+    ],
+)
+def test_on_a_virtual_function_no_answer_stays_a_skip(dev_update, port_update):
+    nothing = Partner(roles=[roles.partner("nodeinfo", "mlx5_0:1")])
+    dev = device("mlx5_0", ports=[port(1, rate_text=QDR, **port_update)], **dev_update)
+    snap = replaced(snapshot([dev]), "mlx5_0:1", partner=nothing)
+    snap = with_runs(snap, step_run("nodeinfo", **_NO_ANSWER_RUN))
+    for check_id in ("link.partner", "counters.partner"):
+        result = one(run(check_id, snap))
+        assert result.status == Status.SKIP and result.observed == "virtual-function", result
+        assert "virtual function" in result.message
+
+
+@pytest.mark.parametrize("step", ["nodeinfo", "nodedesc", "portinfo"])
+def test_a_far_end_tool_killed_at_the_command_timeout_warns_naming_it(step):
+    """-t lets libibmad give up in seconds: a kill at the command timeout is a local hang (the
+    umad device, the MAD agent) - a warn naming the command, never a skip or a pass."""
+    hung = step_run(step, rc=None, timed_out=True, duration_s=4.0)
+    ok = [step_run(name, rc=0) for name in ("nodeinfo", "nodedesc", "portinfo") if name != step]
+    far = partner() if step == "nodedesc" else Partner(roles=[hung.role])
+    snap = with_runs(node(far), hung, *ok)
+    results = run("link.partner", snap)
+    warns = [r for r in results if r.status == Status.WARN]
+    assert len(warns) == 1, results
+    assert warns[0].observed == "timed-out"
+    assert f"smpquery -C mlx5_0 -P 1 {step}" in warns[0].message
+    assert "timed out after 4.0 s and was killed" in warns[0].message
+    assert "local hang" in warns[0].message
+    assert not [r for r in results if r.status == Status.SKIP and r.observed == "timed-out"]
+
+
+def test_a_hung_partner_perfquery_x_warns_though_plain_perfquery_read():
+    hung = step_run("perfquery-x", rc=None, timed_out=True, duration_s=4.0)
+    snap = with_runs(node(partner()), step_run("nodeinfo", rc=0), hung,
+                     step_run("perfquery", rc=0))  # fmt: skip
+    results = run("counters.partner", snap)
+    assert sorted(r.status for r in results) == [Status.PASS, Status.WARN], results
+    warn = next(r for r in results if r.status == Status.WARN)
+    assert warn.observed == "timed-out" and "perfquery -C mlx5_0 -P 1 perfquery-x" in warn.message
+    assert one(run("link.partner", snap)).status == Status.PASS
+
+
 def test_no_subnet_manager_yet_skips_the_counters():
     why = ("needs partner-portinfo0 mlx5_0:1, which succeeded but its LID is 0: no subnet "
            "manager has configured it yet")  # fmt: skip
     far = partner(lid=0, counters=None)
     snap = with_runs(
         node(far),
-        step_run("nodeinfo", rc=0),
-        step_run("portinfo", rc=0),
-        step_run("portinfo0", rc=0),
+        step_run("nodeinfo", "switch-hdr-nodeinfo.txt", rc=0),
+        step_run("portinfo", "nosm-portinfo.txt", rc=0),
+        step_run("portinfo0", "nosm-portinfo0.txt", rc=0),
         step_run("perfquery-x", skipped=why),
         step_run("perfquery-E", skipped=why),
     )
@@ -307,8 +395,8 @@ def test_a_switch_answering_smps_but_not_pma_skips_the_counters():
     failing = dict(rc=255, stderr=_MAD_FAIL, stdout="perfquery: iberror: failed: perfquery")
     snap = with_runs(
         node(far),
-        step_run("nodeinfo", rc=0),
-        step_run("portinfo", rc=0),
+        step_run("nodeinfo", "switch-hdr-nodeinfo.txt", rc=0),
+        step_run("portinfo", "switch-hdr-portinfo.txt", rc=0),
         step_run("perfquery-x", **failing),
         step_run("perfquery", **failing),
     )
@@ -461,7 +549,7 @@ def test_data_counters_only_and_plain_perfquery_failed_skips_not_passes(with_bas
     plain perfquery's reason, never a pass or nothing at all."""
     failing = dict(rc=255, stderr=_MAD_FAIL, stdout="perfquery: iberror: failed: perfquery")
     far = partner(counters=extended())
-    snap = with_runs(later(node(far), 2), step_run("nodeinfo", rc=0),
+    snap = with_runs(later(node(far), 2), step_run("nodeinfo", "switch-hdr-nodeinfo.txt", rc=0),
                      step_run("perfquery-x", rc=0), step_run("perfquery", **failing))  # fmt: skip
     result = one(grade_counters(snap, node(partner()) if with_baseline else None))
     assert result.status == Status.SKIP and result.target == TARGET

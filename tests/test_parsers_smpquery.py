@@ -47,7 +47,7 @@ PORT0 = {  # the switch's port 0 (its management port): base speeds only
         "IsLinkSpeedHDRSupported",
     ),
 }
-B2B_PORT = {**HDR_PORT, "lid": 7, "sm_lid": 2}
+B2B_PORT = {**HDR_PORT, "lid": 3, "sm_lid": 2}
 ERRORS_ZERO = {"SymbolErrorCounter": 0, "LinkDownedCounter": 0, "PortRcvErrors": 0}
 DATA_ONLY = {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"}
 RCV_DETAILS_ZERO = {"PortLocalPhysicalErrors": 0, "PortMalformedPktErrors": 0}
@@ -92,9 +92,9 @@ FACTS = {
     "b2b-ca-nodedesc.txt": ("nodedesc", {"description": "hostB mlx5_0"}),
     "b2b-ca-portinfo.txt": ("portinfo", {**B2B_PORT, "port": 1}),
     "b2b-ca-portinfo0.txt": ("portinfo", {**B2B_PORT, "port": 0}),
-    "b2b-ca-perfquery-x.txt": ("perfquery", {"lid": 2, "port": 1, "only_data": True}),
-    "b2b-ca-perfquery.txt": ("perfquery", {"lid": 2, "port": 1, "counters": ERRORS_ZERO}),
-    "b2b-ca-perfquery-E.txt": ("perfquery", {"lid": 2, "port": 1,
+    "b2b-ca-perfquery-x.txt": ("perfquery", {"lid": 3, "port": 1, "only_data": True}),
+    "b2b-ca-perfquery.txt": ("perfquery", {"lid": 3, "port": 1, "counters": ERRORS_ZERO}),
+    "b2b-ca-perfquery-E.txt": ("perfquery", {"lid": 3, "port": 1,
                                              "counters": RCV_DETAILS_ZERO}),
     "nosm-portinfo.txt": ("portinfo", {**HDR_PORT, "port": 1, "lid": 0, "sm_lid": 0,
                                        "link_state": "Initialize"}),

@@ -57,20 +57,25 @@ def test_every_step_of_a_switch_partner_runs_with_its_role_and_mad_timeout(tmp_p
     not (nothing beyond 4X HDR is enabled at the far end; PortRcvErrors and the relay errors
     are 0), and are not recorded."""
     node = Node(tmp_path)
-    node.tools()
+    # mlx5_0 on the switch's port 1, mlx5_1 on its port 2 (one cable end is in one port)
+    for tool, cases in (("smpquery", S.partner_smpquery), ("perfquery", S.partner_perfquery)):
+        node.stubs.add(tool, S.by_args({
+            **{f"-C mlx5_1 {key}": body for key, body in cases("switch-port2").items()},
+            **cases("switch-hdr"),
+        }))  # fmt: skip
     snap = node.collect(timeout_s=4.0)
     runs = by_role(snap)
-    for target in ("mlx5_0:1", "mlx5_1:1"):
+    for target, far_port in (("mlx5_0:1", "1"), ("mlx5_1:1", "2")):
         device = target.split(":")[0]
         for step in (*ALWAYS, "perfquery"):
             run = runs[roles.partner(step, target)]
             assert run.succeeded, run
             assert run.argv[1:7] == ["-C", device, "-P", "1", "-t", "500"], run.argv
-        assert runs[roles.partner("portinfo", target)].argv[-3:] == ["portinfo", "0,1", "1"]
+        assert runs[roles.partner("portinfo", target)].argv[-3:] == ["portinfo", "0,1", far_port]
         assert runs[roles.partner("portinfo0", target)].argv[-3:] == ["portinfo", "0,1", "0"]
-        # the switch's LID (1, from its port 0) and the partner's port (1, its LocalPort)
-        assert runs[roles.partner("perfquery-x", target)].argv[-3:] == ["-x", "1", "1"]
-        assert runs[roles.partner("perfquery", target)].argv[-2:] == ["1", "1"]
+        # the switch's LID (1, from its port 0) and the partner's port (its LocalPort)
+        assert runs[roles.partner("perfquery-x", target)].argv[-3:] == ["-x", "1", far_port]
+        assert runs[roles.partner("perfquery", target)].argv[-2:] == ["1", far_port]
         for step in ("local-portinfo", "perfquery-E"):
             assert roles.partner(step, target) not in runs
     assert len(snap.commands) == 2 * (len(ALWAYS) + 1)
@@ -135,7 +140,11 @@ def test_plain_perfquery_is_not_run_when_x_has_the_error_counters(tmp_path):
     node = Node(tmp_path, count=1)
     node.tools()
     real_x = S.fixture("perfquery", "infiniband_exporter-x-switch-edr-0x506b4b03005c2740.txt")
-    cases = {**S.partner_perfquery(), "-C * -P * -t * -x *": S.prints(real_x)}
+    # read of LID 2052 port 1, answering here for the simulated switch's LID 1 port 1 (an
+    # answer for another LID or port than asked is not kept)
+    asked = tmp_path / "x-asked.txt"
+    asked.write_text(open(real_x).read().replace("Lid 2052 port 1", "Lid 1 port 1", 1))
+    cases = {**S.partner_perfquery(), "-C * -P * -t * -x *": S.prints(str(asked))}
     node.stubs.add("perfquery", S.by_args(cases))
     snap = node.collect()
     runs = by_role(snap)
@@ -196,8 +205,8 @@ def test_a_back_to_back_ca_partner_has_its_lid_in_its_own_port(tmp_path):
     snap = node.collect()
     runs = by_role(snap)
     assert runs[roles.partner("portinfo0", "mlx5_0:1")].succeeded  # read for nothing
-    assert runs[roles.partner("perfquery-x", "mlx5_0:1")].argv[-3:] == ["-x", "7", "1"]
-    assert snap.devices[0].ports[0].partner.lid == 7
+    assert runs[roles.partner("perfquery-x", "mlx5_0:1")].argv[-3:] == ["-x", "3", "1"]
+    assert snap.devices[0].ports[0].partner.lid == 3
 
 
 def test_a_switch_partners_counters_are_read_beside_its_port(tmp_path):

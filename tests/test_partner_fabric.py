@@ -32,9 +32,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
+import stubs as S
 
 from tests.fabric_sim import SIM_CA, Cable, Fabric, Hca, Switch, Topology, parse_dotted
 from tests.sysfs_builder import mlx5_node, write_node
@@ -85,10 +86,16 @@ class Node:
     def check(self, device: str, *args: str, sm_must_live: bool = True) -> Dict[str, List[dict]]:
         """``ibdiag check --level standard --json`` on a node with ``device``: the partner
         checks' results by check id and target."""
+        return self.check_verdict(device, *args, sm_must_live=sm_must_live)[0]
+
+    def check_verdict(
+        self, device: str, *args: str, sm_must_live: bool = True, env=None
+    ) -> Tuple[Dict[str, List[dict]], str]:
+        """``check``, and the report's verdict; ``env``: instead of the node's."""
         argv = [sys.executable, "-m", "ibdiag", "check", "--level", "standard", "--json"]
         argv += ["--sysfs", self.sysfs(device), "--deadline", str(DEADLINE_S), *args]
         done = subprocess.run(
-            argv, env=self.env, capture_output=True, text=True, timeout=120, check=False
+            argv, env=env or self.env, capture_output=True, text=True, timeout=120, check=False
         )
         assert done.stdout, done.stderr
         report = json.loads(done.stdout)
@@ -98,7 +105,7 @@ class Node:
                 found.setdefault(f"{result['check_id']} {result['target']}", []).append(result)
         if sm_must_live:
             assert all(p.poll() is None for p in self.fabric._opensm), "opensm died"
-        return found
+        return found, report["verdict"]
 
 
 @pytest.fixture(scope="module")
@@ -154,20 +161,81 @@ def test_symbol_errors_on_the_switch_port_fail_counters_partner_with_state(node,
     assert failed["message"].startswith("symbol_error +500 since the baseline")
 
 
-def test_a_switch_port_dropping_mads_skips_within_the_deadline(node):
+def test_a_switch_port_that_does_not_answer_warns_within_the_deadline(node):
+    """The switch port drops every MAD: libibmad gives up by itself (-t) and smpquery exits
+    255. Our port is ACTIVE on a physical function, so its far end must answer: link.partner
+    warns naming the command (no-answer), counters.partner skips naming it - never OK."""
     try:
         node.fabric.set_error_rate(LEAF, 21, 100)
         started = time.monotonic()
-        found = node.check("mlx5_3")
+        found, verdict = node.check_verdict("mlx5_3")
         took = time.monotonic() - started
     finally:
         node.fabric.set_error_rate(LEAF, 21, 0)
     assert took < DEADLINE_S + 15, took
-    for check_id in PARTNER_CHECKS:
-        result = only(found, f"{check_id} mlx5_3:1")
-        assert result["status"] == "skip", result
-        assert result["observed"] == "mad-timeout", result
-        assert "smpquery" in result["message"]
+    link = only(found, "link.partner mlx5_3:1")
+    assert link["status"] == "warn", link
+    assert link["observed"] == "no-answer", link
+    assert "did not answer" in link["message"] and "smpquery" in link["message"]
+    assert "nodeinfo 0,1" in link["message"]
+    counters = only(found, "counters.partner mlx5_3:1")
+    assert counters["status"] == "skip" and counters["observed"] == "no-answer", counters
+    assert verdict == "WARNING"
+
+
+# --- a far-end tool that hangs -----------------------------------------------------------------
+# The chain runs its tools with -t (MAD timeout), so the real ones give up by themselves in
+# seconds; a kill at the command timeout is a local hang (the umad device, the MAD agent). It is
+# played by a wrapper first on PATH that sleeps past the command timeout for one step and runs
+# the fabric's shim (the real tool on ibsim) for every other.
+
+COMMAND_TIMEOUT_S = 3.0
+
+
+def hanging(node: Node, tmp_path: Path, tool: str, pattern: str, mark: str) -> Dict[str, str]:
+    """node's environment with ``tool`` hanging (``sleep mark``) when its arguments match the
+    sh glob ``pattern``; the real tool on the fabric otherwise."""
+    wrappers = tmp_path / "hang"
+    wrappers.mkdir(exist_ok=True)
+    real = Path(node.env["PATH"].split(os.pathsep)[0]) / tool  # the fabric's shim
+    wrapper = wrappers / tool
+    wrapper.write_text(
+        f'#!/bin/sh\ncase "$*" in\n{pattern}) exec sleep {mark} ;;\nesac\nexec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return dict(node.env, PATH=f"{wrappers}{os.pathsep}{node.env['PATH']}")
+
+
+@pytest.mark.parametrize(
+    "tool, pattern, check_id, step",
+    [
+        ("smpquery", "*nodeinfo*", "link.partner", "nodeinfo 0,1"),
+        ("smpquery", "*nodedesc*", "link.partner", "nodedesc 0,1"),
+        ("perfquery", "*-x*", "counters.partner", "-x "),
+    ],
+)
+def test_a_far_end_tool_killed_at_the_command_timeout_warns_naming_it(
+    node, tmp_path, tool, pattern, check_id, step
+):
+    """Today a hung nodeinfo reads as a skip ('MAD timeout', node OK) and a hung nodedesc or
+    -x as a pass: each is a warn naming the command, and the node is not OK."""
+    mark = S.marker()
+    env = hanging(node, tmp_path, tool, pattern, mark)
+    found, verdict = node.check_verdict(
+        "mlx5_3", "--command-timeout", str(COMMAND_TIMEOUT_S), env=env
+    )
+    assert S.wait_no_strays(mark) == []
+    results = [r for key, rs in found.items() if key.startswith(check_id) for r in rs]
+    warns = [r for r in results if r["status"] == "warn"]
+    assert len(warns) == 1, results
+    warn = warns[0]
+    assert warn["observed"] == "timed-out", warn
+    assert f"{tool} -C mlx5_3 -P 1" in warn["message"] and step in warn["message"], warn
+    assert "timed out after" in warn["message"] and "local hang" in warn["message"], warn
+    assert not [r for r in results if r["status"] == "skip" and "MAD timeout" in r["message"]]
+    assert verdict == "WARNING"
+    if step != "nodeinfo 0,1":  # what the hung step did not stop is still graded
+        assert [r["status"] for r in results if r["status"] != "warn"] == ["pass"], results
 
 
 # --- not root -------------------------------------------------------------------------------

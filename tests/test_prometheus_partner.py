@@ -228,7 +228,7 @@ def test_a_back_to_back_partner_is_a_channel_adapter(node: Snapshot) -> None:
     assert found[("ibdiag_partner_port_state", labels(B2B))] == 4
     assert found[("ibdiag_partner_rate_bytes_per_second", labels(B2B))] == HDR_4X
     assert found[("ibdiag_partner_symbol_error_total", labels(B2B))] == 0
-    assert found[("ibdiag_partner_xmit_data_bytes_total", labels(B2B))] == 1008 * 4
+    assert found[("ibdiag_partner_xmit_data_bytes_total", labels(B2B))] == 1224 * 4
     # its PortRcvErrors and PortRcvSwitchRelayErrors are 0: -E was not read, no detail series
     assert node.devices[1].ports[0].partner.rcv_error_details is None
     assert ("ibdiag_partner_local_physical_errors_total", labels(B2B)) not in found
@@ -323,11 +323,13 @@ def test_hostile_descriptions_and_counter_names_are_escaped(node: Snapshot) -> N
     assert name == 'sw"7\\x'
     peer = dict(SWITCH, peer_name=name)
     found = partner_samples(samples, "mlx5_0:1")
-    info = labels(peer, peer_type='Sw"itch\n', peer_description=HOSTILE)
+    # the newline and tab are shown, as the text renderers show them (inert), then escaped
+    shown = HOSTILE.replace("\n", "\\x0a").replace("\t", "\\x09")
+    info = labels(peer, peer_type='Sw"itch\\x0a', peer_description=shown)
     assert found[("ibdiag_partner_info", info)] == 1
     assert found[("ibdiag_partner_other_value", labels(peer, counter=ODD))] == 7
     assert found[("ibdiag_partner_symbol_error_total", labels(peer))] == 9
-    assert 'peer_description="MF0;sw\\"7\\\\x:MQM9700/U1\\nline two \\"quoted\\"' in text
+    assert 'peer_description="MF0;sw\\"7\\\\x:MQM9700/U1\\\\x0aline two \\"quoted\\"' in text
     assert "\nline two" not in text  # the newline never breaks a line of the exposition
 
 
@@ -417,3 +419,26 @@ def test_readme_and_docstring_name_every_partner_family(node: Snapshot) -> None:
         missing = [name for name in listed if f"`{name}" not in body]
         assert not missing, f"{where} does not name {missing}"
         assert "`ibdiag_partner_<name>_total" in body, where
+
+
+# A far end's node description is whatever its firmware (or whoever set it) says: an ESC/OSC
+# sequence, C1 controls, NUL and bidi overrides that a `curl /metrics` in a terminal would obey.
+STEERING = "leaf\x1b]0;pwned\x07\x1b[2J\x00\x85\u202e\u2066x\x9b31m"
+
+
+def test_far_end_label_values_never_steer_a_terminal(node: Snapshot) -> None:
+    """peer_description and peer_type pass through the text renderers' escaping (``inert``):
+    no control, NUL, C1 or bidi character reaches the exposition, each is shown as ``\\xNN``
+    / ``\\uNNNN``; promtool still accepts the exposition."""
+    partner = node.devices[0].ports[0].partner
+    hostile = partner.model_copy(update={"description": STEERING, "node_type": "Sw\x1b[1mitch"})
+    text, samples = rendered(report_of(with_partner(node, "mlx5_0", hostile)))
+    unsafe = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    assert not unsafe.search(text), [m.group() for m in unsafe.finditer(text)]
+    info = [key for key in samples if key[0] == "ibdiag_partner_info"]
+    found = dict(next(labels for name, labels in info if ("ib_port", "mlx5_0:1") in labels))
+    assert found["peer_type"] == "Sw\\x1b[1mitch"
+    assert found["peer_description"] == (
+        "leaf\\x1b]0;pwned\\x07\\x1b[2J\\x00\\x85\\u202e\\u2066x\\x9b31m"
+    )
+    promtool_check(text)

@@ -10,6 +10,8 @@ parsed by today's parsers.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Dict, Tuple
 
 import pytest
 import stubs as S
@@ -30,14 +32,40 @@ STANDARD = {
 }  # fmt: skip
 
 
+def _switch_ports(root) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """smpquery/perfquery cases of the switch-hdr captures, each of our ports on a switch port
+    of its own (one cable end is in one port: two ports claiming the same far-end port are not
+    graded): nodeinfo's LocalPort is the first free one (``mkdir``, atomic, as the chains run
+    at once), perfquery answers for the port it is asked about."""
+    ports = Path(root) / "switch-ports"
+    ports.mkdir(parents=True, exist_ok=True)
+    nodeinfo = (
+        f"i=1; while ! mkdir {ports}/$i 2>/dev/null; do i=$((i + 1)); done\n"
+        f'sed "s/^LocalPort:\\(\\.*\\)1$/LocalPort:\\1$i/" '
+        f"{S.partner_capture('switch-hdr-nodeinfo.txt')}\nexit 0\n"
+    )
+    smpquery = {**S.partner_smpquery(), "* nodeinfo 0,1": nodeinfo}
+    perfquery = {}
+    for pattern, body in S.partner_perfquery().items():
+        capture = body.split("cat ", 1)[1].split("\n", 1)[0]
+        perfquery[pattern] = (
+            "for port; do :; done\n"
+            'sed -e "s/ port 1\\b/ port $port/" '
+            '-e "s/^PortSelect:\\(\\.*\\)1$/PortSelect:\\1$port/" '
+            f"{capture}\nexit 0\n"
+        )
+    return smpquery, perfquery
+
+
 def _tools(root) -> S.StubBin:
     stubs = S.StubBin(root)
-    stubs.add("smpquery", S.by_args(S.partner_smpquery()))  # run only when "partner" is needed
+    smpquery, far_perfquery = _switch_ports(root)
+    stubs.add("smpquery", S.by_args(smpquery))  # run only when "partner" is needed
     stubs.add(
         "perfquery",
         S.by_args(
             {
-                **S.partner_perfquery(),  # the far end's LID and port (-t first)
+                **far_perfquery,  # the far end's LID and port (-t first)
                 "-x -C *": S.prints(S.fixture(*S.PERFQUERY_X_HEALTHY)),
                 "-E -C *": S.prints(S.fixture(*S.PERFQUERY_E)),
                 "-X -C *": S.prints_text(S.PERFQUERY_XMIT_SL),

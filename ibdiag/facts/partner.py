@@ -66,6 +66,38 @@ class PortInfo(Fact):
     problems: List[str] = Field(default_factory=list)
 
 
+# The steps that ask the far end's subnet management agent (link.partner judges what they did),
+# and those that ask its PMA (counters.partner).
+SMP_STEPS = ("nodeinfo", "nodedesc", "portinfo", "portinfo0", "local-portinfo")
+PMA_STEPS = ("perfquery-x", "perfquery", "perfquery-E")
+# Unread.kind of a step never started: its reason names the step it needed.
+NEVER_RUN = "never-run"
+IMPLAUSIBLE = "implausible"
+
+
+class Unread(Fact):
+    """Why one step of a port's chain gave nothing usable, judged once where its run is
+    interpreted (``ibdiag.sources.interpret.partner_unread``), so a check reads this and never
+    the tool's text.
+
+    ``kind`` is a stable word: ``not-installed``, ``no-access`` (the umad device may not be
+    opened: not root?), ``no-umad`` (no umad device here: ib_umad not loaded, a container),
+    ``no-sm`` (LID 0), ``virtual-function`` (a VF cannot reach the far end), ``no-pma`` (SMPs
+    answered, PMA queries not: an unmanaged switch?), ``never-run``, ``unread`` (any other
+    failure) - all not possible from here: ``symptom`` False, a skip; and the symptoms, a warn:
+    ``no-answer`` (the far end of an ACTIVE port on a PF did not answer), ``timed-out``/
+    ``killed-by-SIG...``/``cannot-execute`` (the tool was killed at the command timeout, though
+    its MAD timeout lets it give up by itself in seconds: a local hang), ``implausible`` (the
+    far end answered what cannot be: ``ibdiag.facts.partner_ranges``).
+    """
+
+    step: str  # roles.PARTNER_STEPS
+    kind: str
+    symptom: bool = False
+    reason: str  # one line: what happened and what it means
+    command: str = ""  # the command line, as evidence ("" when none was planned)
+
+
 class Partner(Fact):
     """What is at the far end of one local port's cable, and how its end of the cable is doing.
 
@@ -87,7 +119,11 @@ class Partner(Fact):
       ``rcv_error_details_matter`` (None too when PortRcvErrors and PortRcvSwitchRelayErrors
       were both 0: the details break those two down, so they were all 0);
     - ``roles``: the runs of this port's chain (``ibdiag.roles.partner``), ``problems``: what
-      the parsers could not make sense of, by step.
+      the parsers could not make sense of, by step;
+    - ``unread``: why each step that gave nothing usable did not (``Unread``), in chain order.
+      A far end whose answer is implausible (``ibdiag.facts.partner_ranges``) keeps what names
+      it, but none of what would be graded (``port_info``, ``local_port_info``, ``counters``,
+      ``rcv_error_details`` stay None): nonsense is never a graded cable.
     """
 
     node_type: Optional[str] = None
@@ -104,6 +140,18 @@ class Partner(Fact):
     rcv_error_details: Optional[PmaReading] = None
     roles: List[str] = Field(default_factory=list)
     problems: List[str] = Field(default_factory=list)
+    unread: List[Unread] = Field(default_factory=list)
+
+    def first_unread(self, steps: Sequence[str]) -> Optional[Unread]:
+        """What stopped ``steps``: the first of them (in chain order) that ran and gave nothing
+        usable; else the first never started (its reason names the step it needed)."""
+        found = [why for why in self.unread if why.step in steps]
+        ran = [why for why in found if why.kind != NEVER_RUN]
+        return (ran or found or [None])[0]
+
+    def symptoms(self, steps: Sequence[str]) -> List[Unread]:
+        """The ``unread`` of ``steps`` that are findings (a warn), in chain order."""
+        return [why for why in self.unread if why.step in steps and why.symptom]
 
     @property
     def is_switch(self) -> bool:

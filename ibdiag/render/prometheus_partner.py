@@ -17,6 +17,7 @@ from typing import Dict, Optional, Tuple
 
 from ibdiag.catalogue import catalogue_name
 from ibdiag.facts.partner import Partner, short_name
+from ibdiag.render.inert import inert
 
 # PortInfo's LinkState and PhysLinkState as libibmad prints them (mad_dump_linkstate,
 # mad_dump_physportstate), with their IB specification numbers: the numbers sysfs gives our
@@ -75,10 +76,13 @@ def peer_labels(partner: Partner) -> Labels:
 
 def info_labels(partner: Partner) -> Labels:
     """``peer_type`` (``Switch``, ``Channel Adapter``) and ``peer_description`` (the node
-    description as read, escaped by the renderer)."""
+    description as read): text the far end chose, so made inert as the text renderers make it
+    (``ibdiag.render.inert``: controls, NUL, C1 and bidi characters shown as ``\\xNN`` /
+    ``\\uNNNN``, never obeyed by a terminal showing ``curl /metrics``), then escaped by the
+    renderer as every label value is."""
     return (
-        ("peer_type", partner.node_type or ""),
-        ("peer_description", partner.description or ""),
+        ("peer_type", inert(partner.node_type or "")),
+        ("peer_description", inert(partner.description or "")),
     )
 
 

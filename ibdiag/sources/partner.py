@@ -35,6 +35,11 @@ tool gets a MAD timeout (``-t``) well inside the command timeout: libibmad tries
 times, and nodedesc and perfquery send two queries, so one unanswered partner costs at most
 6 MAD timeouts, not the runner's kill.
 
+An answer is range-checked before it plans the next step (``ibdiag.facts.partner_ranges``): a
+LocalPort 0 or above 254 (or beyond NumPorts), a multicast or wider-than-16-bit LID is never put
+on a command line; the steps that needed it are recorded as never started, naming what was
+wrong.
+
 A step whose prerequisite did not succeed is recorded as never started (``CommandRun.skipped``)
 naming the step that failed and why, so a check can say why the far end is unknown; its argv
 holds ``<LocalPort>``/``<LID>`` where the value it needed would have gone (the steps run only
@@ -179,6 +184,7 @@ def read_partner(
         our_width_speed,
         rcv_error_details_matter,
     )
+    from ibdiag.facts.partner_ranges import local_port_problem
     from ibdiag.sources.interpret.partner import pma_counters, port_info_of
     from ibdiag.sources.interpret.perfquery import reading
     from ibdiag.sources.parsers.smpquery import parse_nodeinfo
@@ -191,6 +197,9 @@ def read_partner(
     why = chain.failed("nodeinfo", nodeinfo)
     if why is None and (who is None or who.local_port is None or who.node_type is None):
         why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
+    wrong = local_port_problem(who.local_port, who.num_ports) if why is None and who else None
+    if wrong is not None:  # nonsense is never used to plan the next command
+        why = chain.unusable("nodeinfo", f"its answer cannot be: {wrong}")
     if why is not None or who is None:
         for step in ("portinfo", "perfquery-x"):
             chain.never_started(planned[step], why or "")
@@ -236,11 +245,15 @@ def read_partner(
 def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Optional[str]]:
     """(the partner's LID, None) from ``run`` of ``step`` (portinfo0 for a switch, portinfo
     for a CA); (None, why the PMA steps cannot run) when it failed or named no LID."""
+    from ibdiag.facts.partner_ranges import lid_problem
     from ibdiag.sources.parsers.smpquery import parse_portinfo
 
     why = chain.failed(step, run)
     lid = parse_portinfo(_output(run)).lid if why is None else None
-    if why is None and not lid:
+    wrong = lid_problem(lid) if lid is not None else None
+    if why is None and wrong is not None:
+        why = chain.unusable(step, f"its answer cannot be: {wrong}")
+    elif why is None and not lid:
         why = chain.unusable(
             step,
             "its LID is 0: no subnet manager has configured it yet"

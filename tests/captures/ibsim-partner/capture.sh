@@ -35,10 +35,12 @@ cap() {
     [ -s "$here/$name.txt" ] || rm -f "$here/$name.txt"
 }
 chain() {  # chain PREFIX HOST PARTNER_PORT PARTNER_LID: the partner chain ibdiag runs
+    # (PARTNER_LID "ca": a CA's, read from its port's PortInfo as the chain reads it)
     p=$1 h=$2 port=$3 lid=$4
     cap "$p-nodeinfo" "$h" smpquery -C ibsim0 -P 1 -t 1000 -D nodeinfo 0,1
     cap "$p-nodedesc" "$h" smpquery -C ibsim0 -P 1 -t 1000 -D nodedesc 0,1
     cap "$p-portinfo" "$h" smpquery -C ibsim0 -P 1 -t 1000 -D portinfo 0,1 "$port"
+    [ "$lid" = ca ] && lid=$(sed -n 's/^Lid:\.*//p' "$here/$p-portinfo.txt")
     cap "$p-portinfo0" "$h" smpquery -C ibsim0 -P 1 -t 1000 -D portinfo 0,1 0
     cap "$p-perfquery-x" "$h" perfquery -C ibsim0 -P 1 -t 1000 -x "$lid" "$port"
     cap "$p-perfquery" "$h" perfquery -C ibsim0 -P 1 -t 1000 "$lid" "$port"
@@ -66,7 +68,7 @@ stop
 
 start b2b.net
 sm
-chain b2b-ca hostA 1 2
+chain b2b-ca hostA 1 ca
 stop
 
 # Without the simulator: the real tools on a machine with no InfiniBand device (no ib_umad).

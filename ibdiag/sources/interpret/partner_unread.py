@@ -1,0 +1,97 @@
+"""Why a step of the far end's chain gave nothing usable (``ibdiag.facts.partner.Unread``),
+judged once, here, from the run as recorded - so the partner checks read a typed fact and never
+a tool's text.
+
+The chain runs every tool with a MAD timeout (``-t``) well inside the command timeout, so
+libibmad gives up by itself, in seconds, on a far end that does not answer. Hence:
+
+- **a local hang** - the tool was killed at the command timeout (or by a signal, or could not
+  be executed): the umad device, the MAD agent or the HCA firmware on this node is wedged. A
+  symptom, named by the command, as our own port's hung perfquery is (``perfquery.errors``).
+- **no answer** - the tool gave up itself (``_do_madrpc failed``, ``query failed``): on a
+  physical function whose port is ACTIVE (the only ports the chain runs for) the far end must
+  answer; that it does not (a hung switch port or SMA, a bad cable) is a symptom. Not so on a
+  virtual function (it cannot send SMPs off the node), nor when only the PMA steps go
+  unanswered after the SMPs were (an unmanaged switch without a PMA): skips.
+- **not possible from here** - the tools missing, the umad device missing (``ib_umad`` not
+  loaded, a container without ``/dev/infiniband``) or refused (not root?), no subnet manager
+  yet (LID 0), a step never started: skips, each with its own reason.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ibdiag.command_results import symptom, symptom_kind
+from ibdiag.facts.partner import NEVER_RUN, PMA_STEPS, Unread
+from ibdiag.model import CommandRun
+
+_REFUSED = re.compile(r"Permission denied|Operation not permitted", re.IGNORECASE)
+_NO_UMAD = re.compile(
+    r"is ib_umad module loaded|can't read ABI version|No IB devices found", re.IGNORECASE
+)
+_UMAD_PORT = re.compile(r"can't open UMAD port|Failed to open '", re.IGNORECASE)
+_NO_SM = re.compile(r"LID is 0|can't resolve destination port 0", re.IGNORECASE)
+_NO_ANSWER = re.compile(r"_do_madrpc failed|query failed|timeout|timed out", re.IGNORECASE)
+LOCAL_HANG = (
+    "though its MAD timeout (-t) lets libibmad give up by itself in seconds: a local hang "
+    "(the umad device, the MAD agent or the HCA firmware?)"
+)
+
+
+def unread(
+    step: str, run: CommandRun, target: str, *, virtual_function: bool, smp_answered: bool
+) -> Optional[Unread]:
+    """Why ``run`` (of ``step``, on our port ``target``) gave nothing usable; None when it
+    succeeded. ``virtual_function``: our device is an SR-IOV VF; ``smp_answered``: the far end
+    answered nodeinfo."""
+    if run.succeeded:
+        return None
+    command = " ".join(run.argv)
+    failure = run.failure() or ""
+    text = f"{run.stderr}\n{run.stdout}"
+
+    def found(kind: str, why: str, is_symptom: bool = False) -> Unread:
+        return Unread(step=step, kind=kind, symptom=is_symptom, reason=why, command=command)
+
+    if run.skipped:
+        return found(NEVER_RUN, failure)
+    hang = symptom(run)  # killed at the timeout, by a signal, or not executable
+    if hang is not None:
+        return found(
+            symptom_kind(run), f"`{command}` on ACTIVE port {target} {hang}, {LOCAL_HANG}", True
+        )
+    if run.not_found:
+        return found("not-installed", f"the infiniband-diags tools are not installed: {failure}")
+    if run.permission_denied or _REFUSED.search(text):
+        why = "the umad device cannot be opened as this user (not root?)"
+        return found("no-access", f"{why}: {failure}")
+    if _NO_UMAD.search(text):
+        why = "no umad device here (the ib_umad module not loaded, or a container without it)"
+        return found("no-umad", f"{why}: {failure}")
+    if _UMAD_PORT.search(text):
+        why = (
+            f"the umad port of {target} could not be opened (not root, or no umad device for "
+            "it here)"
+        )
+        return found("no-access", f"{why}: {failure}")
+    if _NO_SM.search(text):
+        why = "no subnet manager has configured the far end yet (LID 0)"
+        return found("no-sm", f"{why}: {failure}")
+    if _NO_ANSWER.search(text):
+        if virtual_function:
+            why = (
+                f"{target} is a virtual function: it cannot query the far end (its PF's "
+                "management agent does)"
+            )
+            return found("virtual-function", f"{why}: {failure}")
+        if step in PMA_STEPS and smp_answered:
+            why = "the far end answers SMPs but not PMA queries (an unmanaged switch?)"
+            return found("no-pma", f"{why}: {failure}")
+        why = (
+            f"the far end of ACTIVE port {target} did not answer `{command}` (MAD timeout): a "
+            "hung switch port or management agent, or a bad cable"
+        )
+        return found("no-answer", f"{why}: {failure}", True)
+    return found("unread", f"the far end could not be read: {failure}")
