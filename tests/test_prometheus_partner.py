@@ -310,6 +310,27 @@ def test_a_partner_port_not_up_reads_as_its_numbers(node: Snapshot) -> None:
     assert ("ibdiag_partner_rate_bytes_per_second", labels(SWITCH)) not in found
 
 
+def test_a_far_end_counter_name_with_controls_is_an_inert_label(node: Snapshot) -> None:
+    """A counter name no parser gives (a hand-made or hostile bundle replayed into /metrics)
+    with ESC, an OSC sequence and a bidi override: shown as the text renderers show them."""
+    partner = node.devices[0].ports[0].partner
+    odd = "Odd\x1b]0;owned\x07\u202eName"
+    counters = PmaReading(role=partner.counters.role, counters={odd: 3})
+    text, samples = rendered(
+        report_of(with_partner(node, "mlx5_0", partner.model_copy(update={"counters": counters})))
+    )
+    peer = dict(SWITCH, peer_name=short_name(partner))
+    shown = "Odd\\x1b]0;owned\\x07\\u202eName"
+    assert found_counter(samples, "mlx5_0:1", peer, shown) == 3
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+
+
+def found_counter(samples, port, peer, counter):
+    return partner_samples(samples, port)[
+        ("ibdiag_partner_other_value", labels(peer, counter=counter))
+    ]
+
+
 def test_hostile_descriptions_and_counter_names_are_escaped(node: Snapshot) -> None:
     """A node description with quotes, newlines, backslashes and a tab; a node type and a
     counter name that no parser would give: label values, escaped, never metric names."""

@@ -124,9 +124,11 @@ def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str
 
     ``name``: the cable's far end as the partner checks name it (``leaf07/21``, from their
     results' targets), else the partner's description; ``status``: the worst of the results
-    naming the cable by both ends; ``unread``: why the far end could not be read (the partner
-    checks' skip on our own port: ``no-access``, ``mad-timeout``, ...), else None;
-    ``description``: the partner's node description, ``bounded``.
+    naming the cable by both ends and of the partner checks' results on our own port (a far
+    end that did not answer, a hung tool, nonsense from the far end: a warn there is never a
+    grey cell); ``unread``: why the far end could not be graded (the worst of those own-port
+    results: ``no-answer``, ``local-hang``, ``no-access``, ...), else None; ``description``:
+    the partner's node description, ``bounded``.
     """
     partner = port.partner
     if partner is None:
@@ -134,15 +136,16 @@ def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str
     name = cable[0].target.split(CABLE, 1)[1] if cable else None
     if name is None and partner.description is not None:  # as the checks would name it
         name = f"{short_name(partner)}/{partner.port if partner.port is not None else '?'}"
-    unread = [r for r in local if r.check_id in PARTNER_CHECKS and r.status == Status.SKIP]
+    own = [r for r in local if r.check_id in PARTNER_CHECKS and r.status != Status.PASS]
+    unread = max(own, key=lambda r: _SEVERITY.index(r.status)) if own else None
     info = partner.port_info
     return {
         "name": name,
         "partner": partner,
-        "status": _worst(cable) if cable else _worst(unread),
+        "status": _worst(cable + own),
         "link": info,
         "description": bounded(partner.description),
-        "unread": (f"{unread[0].observed}: {unread[0].message}" if unread else None),
+        "unread": (f"{unread.observed}: {unread.message}" if unread is not None else None),
     }
 
 

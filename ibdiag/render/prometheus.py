@@ -561,7 +561,8 @@ def _add_partner(out: _Exposition, far: _PartnerFamilies, base: Labels, partner:
                 out, "partner", "ibdiag_partner_", named, "perfquery", stem, where
             )
         if found is None:
-            far.other.add((*labels, ("counter", name)), values[name])
+            # a name no parser gives came with the reading: shown inert, as peer_description
+            far.other.add((*labels, ("counter", far_end.inert(name))), values[name])
             continue
         family, factor = found
         family.add(labels, values[name] * factor)
