@@ -93,8 +93,14 @@ def write_far_end(dest: Path, far: FarEnd) -> Dict[str, str]:
     port_info = _set_field(port_info, "LocalPort", str(far.port))
     port_info = _set_field(port_info, "LinkState", far.link_state)
     port_info = _set_field(port_info, "LinkWidthActive", far.width)
-    counters = Path(capture("switch-hdr-perfquery.txt")).read_text()
-    counters = counters.replace("Lid 1 port 1 ", f"Lid 1 port {far.port} ", 1)
+
+    def asked_port(name: str) -> str:
+        """A captured perfquery of the switch's port 1, answering for ``far.port`` (its header
+        and PortSelect), as a switch answers what it is asked."""
+        text = re.sub(r" port 1\b", f" port {far.port}", Path(capture(name)).read_text(), 1)
+        return _set_field(text, "PortSelect", str(far.port))
+
+    counters = asked_port("switch-hdr-perfquery.txt")
     for name, value in far.counters.items():
         counters = _set_field(counters, name, str(value))
     files = {
@@ -102,6 +108,8 @@ def write_far_end(dest: Path, far: FarEnd) -> Dict[str, str]:
         "nodeinfo": write("nodeinfo.txt", info),
         "portinfo": write("portinfo.txt", port_info),
         "perfquery": write("perfquery.txt", counters),
+        "perfquery-x": write("perfquery-x.txt", asked_port("switch-hdr-perfquery-x.txt")),
+        "perfquery-E": write("perfquery-E.txt", asked_port("switch-hdr-perfquery-E.txt")),
     }
     return {
         "smpquery:* nodeinfo 0,1": S.prints(files["nodeinfo"]),
@@ -110,8 +118,8 @@ def write_far_end(dest: Path, far: FarEnd) -> Dict[str, str]:
         "smpquery:* portinfo 0,1 *": S.prints(files["portinfo"]),
         "smpquery:* portinfo 0 *": S.prints(capture("b2b-ca-portinfo0.txt")),  # our own port
         # ibsim's switches have no extended error counters: -x has the data counters only
-        "perfquery:-P * -t * -x *": S.prints(capture("switch-hdr-perfquery-x.txt")),
-        "perfquery:-P * -t * -E *": S.prints(capture("switch-hdr-perfquery-E.txt")),
+        "perfquery:-P * -t * -x *": S.prints(files["perfquery-x"]),
+        "perfquery:-P * -t * -E *": S.prints(files["perfquery-E"]),
         "perfquery:-P * -t *": S.prints(files["perfquery"]),
     }
 
