@@ -97,7 +97,7 @@ def write_far_end(dest: Path, far: FarEnd) -> Dict[str, str]:
     def asked_port(name: str) -> str:
         """A captured perfquery of the switch's port 1, answering for ``far.port`` (its header
         and PortSelect), as a switch answers what it is asked."""
-        text = re.sub(r" port 1\b", f" port {far.port}", Path(capture(name)).read_text(), 1)
+        text = re.sub(r" port 1\b", f" port {far.port}", Path(capture(name)).read_text(), count=1)
         return _set_field(text, "PortSelect", str(far.port))
 
     counters = asked_port("switch-hdr-perfquery.txt")
