@@ -124,7 +124,10 @@ def slurm_group() -> None:
     """Slurm prolog, epilog and HealthCheckProgram: drain sick nodes, resume repaired ones.
 
     Drain reasons start with 'ibdiag:'; a reason that does not (an admin's) is never
-    overwritten nor resumed. See contrib/slurm/README.md for the slurm.conf lines.
+    overwritten nor resumed. 'ibdiag: held:' and 'ibdiag: epilog:' reasons (error counters
+    that rose, a link that went down: faults that do not heal by themselves) are never
+    replaced nor resumed either: an admin resumes them. See contrib/slurm/README.md for the
+    slurm.conf lines.
     """
 
 
