@@ -76,6 +76,7 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             message=f"found {len(present)} HCAs, more than the {expected} expected ({listing})",
             observed=len(present),
             expected=expected,
+            subject=f"{len(present)}/{expected} HCAs",
             hint="update the expected count, or ignore non-InfiniBand devices (--ignore-hca)",
             evidence=[INFINIBAND_CLASS],
         )

@@ -451,6 +451,10 @@ def test_a_missing_hca_s_reason_carries_the_count_and_the_name_when_known() -> N
     seven = [dev for dev in devices(8) if dev.name != "mlx5_4"]
     by_count = _reason_of_node(snapshot(seven), Thresholds(expect_hcas=8))
     assert by_count == "ibdiag: node hca.inventory 7/8 HCAs"
+    none = _reason_of_node(snapshot([]), Thresholds(expect_hcas=8))
+    assert none == "ibdiag: node hca.inventory 0/8 HCAs"
+    one_too_many = _reason_of_node(snapshot(devices(9)), Thresholds(expect_hcas=8))
+    assert one_too_many == "ibdiag: node hca.inventory 9/8 HCAs"  # a warning's, for the log
     named = Thresholds(expect_hca_names=[f"mlx5_{n}" for n in range(8)])
     by_name = _reason_of_node(snapshot(seven), named)
     assert by_name == "ibdiag: mlx5_4 hca.inventory 7/8 HCAs, mlx5_4 missing"
