@@ -255,7 +255,7 @@ def test_a_counter_rise_stays_drained_until_an_admin_resumes(site, tmp_path):
         node = cluster.node_name
         state = site.state_dir / "healthcheck.json"
         cluster.wait_for(state.exists, 10, "the health check's first state file")
-        job = cluster.sbatch(wrap="sleep 8")
+        job = cluster.sbatch(wrap="sleep 15")  # long enough for a busy machine
         baseline = site.state_dir / f"job-{job}.json"
         cluster.wait_for(baseline.exists, 10, "the prolog's job baseline")
         (counter / "link_downed").write_text("2\n")  # the link went down twice under the job
