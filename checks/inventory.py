@@ -25,6 +25,7 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     present = [dev.name for dev in graded_devices(snap, th)]
     where = f"{snap.sysfs_root.rstrip('/')}/{INFINIBAND_CLASS}"
     missing_names = [name for name in th.expect_hca_names if name not in present]
+    named = len(th.expect_hca_names)
     for name in missing_names:
         yield Result(
             target=name,
@@ -32,6 +33,7 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             message=f"expected HCA {name} is missing from {where}",
             observed="missing",
             expected="present",
+            subject=f"{named - len(missing_names)}/{named} HCAs, {name} missing",
             hint="check lspci for the card, dmesg for mlx5_core errors, and the driver is loaded",
             evidence=[INFINIBAND_CLASS],
         )
@@ -47,6 +49,7 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 + (f"; expected {expected}" if expected else ""),
                 observed=0,
                 expected=expected,
+                subject=f"0/{expected} HCAs" if expected else None,
                 hint="check lspci -d 15b3: sees the cards and mlx5_core/mlx5_ib are loaded; "
                 "dmesg for firmware or PCIe errors"
                 if expected
@@ -62,6 +65,7 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             message=f"found {len(present)} of {expected} expected HCAs ({listing})",
             observed=len(present),
             expected=expected,
+            subject=f"{len(present)}/{expected} HCAs",
             hint="a missing HCA: check lspci, dmesg for mlx5_core/PCIe errors, driver loaded",
             evidence=[INFINIBAND_CLASS],
         )
@@ -72,6 +76,7 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             message=f"found {len(present)} HCAs, more than the {expected} expected ({listing})",
             observed=len(present),
             expected=expected,
+            subject=f"{len(present)}/{expected} HCAs",
             hint="update the expected count, or ignore non-InfiniBand devices (--ignore-hca)",
             evidence=[INFINIBAND_CLASS],
         )

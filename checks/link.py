@@ -277,6 +277,7 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
                 message=f"rate {observed}, expected {th.expect_rate_gbps:g} Gb/s",
                 observed=rate.gbps,
                 expected=th.expect_rate_gbps,
+                subject=_below(rate.gbps, th.expect_rate_gbps),
                 hint="degraded link: reseat or replace the cable/transceiver; check the "
                 "switch port speed",
                 evidence=source,
@@ -299,6 +300,7 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
             f"{key[1]} ports on this node",
             observed=rate.gbps,
             expected=best,
+            subject=_below(rate.gbps, best),
             hint="degraded link: reseat or replace the cable/transceiver; check the switch port",
             evidence=source,
         )
@@ -310,6 +312,7 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
             message=f"rate {observed}: a {model.name} supports {model.max_ib_speed}",
             observed=rate.gbps,
             expected=model.max_ib_speed,
+            subject=f"{rate.gbps:g} Gb/s<{model.max_ib_speed}",
             hint="cable, transceiver or switch limits the speed; if the fabric is slower on "
             "purpose, set --expect-rate",
             evidence=source,
@@ -321,6 +324,12 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
         observed=rate.gbps,
         evidence=source,
     )
+
+
+def _below(gbps: float, expected: float) -> str:
+    """How a drain reason names a slow port's rate: "100<200 Gb/s" (a fleet grouped by reason
+    tells 100 from 50 Gb/s)."""
+    return f"{gbps:g}<{expected:g} Gb/s"
 
 
 @check("link.width", title="InfiniBand port trained on all its lanes", needs={"sysfs"})

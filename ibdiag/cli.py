@@ -147,7 +147,8 @@ def cli(ctx: click.Context) -> Optional[int]:
     "reason_only",
     is_flag=True,
     help="Print only one stable line naming the worst finding ('ibdiag: mlx5_6:1 link.state "
-    "2: INIT'), nothing when all is well: for drain reasons (NHC, Slurm).",
+    "2: INIT'), nothing when all is well: for drain reasons (NHC, Slurm). At most 128 "
+    "characters, anything but letters, digits, space and _.,:/+-<>() written as _.",
 )
 def check_command(
     fmt,

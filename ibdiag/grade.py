@@ -92,9 +92,11 @@ def drain_reason(report: Report) -> str:
 
     Worst: the first fail, else the first error, else the first warning, in the order the
     checks ran ("and more" when that status has others). Slurm groups drained nodes by their
-    reason, so it holds no counts, rates, times or line numbers: the target, the check, and the
-    observed value only when that is a word (a state, a kernel-log signature id), never a
-    number - else the result's subject (the counter). Printers make it inert
+    reason, so it changes only when the finding does: the target, the check, then the result's
+    ``subject`` - the counter (``link_downed``, never its increase), or a number the check
+    puts in stable words because the number is the finding (``100<200 Gb/s``, ``7/8 HCAs``) -
+    else the observed value when that is a word (a state, a kernel-log signature id); never a
+    count of errors, a rate per hour, a time or a line number. Printers make it one safe line
     (``ibdiag.render.text.reason_line``).
     """
     return reason_of(report.results)
@@ -106,7 +108,7 @@ def reason_of(results: Sequence[Result]) -> str:
         hits = [result for result in results if result.status == status]
         if hits:
             first = hits[0]
-            word = first.observed if isinstance(first.observed, str) else first.subject
+            word = first.subject or (first.observed if isinstance(first.observed, str) else None)
             detail = f" {word}" if word else ""
             more = " and more" if len(hits) > 1 else ""
             return f"{REASON_PREFIX} {first.target} {first.check_id}{detail}{more}"

@@ -315,7 +315,9 @@ class Result(_Model):
     message: str  # one line that states observed vs expected
     observed: Scalar = None
     expected: Scalar = None
-    subject: Optional[str] = None  # what within the target, e.g. the counter "link_downed"
+    # What within the target (the counter "link_downed"), or a number the finding is about in
+    # stable words ("100<200 Gb/s", "7/8 HCAs"): what a drain reason names (grade.drain_reason)
+    subject: Optional[str] = None
     hint: Optional[str] = None  # what to do about it
     evidence: List[str] = Field(default_factory=list)  # files/commands it came from
 

@@ -416,8 +416,116 @@ def test_drain_reason_is_empty_when_nothing_is_wrong() -> None:
     assert drain_reason(_graded([_found(Status.SKIP, "node", "x.y")])) == ""
 
 
-def test_the_printed_reason_is_the_policy_made_inert() -> None:
+def test_the_printed_reason_is_the_policy_made_one_safe_line() -> None:
     from ibdiag.render.text import reason_line
 
     hostile = _found(Status.FAIL, "mlx5_0:1\nIBDIAG OK", "link.state", observed="2: INIT")
-    assert reason_line(_graded([hostile])) == "ibdiag: mlx5_0:1\\x0aIBDIAG OK link.state 2: INIT"
+    assert reason_line(_graded([hostile])) == "ibdiag: mlx5_0:1 IBDIAG OK link.state 2: INIT"
+
+
+# -- drain reasons: the observed value, stably (link.rate, hca.inventory) -----------------------
+
+
+def _reason_of_node(snap: Snapshot, th: Thresholds) -> str:
+    from ibdiag.grade import drain_reason
+
+    return drain_reason(_report(snap, th))
+
+
+def test_a_slow_port_s_reason_carries_its_rate_and_the_expected_one() -> None:
+    """A fleet grouped by reason tells a port at 100 Gb/s from one at 50 Gb/s."""
+    th = Thresholds(expect_hcas=2, expect_rate_gbps=200)
+    edr = snapshot([device("mlx5_0", ports=[port(1, rate_text="100 Gb/sec (4X EDR)")]),
+                    device("mlx5_1")])  # fmt: skip
+    half = snapshot([device("mlx5_0", ports=[port(1, rate_text="50 Gb/sec (1X HDR)")]),
+                     device("mlx5_1")])  # fmt: skip
+    assert _reason_of_node(edr, th) == "ibdiag: mlx5_0:1 link.rate 100<200 Gb/s"
+    assert _reason_of_node(half, th).startswith("ibdiag: mlx5_0:1 link.rate 50<200 Gb/s")
+    # without --expect-rate: below the other ports of the same model on the node
+    peers = snapshot([device("mlx5_0", ports=[port(1, rate_text="100 Gb/sec (4X EDR)")]),
+                      *devices(3)[1:]])  # fmt: skip
+    assert _reason_of_node(peers, Thresholds()) == "ibdiag: mlx5_0:1 link.rate 100<200 Gb/s"
+
+
+def test_a_missing_hca_s_reason_carries_the_count_and_the_name_when_known() -> None:
+    seven = [dev for dev in devices(8) if dev.name != "mlx5_4"]
+    by_count = _reason_of_node(snapshot(seven), Thresholds(expect_hcas=8))
+    assert by_count == "ibdiag: node hca.inventory 7/8 HCAs"
+    none = _reason_of_node(snapshot([]), Thresholds(expect_hcas=8))
+    assert none == "ibdiag: node hca.inventory 0/8 HCAs"
+    one_too_many = _reason_of_node(snapshot(devices(9)), Thresholds(expect_hcas=8))
+    assert one_too_many == "ibdiag: node hca.inventory 9/8 HCAs"  # a warning's, for the log
+    named = Thresholds(expect_hca_names=[f"mlx5_{n}" for n in range(8)])
+    by_name = _reason_of_node(snapshot(seven), named)
+    assert by_name == "ibdiag: mlx5_4 hca.inventory 7/8 HCAs, mlx5_4 missing"
+    six = [dev for dev in seven if dev.name != "mlx5_6"]
+    assert _reason_of_node(snapshot(six), named) == (
+        "ibdiag: mlx5_4 hca.inventory 6/8 HCAs, mlx5_4 missing and more"
+    )
+
+
+def test_the_fleet_reads_the_same_reason_out_of_the_report_json() -> None:
+    """``ibdiag fleet`` groups nodes by the reason it reads back out of each report's JSON:
+    the observed value must survive that trip (it travels in the result's subject)."""
+    import json
+
+    from ibdiag.fleet.node import summarize
+    from ibdiag.grade import drain_reason
+
+    th = Thresholds(expect_hcas=8, expect_rate_gbps=200)
+    slow = snapshot([device("mlx5_0", ports=[port(1, rate_text="100 Gb/sec (4X EDR)")]),
+                     *devices(8)[1:]])  # fmt: skip
+    missing = snapshot(devices(7))
+    for snap in (slow, missing):
+        report = _report(snap, th)
+        summary = summarize(json.loads(report.model_dump_json()), "gpu001.json")
+        assert summary.drain_reason == drain_reason(report) != ""
+        assert any(char.isdigit() for char in summary.drain_reason.split(" ", 3)[3])
+
+
+def test_the_reason_holds_no_value_that_changes_from_run_to_run() -> None:
+    """Counters keep naming the counter, never its increase; a rate is the rate itself."""
+    from ibdiag.grade import drain_reason
+
+    for increase in (3, 4000):
+        counted = _found(Status.FAIL, "mlx5_0:1", "counters.port_errors", observed=increase)
+        counted = counted.model_copy(update={"subject": "link_downed"})
+        assert drain_reason(_graded([counted])) == (
+            "ibdiag: mlx5_0:1 counters.port_errors link_downed"
+        )
+
+
+# -- the reason line: a length cap and a safe character set -------------------------------------
+
+HOSTILE_FAR_END = (
+    "MF0;\"$(touch /tmp/ibdiag-pwned)\";`id`\\|&[root@x]%s#*?{}=!'quote'" + "\u00e9\u202e" * 3
+)
+
+
+def _far_end_fail(description: str, local: str = "mlx5_3:1") -> Result:
+    from ibdiag.facts.partner import Partner, cable_name
+
+    far = Partner(node_guid="0x0002c90300a0b0c0", description=description, port=21)
+    return _found(Status.FAIL, cable_name(local, far), "link.partner", observed="Down")
+
+
+def test_far_end_text_reaches_the_reason_only_through_a_safe_character_set() -> None:
+    import re
+
+    from ibdiag.render.text import REASON_MAX_CHARS, reason_line
+
+    line = reason_line(_graded([_far_end_fail(HOSTILE_FAR_END)]))
+    assert line.startswith("ibdiag: mlx5_3:1<->MF0__") and line.endswith(" link.partner Down")
+    assert re.fullmatch(r"[A-Za-z0-9 _.,:/+<>()-]+", line), line
+    assert len(line) <= REASON_MAX_CHARS == 128
+
+
+def test_a_long_reason_is_cut_to_the_cap_and_says_so() -> None:
+    from ibdiag.render.text import REASON_MAX_CHARS, reason_line
+
+    far_end, local = f"MF0;leaf{'x' * 300}:MQM9700/U1", f"mlx5_{'y' * 60}:1"  # both as read
+    line = reason_line(_graded([_far_end_fail(far_end, local)]))
+    assert len(line) == REASON_MAX_CHARS and line.endswith("...")
+    assert line.startswith(f"ibdiag: {local}<->leafxxx")
+    # the same finding gives the same line, run after run
+    assert line == reason_line(_graded([_far_end_fail(far_end, local)]))

@@ -59,7 +59,9 @@ def test_reason_is_one_line(run_cli, hostile_node):
     result = run_cli("check", "--sysfs", sysfs, "--procfs", proc, "--reason")
     assert result.exit_code == 2
     assert result.stdout.count("\n") == 1 and not CONTROL.search(result.stdout)
-    assert result.stdout.startswith("ibdiag: mlx5_6\\x1b]0;owned\\x07")
+    # one line of the drain reasons' safe characters, at most 128 of them
+    assert result.stdout.startswith("ibdiag: mlx5_6_x1b_0_owned_x07_x1b_2J_x0aIBDIAG OK - ")
+    assert re.fullmatch(r"[A-Za-z0-9 _.,:/+<>()-]{1,128}\n", result.stdout), result.stdout
 
 
 def test_verbose_and_counters_listing_stay_inert(run_cli, hostile_node):

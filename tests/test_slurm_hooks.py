@@ -24,6 +24,8 @@ from ibdiag.slurm.scontrol import (
     Scontrol,
     SlurmError,
     clean_reason,
+    epilog_reason,
+    held_reason,
     mark_healthy,
     mark_unhealthy,
     parse_show_node,
@@ -127,7 +129,11 @@ def test_show_node_without_state_is_a_one_line_error():
 def test_reasons_get_the_prefix_one_line_and_a_bounded_length():
     assert clean_reason("mlx5_0:1 link.state\nDOWN") == "ibdiag: mlx5_0:1 link.state DOWN"
     assert clean_reason("ibdiag: x") == "ibdiag: x"
-    assert len(clean_reason("ibdiag: " + "y" * 500)) == 200
+    assert len(clean_reason("ibdiag: " + "y" * 500)) == 128
+    # what the hooks add to a reason goes through the same safe set as `check --reason`
+    assert clean_reason('ibdiag: a "$(b)" [c@d]') == "ibdiag: a __(b)_ _c_d_"
+    assert len(epilog_reason("ibdiag: " + "y" * 500)) == 128
+    assert len(held_reason("ibdiag: " + "y" * 500)) == 128
 
 
 def test_drain_sets_our_reason_when_there_is_none(tmp_path):
@@ -155,6 +161,47 @@ def test_drain_replaces_our_own_older_reason_but_does_not_restamp_the_same(tmp_p
     assert fake.updates() == []
     mark_unhealthy(scontrol, "ibdiag: mlx5_3:1 link.rate")
     assert fake.node()["reason"] == "ibdiag: mlx5_3:1 link.rate"
+
+
+HELD = "ibdiag: held: mlx5_1:1 counters.port_errors link_downed"
+
+
+def test_a_held_drain_is_neither_replaced_nor_resumed(tmp_path):
+    """Counter rises and flaps do not heal by themselves: whichever hook drained first, the
+    node stays drained, with that reason, until an admin resumes it."""
+    fake = FakeScontrol(tmp_path)
+    scontrol = Scontrol("node1", fake.path)
+    for held in (HELD, "ibdiag: epilog: mlx5_1:1 counters.port_errors link_downed"):
+        fake.set("MIXED+DRAIN", held)
+        for later in (held_reason(HELD), epilog_reason(HELD), STUCK_INIT_REASON):
+            assert mark_unhealthy(scontrol, later).startswith("already drained, held")
+        message = mark_healthy(scontrol)
+        assert message.startswith("left drained") and "State=RESUME" in message
+        assert fake.node()["reason"] == held and fake.updates() == []
+
+
+def test_a_plain_drain_becomes_held_when_a_hook_finds_a_fault_that_does_not_heal(tmp_path):
+    """A node drained for a state (or by an older ibdiag) that then shows a counter rise gets
+    the held reason; its plain reason would have been resumed by the next quiet check."""
+    fake = FakeScontrol(tmp_path)
+    scontrol = Scontrol("node1", fake.path)
+    plain = "ibdiag: mlx5_1:1 counters.port_errors link_downed"
+    fake.set("IDLE+DRAIN", plain)
+    assert mark_unhealthy(scontrol, epilog_reason(plain)).startswith("drained node1")
+    assert fake.node()["reason"] == "ibdiag: epilog: mlx5_1:1 counters.port_errors link_downed"
+    fake.set("IDLE+DRAIN", STUCK_INIT_REASON)
+    mark_unhealthy(scontrol, HELD)
+    assert fake.node()["reason"] == HELD
+
+
+def test_held_reasons_are_marked_once_and_an_admins_reason_is_never_marked():
+    assert held_reason("ibdiag: mlx5_1:1 counters.port_errors link_downed") == HELD
+    assert held_reason(HELD) == HELD
+    epilog = "ibdiag: epilog: mlx5_1:1 counters.port_errors link_downed"
+    assert held_reason(epilog) == epilog  # the epilog's reasons are held already
+    assert parse_show_node("n", f"   State=IDLE+DRAIN\n   Reason={HELD} [root@t]\n").held
+    assert not parse_show_node("n", f"   State=IDLE+DRAIN\n   Reason={STUCK_INIT_REASON}\n").held
+    assert not parse_show_node("n", "   State=IDLE+DRAIN\n   Reason=held: RMA 12\n").held
 
 
 def test_resume_only_what_ibdiag_drained(tmp_path):
@@ -239,7 +286,8 @@ def test_prolog_fails_a_port_below_the_expected_rate(node):
     )
     done = run_hook(node, "prolog", extra="IBDIAG_ARGS+=(--expect-rate 200)")
     assert done.returncode == 1
-    assert node["scontrol"].node()["reason"] == "ibdiag: mlx5_0:1 link.rate"
+    # the observed rate and the expected one, so 100 and 50 Gb/s ports group apart
+    assert node["scontrol"].node()["reason"] == "ibdiag: mlx5_0:1 link.rate 100<200 Gb/s"
 
 
 def test_prolog_finishes_within_its_deadline_when_scontrol_hangs(node):
@@ -401,16 +449,50 @@ def test_healthcheck_never_resumes_an_admin_drain(node):
     assert node["scontrol"].updates() == []
 
 
-def test_healthcheck_keeps_a_node_drained_while_errors_climb(node):
+def test_healthcheck_keeps_a_counter_rise_drained_until_an_admin_resumes(node):
+    """A drained node carries no traffic: counters that stop rising are no repair, so the
+    health check's own drain for a rise is held, as the epilog's is."""
     assert run_hook(node, "healthcheck").returncode == 0  # first run: the state file
     bump_counter(node["sysfs"], "mlx5_1", 1, "link_downed", 1)
     run_hook(node, "healthcheck")
-    assert node["scontrol"].node()["reason"].startswith("ibdiag: mlx5_1:1 counters")
+    assert node["scontrol"].node() == {"name": "node1", "state": "IDLE+DRAIN", "reason": HELD}
     bump_counter(node["sysfs"], "mlx5_1", 1, "link_downed", 1)
     run_hook(node, "healthcheck")
-    assert node["scontrol"].node()["state"] == "IDLE+DRAIN"
-    run_hook(node, "healthcheck")  # quiet since the last run: healthy again
-    assert node["scontrol"].node()["state"] == "IDLE"
+    for _ in range(2):
+        done = run_hook(node, "healthcheck")  # quiet since the last run: still held
+        assert node["scontrol"].node()["reason"] == HELD
+    assert "left drained" in done.stderr and "resume by hand" in done.stderr
+    assert len(node["scontrol"].updates()) == 1
+    node["scontrol"].set("IDLE", None)  # the admin checked the cable and resumed the node
+    run_hook(node, "healthcheck")  # nothing new since: it stays in service
+    assert node["scontrol"].node()["state"] == "IDLE" and len(node["scontrol"].updates()) == 1
+
+
+def test_a_rise_the_health_check_drained_first_is_not_undone_after_the_epilog(node):
+    """The field report: the health check sees a job's link_downed rise before the epilog
+    does; the epilog finds the node drained already; the next health checks, finding no new
+    rise, must not resume it."""
+    assert run_hook(node, "healthcheck").returncode == 0  # its state file, before the job
+    assert run_hook(node, "prolog").returncode == 0  # the job's baseline
+    bump_counter(node["sysfs"], "mlx5_3", 1, "link_downed", 2)  # under the job
+    run_hook(node, "healthcheck")  # mid-job: it drains first
+    drained = "ibdiag: held: mlx5_3:1 counters.port_errors link_downed"
+    assert node["scontrol"].node()["reason"] == drained
+    done = run_hook(node, "epilog", extra="IBDIAG_EPILOG_ARGS=(--level quick)")
+    assert done.returncode == 0 and "already drained, held" in done.stderr
+    for _ in range(2):
+        run_hook(node, "healthcheck")
+    assert node["scontrol"].node() == {"name": "node1", "state": "IDLE+DRAIN", "reason": drained}
+    assert len(node["scontrol"].updates()) == 1
+
+
+def test_a_state_fault_the_health_check_drained_still_resumes_once_repaired(node):
+    """Only faults that do not heal by themselves are held: a port stuck in INIT is seen to
+    come back (``link.state`` reads the port as it is now)."""
+    run_hook(node, "healthcheck", sysfs=STUCK_INIT)
+    assert node["scontrol"].node()["reason"] == STUCK_INIT_REASON
+    done = run_hook(node, "healthcheck")
+    assert node["scontrol"].node()["state"] == "IDLE" and "resumed node1" in done.stderr
 
 
 @pytest.mark.parametrize("name", ["ibdiag-prolog", "ibdiag-epilog", "ibdiag-healthcheck"])

@@ -79,6 +79,28 @@ def test_both_readmes_give_the_same_slurm_conf_and_sinfo_and_say_where_settings_
         assert [p for p in paragraphs if "nohold_on_prolog_fail" in p and "Priority=0" in p], doc
 
 
+# Checks graded on change since a baseline that only report (they never fail or warn on a
+# node's health), so no drain ever names them.
+REPORTING_ONLY = {"counters.baseline", "counters.congestion", "counters.traffic", "ethtool.pause"}
+
+
+def test_both_readmes_say_which_drains_are_held_and_that_only_an_admin_resumes_them(tmp_path):
+    """The held rule, as the hooks apply it: the checks graded on change since a baseline that
+    contrib/slurm/README.md names are the registry's; both READMEs state that only an admin
+    resumes a held drain, with no window."""
+    from ibdiag.registry import load_registry
+
+    changes = {spec.id for spec in load_registry() if spec.takes_baseline} - REPORTING_ONLY
+    for doc, text in (("README.md", readme_slurm_section()), (README, README.read_text())):
+        paragraphs = [" ".join(p.split()) for p in text.split("\n\n")]
+        held = [p for p in paragraphs if p.startswith("**Held drains wait for an admin.**")]
+        assert len(held) == 1, doc
+        assert "`ibdiag: held: ...`" in held[0] and "`ibdiag: epilog: ...`" in held[0], doc
+        assert "whichever hook drained first" in held[0] and "no time window" in held[0], doc
+    named = set(re.findall(r"`([a-z_]+\.[a-z_]+)`", held[0]))  # contrib/slurm/README.md's
+    assert named == changes, named ^ changes
+
+
 class Site:
     """A node's sysfs (switchable), the hooks installed as documented, and their settings."""
 
@@ -219,6 +241,92 @@ def test_healthcheck_drains_then_resumes_after_repair(site, tmp_path):
         job = cluster.sbatch(wrap="true")
         cluster.wait_for_job(job, lambda s: s["JobState"] == "COMPLETED")
     assert f"resumed {cluster.node_name}" in site.logged()
+
+
+def test_a_counter_rise_stays_drained_until_an_admin_resumes(site, tmp_path):
+    """The field report (issue 21): during a long job the health check sees a link_downed
+    rise first and drains; the epilog finds the node drained already; the next health checks
+    see no new rise. The node must stay drained - a drained node carries no traffic, so quiet
+    counters prove nothing - until an admin resumes it; then it stays in service."""
+    counter = site.good / "class" / "infiniband" / "mlx5_3" / "ports" / "1" / "counters"
+    held = "ibdiag: held: mlx5_3:1 counters.port_errors link_downed"
+    hooks = {"prolog": "prolog", "epilog": "epilog", "health_check_program": "healthcheck"}
+    with start(site, tmp_path, ["HealthCheckNodeState=ANY"], **hooks) as cluster:
+        node = cluster.node_name
+        state = site.state_dir / "healthcheck.json"
+        cluster.wait_for(state.exists, 10, "the health check's first state file")
+        job = cluster.sbatch(wrap="sleep 15")  # long enough for a busy machine
+        baseline = site.state_dir / f"job-{job}.json"
+        cluster.wait_for(baseline.exists, 10, "the prolog's job baseline")
+        (counter / "link_downed").write_text("2\n")  # the link went down twice under the job
+        cluster.wait_for(lambda: cluster.node_state()[1] == held, 10, "the health check's drain")
+        assert "DRAIN" in cluster.node_state()[0] and cluster.job_state(job)["JobState"] in (
+            "RUNNING", "COMPLETING")  # fmt: skip
+        cluster.wait_for_job(job, lambda s: s["JobState"] == "COMPLETED")
+        cluster.wait_for(
+            lambda: f"slurm epilog on {node}: already drained, held" in site.logged(), 15,
+            "the epilog finding the node drained",
+        )  # fmt: skip
+        before = site.logged().count(f"slurm healthcheck on {node}: left drained")
+        cluster.wait_for(
+            lambda: site.logged().count(f"slurm healthcheck on {node}: left drained")
+            >= before + 3, 15, "three health checks after the epilog",
+        )  # fmt: skip
+        assert cluster.node_state() == ("IDLE+DRAIN", held)
+        assert f"resumed {node}" not in site.logged()
+        cluster.scontrol("update", f"NodeName={node}", "State=RESUME")  # the admin, once checked
+        seen = len(site.logged())
+        cluster.wait_for(
+            lambda: site.logged()[seen:].count(f"slurm healthcheck on {node}: nothing to resume")
+            >= 2, 10, "two health checks after the resume",
+        )  # fmt: skip
+        assert cluster.node_state() == ("IDLE", None)
+
+
+# Everything `reason_text` lets through, and far-end text with what it does not.
+SAFE_CHARACTERS = "ibdiag: AZaz09 _.,:/+-<->(100<200) 7/8"
+HOSTILE_FAR_END = "MF0;\"$(touch {mark})\";`touch {mark}`|&;[root@x]%s#*?{{}}=!'q' <b>\\"
+
+
+def test_reasons_read_back_from_the_real_scontrol_as_sent(tmp_path, monkeypatch):
+    """A far end's node description comes off the fabric and may hold anything: the reason
+    ibdiag sends holds only its safe characters, at most 128, and the real slurmctld keeps it
+    exactly (no quote stripped, no "[user@time]" stamp mistaken, nothing run)."""
+    from ibdiag.facts.partner import Partner, cable_name
+    from ibdiag.model import Report, Result, Status, Verdict
+    from ibdiag.render.text import REASON_MAX_CHARS, reason_line
+    from ibdiag.slurm.scontrol import Scontrol, mark_unhealthy
+    from ibdiag.thresholds import Thresholds
+    from tests.snapshots import snapshot
+
+    mark = tmp_path / "ran"
+    far = Partner(description=HOSTILE_FAR_END.format(mark=mark), port=21)
+    finding = Result(
+        check_id="link.partner", target=cable_name("mlx5_3:1", far), status=Status.FAIL,
+        message="far end Down", observed="Down",
+    )  # fmt: skip
+    report = Report(
+        tool_version="0", level="standard", verdict=Verdict.CRITICAL, verdict_reason="1 fail",
+        results=[finding], thresholds=Thresholds(), snapshot=snapshot([]),
+    )  # fmt: skip
+    reason = reason_line(report)
+    assert len(reason) <= REASON_MAX_CHARS and reason.endswith(" link.partner Down"), reason
+    with SlurmCluster(tmp_path / "cluster") as cluster:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf_path))
+        scontrol = Scontrol(cluster.node_name)
+        for sent in (reason, SAFE_CHARACTERS, f"ibdiag: {'y' * 200}"):
+            line = reason_line(report) if sent is reason else sent
+            assert mark_unhealthy(scontrol, line).startswith(f"drained {cluster.node_name}")
+            expected = line if len(line) <= REASON_MAX_CHARS else line[:125] + "..."
+            assert scontrol.show().reason == expected
+            assert cluster.node_info()["Reason"].startswith(f"{expected} [root@")
+            cluster.scontrol("update", f"NodeName={cluster.node_name}", "State=RESUME")
+        # What the safe set keeps out, as the real scontrol takes it: a quote at either end is
+        # stripped, so such a reason would not read back as sent.
+        cluster.scontrol("update", f"NodeName={cluster.node_name}", "State=DRAIN",
+                         'Reason="ibdiag: far end"')  # fmt: skip
+        assert scontrol.show().reason == "ibdiag: far end"
+    assert not mark.exists()
 
 
 def test_an_admins_drain_reason_is_left_alone(site, tmp_path):

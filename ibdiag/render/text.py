@@ -7,6 +7,7 @@ printed ``inert``: one result is one line, and nothing read from a node can forg
 
 from __future__ import annotations
 
+import re
 from typing import List
 
 from ibdiag.model import Report, Result, Status, Verdict
@@ -49,12 +50,33 @@ def verdict_line(report: Report, color: bool = False) -> str:
     return f"{verdict} - {inert(report.verdict_reason)} {where}{altered}"
 
 
+# A drain reason goes to `scontrol update ... Reason=`, NHC's shell, syslog and `sinfo -R`:
+# at most this long, and made of these characters only. Whatever a name read from the node or
+# off the fabric holds (a far end's node description may hold anything) becomes "_": no
+# quotes (scontrol strips a leading or trailing one), no $ ` \ ; | & (shell), no % (printf
+# formats), no [ ] @ (Slurm's " [user@time]" stamp after the reason), nothing outside ASCII.
+REASON_MAX_CHARS = 128
+_REASON_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:/+<>()-]")
+_CUT = "..."
+
+
+def reason_text(text: str) -> str:
+    """``text`` as a drain reason: one line (runs of whitespace one space), every character
+    outside the safe set ``_``, at most ``REASON_MAX_CHARS`` (a longer one ends in "...")."""
+    line = _REASON_UNSAFE.sub("_", " ".join(text.split()))
+    if len(line) > REASON_MAX_CHARS:
+        line = line[: REASON_MAX_CHARS - len(_CUT)].rstrip() + _CUT
+    return line
+
+
 def reason_line(report: Report) -> str:
-    """The report's drain reason (``ibdiag.grade.drain_reason``, which decides it) as printed:
-    inert, so a name read from the node can neither steer a terminal nor add a line."""
+    """The report's drain reason (``ibdiag.grade.drain_reason``, which decides it) as printed
+    by ``check --reason`` and the Slurm hooks: ``reason_text``, so a name read from the node
+    or the fabric can neither steer a terminal, add a line, nor reach a shell or scontrol as
+    anything but plain words."""
     from ibdiag.grade import drain_reason
 
-    return inert(drain_reason(report))
+    return reason_text(drain_reason(report))
 
 
 def render(report: Report, options: RenderOptions = DEFAULT) -> str:

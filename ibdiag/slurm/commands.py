@@ -124,7 +124,10 @@ def slurm_group() -> None:
     """Slurm prolog, epilog and HealthCheckProgram: drain sick nodes, resume repaired ones.
 
     Drain reasons start with 'ibdiag:'; a reason that does not (an admin's) is never
-    overwritten nor resumed. See contrib/slurm/README.md for the slurm.conf lines.
+    overwritten nor resumed. 'ibdiag: held:' and 'ibdiag: epilog:' reasons (error counters
+    that rose, a link that went down: faults that do not heal by themselves) are never
+    replaced nor resumed either: an admin resumes them. See contrib/slurm/README.md for the
+    slurm.conf lines.
     """
 
 
@@ -162,7 +165,7 @@ def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
     hook = {key: options.pop(key) for key in _HOOK_PARAMS}  # the rest: how to grade the node
     deadline_at = time.monotonic() + hook["deadline"]
     node = hook["node"] or socket.gethostname().split(".")[0]
-    grade = _grader(options)
+    grade, change_checks = _grader(options)
     scontrol = Scontrol(node, hook["scontrol_program"], hook["scontrol_timeout"], deadline_at)
     ctx = hooks.HookContext(
         state_dir=hook["state_dir"],
@@ -170,6 +173,7 @@ def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
         deadline_at=deadline_at,
         log=_logger(name, node),
         strict=hook["strict"],
+        change_checks=change_checks,
     )
     try:
         if name == "prolog":
@@ -196,8 +200,13 @@ _HOOK_PARAMS = ("node", "state_dir", "scontrol_program", "scontrol_timeout", "de
 
 def _grader(settings: dict):
     """Collect and grade this node as ``ibdiag check`` would, at the hook's level, within the
-    seconds the hook has left (``hooks.Grader``)."""
+    seconds the hook has left (``hooks.Grader``); and the ids of the checks it runs that are
+    graded on change since a baseline (their failures are held drains)."""
     pipeline = prepare(pipeline_options(settings))
+    change_checks = frozenset(
+        spec.id for spec in pipeline.registry.for_level(pipeline.options.level)
+        if spec.takes_baseline
+    )  # fmt: skip
 
     def grade_node(baseline_path: Optional[str], save_path: Optional[str], seconds: float):
         limits = {
@@ -207,7 +216,7 @@ def _grader(settings: dict):
         # the baseline saved before grading: one that cannot be saved is a warning result
         return pipeline.run(baseline_path, save_path, runner_options=limits)
 
-    return grade_node
+    return grade_node, change_checks
 
 
 def _logger(hook: str, node: str) -> Callable[[str], None]:

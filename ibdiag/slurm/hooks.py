@@ -7,9 +7,14 @@
   errors the job itself drove (a cable that fails under load) drain the node before the next
   job lands there - with a reason starting ``ibdiag: epilog:``. The baseline is always removed.
 - Health check (every HealthCheckInterval): Slurm ignores its exit code, so it drains by itself
-  and resumes nodes ibdiag drained once they are healthy again - except the epilog's drains: a
-  drained node carries no traffic, so errors that only traffic shows cannot be seen to stop;
-  an admin resumes those. Counters are judged on their change since the previous health check.
+  and resumes nodes ibdiag drained once they are healthy again - except held drains: a drained
+  node carries no traffic, so errors that only traffic shows cannot be seen to stop; an admin
+  resumes those. Counters are judged on their change since the previous health check.
+
+Held: any hook that drains for a failure of a check graded on change since a baseline (error
+counters that rose, a link that went down, a kernel-log fault: ``CheckSpec.takes_baseline``)
+writes ``ibdiag: held: ...``; the epilog's ``ibdiag: epilog: ...`` are held too. No hook
+replaces or resumes a held reason (``ibdiag.slurm.scontrol``), whichever wrote it first.
 
 Every hook returns ``GO_ON`` (0) or ``SICK`` (2), the exit contract of
 ``ibdiag.slurm.commands`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
@@ -32,13 +37,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, FrozenSet, Optional
 
-from ibdiag.model import Report, Verdict
+from ibdiag.model import Report, Status, Verdict
 from ibdiag.slurm.scontrol import (
     Scontrol,
     SlurmError,
     epilog_reason,
+    held_reason,
     mark_healthy,
     mark_unhealthy,
 )
@@ -65,6 +71,9 @@ class HookContext:
     deadline_at: float  # time.monotonic() by which the hook must have finished
     log: Callable[[str], None]
     strict: bool = False
+    # ids of the checks graded on change since a baseline: a drain for one of their failures
+    # is held (the fault does not heal by itself)
+    change_checks: FrozenSet[str] = frozenset()
 
     def seconds_for_check(self) -> float:
         """The deadline less what two scontrol calls (show, update) may take afterwards."""
@@ -100,7 +109,7 @@ def prolog(ctx: HookContext, grade: Grader, job_id: str) -> int:
         _note_not_ok(ctx, report)
     if sick or (report.verdict == Verdict.UNKNOWN and ctx.strict):
         _remove(ctx, path)  # the job will not run here: no epilog will want it
-        _drain(ctx, _reason(report) if sick else "ibdiag: could not judge the node")
+        _drain(ctx, _reason(ctx, report) if sick else "ibdiag: could not judge the node")
         return SICK
     return GO_ON
 
@@ -125,7 +134,7 @@ def epilog(ctx: HookContext, grade: Grader, job_id: str) -> int:
     finally:
         _remove(ctx, path)
     if report.verdict == Verdict.CRITICAL:
-        return _drained_or_sick(ctx, reason_for(_reason(report)))
+        return _drained_or_sick(ctx, _reason(ctx, report, after_job=baseline is not None))
     _note_not_ok(ctx, report)
     if report.verdict == Verdict.UNKNOWN and ctx.strict:
         return _drained_or_sick(ctx, reason_for("ibdiag: could not judge the node"))
@@ -144,7 +153,7 @@ def healthcheck(ctx: HookContext, grade: Grader) -> int:
     except CheckTimedOut as exc:
         return _drained_or_sick(ctx, f"ibdiag: health check timed out ({exc})")
     if report.verdict == Verdict.CRITICAL or (report.verdict == Verdict.UNKNOWN and ctx.strict):
-        return _drained_or_sick(ctx, _reason(report) or "ibdiag: could not judge the node")
+        return _drained_or_sick(ctx, _reason(ctx, report) or "ibdiag: could not judge the node")
     _note_not_ok(ctx, report)
     if report.verdict != Verdict.UNKNOWN:  # UNKNOWN: cannot tell, leave the node as it is
         _resume(ctx)
@@ -175,10 +184,21 @@ def _run_check(ctx: HookContext, grade: Grader, baseline: Optional[str], save: O
     return outcome["report"]
 
 
-def _reason(report: Report) -> str:
+def _reason(ctx: HookContext, report: Report, after_job: bool = False) -> str:
+    """The report's drain reason ("" when nothing is wrong): the epilog's when graded against
+    a job's baseline (``after_job``), else held when a check graded on change failed."""
     from ibdiag.render.text import reason_line
 
-    return reason_line(report)
+    line = reason_line(report)
+    if not line:
+        return line
+    if after_job:
+        return epilog_reason(line)
+    held = any(
+        result.status == Status.FAIL and result.check_id in ctx.change_checks
+        for result in report.results
+    )
+    return held_reason(line) if held else line
 
 
 def _drain(ctx: HookContext, reason: str) -> bool:
@@ -205,7 +225,7 @@ def _resume(ctx: HookContext) -> None:
 
 def _note_not_ok(ctx: HookContext, report: Report) -> None:
     if report.verdict != Verdict.OK:
-        ctx.log(f"{report.verdict.value}: {_reason(report) or report.verdict_reason}")
+        ctx.log(f"{report.verdict.value}: {_reason(ctx, report) or report.verdict_reason}")
 
 
 def _make_state_dir(path: str) -> None:

@@ -1,7 +1,11 @@
 """A node's Slurm state through ``scontrol``, and the rules for draining and resuming it.
 
 Healthy, from Slurm's side: a node ibdiag found sick is DRAIN with a reason that starts with
-``ibdiag:``, and a node ibdiag drained is resumed once it is healthy again. Everything else
+``ibdiag:``, and a node ibdiag drained is resumed once it is healthy again - unless its reason
+is *held*: a fault that does not heal by itself (a counter that rose, a link that flapped: a
+drained node carries no traffic, so the quiet that follows proves nothing). Held reasons start
+``ibdiag: held:`` (any hook) or ``ibdiag: epilog:`` (errors a job drove); whichever hook wrote
+one, no hook replaces or resumes it: only an admin does (``State=RESUME``). Everything else
 belongs to the admin: a reason that does not start with ``ibdiag:`` ("hw repair ticket 4411",
 "Not responding", "Prolog error") is never overwritten and never resumed.
 
@@ -23,8 +27,10 @@ from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
 # The epilog's reasons: errors a job's traffic drove. A drained node carries no traffic, so the
 # health check cannot see them go away: only an admin resumes these.
 EPILOG_PREFIX = f"{REASON_PREFIX} epilog:"
-# Slurm keeps reasons short in its tables and `sinfo -R`; scontrol itself accepts longer ones.
-MAX_REASON_CHARS = 200
+# Any hook's reasons for a fault that does not heal by itself (a counter rise, a flap): held
+# for an admin like the epilog's.
+HELD_PREFIX = f"{REASON_PREFIX} held:"
+HELD_PREFIXES = (EPILOG_PREFIX, HELD_PREFIX)
 
 # "Reason=ibdiag: mlx5_6:1 link.state [root@2026-11-21T16:51:00]": who set it and when.
 _REASON_STAMP = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")
@@ -53,8 +59,9 @@ class NodeRecord:
         return self.reason is not None and self.reason.startswith(REASON_PREFIX)
 
     @property
-    def reason_is_epilogs(self) -> bool:
-        return self.reason is not None and self.reason.startswith(EPILOG_PREFIX)
+    def held(self) -> bool:
+        """ibdiag's reason for a fault that does not heal by itself: only an admin resumes."""
+        return self.reason is not None and self.reason.startswith(HELD_PREFIXES)
 
 
 def parse_show_node(name: str, text: str) -> NodeRecord:
@@ -76,18 +83,31 @@ def parse_show_node(name: str, text: str) -> NodeRecord:
 
 def epilog_reason(reason: str) -> str:
     """ "ibdiag: mlx5_3:1 counters.port_errors" -> "ibdiag: epilog: mlx5_3:1 ..."."""
+    return _marked(EPILOG_PREFIX, reason)
+
+
+def held_reason(reason: str) -> str:
+    """ "ibdiag: mlx5_3:1 counters.port_errors link_downed" -> "ibdiag: held: mlx5_3:1 ...";
+    a reason held already (the epilog's too) is kept as it is."""
+    return _marked(HELD_PREFIX, reason)
+
+
+def _marked(prefix: str, reason: str) -> str:
     line = clean_reason(reason)
-    if line.startswith(EPILOG_PREFIX):
+    if line.startswith(HELD_PREFIXES):
         return line
-    return clean_reason(f"{EPILOG_PREFIX} {line[len(REASON_PREFIX) :].strip()}")
+    return clean_reason(f"{prefix} {line[len(REASON_PREFIX) :].strip()}")
 
 
 def clean_reason(reason: str) -> str:
-    """One line with the ``ibdiag:`` prefix, no longer than Slurm comfortably shows."""
+    """One line with the ``ibdiag:`` prefix, in the safe characters and length of every
+    ibdiag drain reason (``ibdiag.render.text.reason_text``)."""
+    from ibdiag.render.text import reason_text
+
     line = " ".join(reason.split())
     if not line.startswith(REASON_PREFIX):
         line = f"{REASON_PREFIX} {line}"
-    return line[:MAX_REASON_CHARS]
+    return reason_text(line)
 
 
 class Scontrol:
@@ -137,10 +157,12 @@ class Scontrol:
 
 
 def mark_unhealthy(scontrol: Scontrol, reason: str) -> str:
-    """Drain the node with ``reason`` unless someone else's reason is there; what was done.
+    """Drain the node with ``reason`` unless someone else's reason is there, or a held one of
+    ours (the first fault that does not heal by itself stays until an admin resumes); what
+    was done.
 
-    Our own earlier reason is replaced when it differs (the node's problem changed); the same
-    reason is not set again (Slurm would restamp its time).
+    Our own earlier reason is replaced when it differs (the node's problem changed, or the
+    same finding is now held); the same reason is not set again (Slurm would restamp its time).
     """
     reason = clean_reason(reason)
     record = scontrol.show()
@@ -148,10 +170,8 @@ def mark_unhealthy(scontrol: Scontrol, reason: str) -> str:
         return (
             f"left alone: {record.name} is {record.state} with a reason not ours: {record.reason}"
         )
-    if record.drained and record.reason_is_epilogs and not reason.startswith(EPILOG_PREFIX):
-        return f"already drained by the epilog: {record.name}: {record.reason}"
-    if record.drained and epilog_reason(record.reason or "") == epilog_reason(reason):
-        return f"already drained: {record.name}: {record.reason}"  # the same finding
+    if record.drained and record.held:
+        return f"already drained, held for an admin: {record.name}: {record.reason}"
     if record.drained and record.reason == reason:
         return f"already drained: {record.name}: {reason}"
     scontrol.drain(reason)
@@ -160,17 +180,19 @@ def mark_unhealthy(scontrol: Scontrol, reason: str) -> str:
 
 def mark_healthy(scontrol: Scontrol) -> str:
     """Resume the node only when ibdiag drained it (its reason starts with ``ibdiag:``), but
-    not for errors a job drove (the epilog's reasons): an admin resumes those."""
+    not for a held reason (a counter rise, a flap, errors a job drove): an admin resumes
+    those."""
     record = scontrol.show()
     if not record.drained:
         return f"nothing to resume: {record.name} is {record.state}"
     if not record.reason_is_ours:
         reason = record.reason or "no reason"
         return f"left alone: {record.name} is {record.state} with a reason not ours: {reason}"
-    if record.reason_is_epilogs:
+    if record.held:
         return (
-            f"left drained: {record.name}: {record.reason} (errors under a job's traffic; "
-            f"resume by hand once checked: scontrol update NodeName={record.name} State=RESUME)"
+            f"left drained: {record.name}: {record.reason} (a fault that does not heal by "
+            "itself: a drained node's quiet counters prove nothing; resume by hand once "
+            f"checked: scontrol update NodeName={record.name} State=RESUME)"
         )
     scontrol.resume()
     return f"resumed {record.name} (was: {record.reason})"
