@@ -493,7 +493,8 @@ def test_expect_nodes_that_no_node_can_be_called_is_a_usage_error(fleet, tmp_pat
 
 def test_a_node_slurm_had_drained_is_reported_not_run_not_missing(fleet, tmp_path):
     """fleet-run.json says why a node never answered: Slurm's state is its reason, and it is
-    no missing node; one that was run and never answered is still missing."""
+    no missing node; one that was run and never answered, or that Slurm does not know, is
+    still missing."""
     from ibdiag.fleet.run_model import SUMMARY_NAME
 
     folder = directory(tmp_path / "d", fleet, SMALL)
@@ -501,20 +502,32 @@ def test_a_node_slurm_had_drained_is_reported_not_run_not_missing(fleet, tmp_pat
         "gpu0098": "not run: Slurm state drained",
         "gpu0099": "no answer: its task never ran, or died before it could say",
         "gpu0100": "not run: Slurm state drained",
+        "gpu0101": "not run: not a node known to Slurm (sinfo does not list it)",
     }
     Path(folder, SUMMARY_NAME).write_text(fleet_run_json(SMALL + list(never), never, folder))
     code, report = fleet_report(folder, "--workers", "1")
     validate(report)
-    assert code == 2 and report["missing"]["nodes"] == "gpu0099"
+    assert code == 2 and report["missing"]["nodes"] == "gpu[0099,0101]"
     assert report["not_run"] == [
         {"reason": "not run: Slurm state drained", "nodes": "gpu[0098,0100]", "count": 2}
     ]
-    assert report["counts"]["MISSING"] == 1 and report["counts"]["NOT_RUN"] == 2
+    assert report["counts"]["MISSING"] == 2 and report["counts"]["NOT_RUN"] == 2
     text = cli("fleet", "report", folder, "--workers", "1").stdout.splitlines()
     title = "not run (expected; fleet run did not run them, by reason):"
     assert text[text.index(title) + 1] == "  not run: Slurm state drained: gpu[0098,0100] (2)"
     html = cli("fleet", "report", folder, "--workers", "1", "--format", "html").stdout
     assert "not run: Slurm state drained" in html
+    drained = {node: why for node, why in never.items() if "drained" in why}
+    Path(folder, SUMMARY_NAME).write_text(fleet_run_json(SMALL + list(drained), drained, folder))
+    code, report = fleet_report(folder, "--workers", "1")
+    assert code == 2 and report["missing"] is None  # CRITICAL: gpu0031's own verdict
+    assert report["verdict_reason"] == "1 CRITICAL node"
+    folder = directory(tmp_path / "healthy", fleet, SMALL[:-1])
+    Path(folder, SUMMARY_NAME).write_text(
+        fleet_run_json(SMALL[:-1] + list(drained), drained, folder)
+    )
+    code, report = fleet_report(folder, "--workers", "1")
+    assert code == 1 and report["verdict_reason"].endswith("2 expected nodes not run")
 
 
 def drift_rows(html: str) -> List[str]:

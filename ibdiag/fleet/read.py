@@ -45,10 +45,11 @@ Decisions:
 - Which reports are one node is ``ibdiag.fleet.identity``'s: a host name in several reports
   is one node only when they share an HCA GUID, the boot id or their file's node name; that
   node keeps its newest report (unless a file not named for its host, or a time past the
-  fleet report's clock, would win: then its reports conflict) and is listed with its sources. Different machines saying one
-  host name are named by their report files' names, with a read note. An input that could not
-  be read but is ``<node>.json`` counts that node UNKNOWN, unless another input gave it a report
-  (or it is a fleet report or a bundle's manifest: ibdiag files that are no node's).
+  fleet report's clock, would win: then its reports conflict) and is listed with its sources.
+  Different machines saying one host name are named by their report files' names, with a
+  read note. An input that could not be read but is ``<node>.json`` counts that node UNKNOWN,
+  unless another input gave it a report (or it is a fleet report or a bundle's manifest:
+  ibdiag files that are no node's).
 """
 
 from __future__ import annotations
@@ -614,7 +615,9 @@ class RunExpectations(NamedTuple):
     problems: List[ReadProblem]
 
 
-NOT_RUN_PREFIX = "not run:"  # fleet run's reason for a node it did not give srun (run.py)
+# fleet run's reason for a node it did not give srun for its Slurm state (drained, down, busy:
+# ``run.why_not_runnable``). A node Slurm does not know is not among them: it stays missing.
+NOT_RUN_PREFIX = "not run: Slurm state "
 
 
 def fleet_run_expectations(paths: Sequence[str]) -> RunExpectations:
