@@ -223,7 +223,7 @@ class Machines:
         self.count += 1
         newest = (*_when(summary.collected_at), self.count)
         # A time beyond the clock ranks below an unknown one; a file named for its host first.
-        when = (0, 0.0) if is_future(summary.collected_at, self.now) else (1, *newest[:2])
+        when = (0, 0, 0.0) if is_future(summary.collected_at, self.now) else (1, *newest[:2])
         key = (names_its_host(summary), *when, self.count)
         machines = self.by_host.setdefault(summary.host, [])
         matching = [machine for machine in machines if machine.is_it(summary)]
