@@ -499,12 +499,16 @@ def _finite(value: Any) -> Optional[float]:
     return number if math.isfinite(number) else None
 
 
+# No measurement the fleet reads is larger: counters are 64-bit, bandwidths and hours far below.
+MAX_MEASUREMENT = float(2**64)
+
+
 class Numbers:
     """Reads a report's measurements (bandwidths, counter increases, hours), none of which is
-    below zero: a number that is none of them - NaN, infinite, too large for a float, negative,
-    ``true`` - is unknown (None), never a crash nor a guess, and its field is named in
-    ``unusable``. A field that is absent, null or not a number at all is only unknown: an older
-    or newer ibdiag may write it so."""
+    below zero or above ``MAX_MEASUREMENT``: a number that is none of them - NaN, infinite, too
+    large for a float or for a 64-bit counter, negative, ``true`` - is unknown (None), never a
+    crash nor a guess, and its field is named in ``unusable``. A field that is absent, null
+    or not a number at all is only unknown: an older or newer ibdiag may write it so."""
 
     def __init__(self) -> None:
         self.unusable: Set[str] = set()
@@ -513,7 +517,7 @@ class Numbers:
         if value is None or not isinstance(value, (int, float)):
             return None
         number = _finite(value)
-        if number is None or number < 0:
+        if number is None or not 0 <= number <= MAX_MEASUREMENT:
             self.unusable.add(what)
             return None
         return number
