@@ -550,18 +550,22 @@ def test_drift_is_folded_alike_in_text_and_html(fleet, tmp_path):
     assert ("fw_ver", "0-7") in rows
 
 
-def test_read_problems_past_the_cap_are_counted_not_listed(fleet, tmp_path):
-    """1,500 inputs that give no node: the first 1,000 listed, then "and 500 more", and every
-    count - the verdict's too - says 1,500."""
+def test_read_problems_of_100000_files_are_counted_past_the_first_1000(fleet, tmp_path):
+    """100,000 inputs that give no node beside one node's report: the first 1,000 listed, then
+    "and 99000 more", and every count - the verdict's too - says 100,000; the JSON stays small
+    (about 100 kB, not 11 MB) and the run takes seconds."""
     folder = directory(tmp_path / "d", fleet, ["gpu0001"])
-    for n in range(1500):
-        Path(folder, f"not a node {n:04d}.json").write_text("")
-    code, report = fleet_report(folder, "--workers", "1")
-    assert code == 1 and report["verdict_reason"] == "1500 unreadable inputs"
-    assert len(report["read_problems"]) == 1000 and report["read_problem_count"] == 1500
+    for n in range(100_000):
+        Path(folder, f"not a node {n:06d}.json").write_bytes(b"")
+    out = tmp_path / "fleet.json"
+    code, report = fleet_report(folder, "--workers", "1", out=out)
+    assert code == 1 and report["verdict_reason"] == "100000 unreadable inputs"
+    assert len(report["read_problems"]) == 1000 and report["read_problem_count"] == 100_000
+    assert report["read_problems"][-1]["source"].endswith("not a node 000999.json")
+    assert out.stat().st_size < 200_000 and report["nodes_read"] == 1
     text = cli("fleet", "report", folder, "--workers", "1").stdout.splitlines()
-    assert "  and 500 more (read problems: 1500)" in text
+    assert "  and 99000 more (read problems: 100000)" in text
     assert len([line for line in text if line.endswith(": an empty file, not JSON")]) == 1000
     html = cli("fleet", "report", folder, "--workers", "1", "--format", "html").stdout
-    assert "Read problems (1500)" in html and "and 500 more" in html
+    assert "Read problems (100000)" in html and "and 99000 more" in html
     assert html.count("an empty file, not JSON") == 1000
