@@ -124,6 +124,17 @@ def test_median_and_scaled_mad():
         stats.median([])
 
 
+def test_median_and_gap_stay_finite_at_the_edge_of_a_float():
+    """Two values near float's largest have a finite median; a huge value over a tiny median
+    a finite gap: a fleet report's JSON never holds an infinity (issue 21)."""
+    import math
+
+    assert math.isfinite(stats.median([1.7e308, 1.7e308])) and stats.median([1.7e308] * 2) > 1e308
+    peers = stats.Spread(median=0.5, mad=0.1, peers=9)
+    assert math.isfinite(stats.gap(1.7e308, peers)) and stats.gap(1.7e308, peers) > 1e308
+    assert stats.gap(-1.7e308, peers) < -1e308 and math.isfinite(stats.gap(-1.7e308, peers))
+
+
 @pytest.mark.parametrize(
     ("values", "value", "flagged"),
     [

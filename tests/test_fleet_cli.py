@@ -233,9 +233,16 @@ def test_a_fleet_run_directory_expects_the_nodes_that_run_was_asked_for(tmp_path
     assert report["missing"]["nodes"] == "gpu009" and done.exit_code == 2
     given = cli("fleet", "report", folder, "--json", "--expect-nodes", "gpu[001-002]")
     assert json.loads(given.stdout)["missing"] is None
-    Path(folder, SUMMARY_NAME).write_text("{not json")  # someone else's: expects nothing
-    broken = json.loads(cli("fleet", "report", folder, "--json").stdout)
-    assert broken["missing"] is None and broken["read_problems"] == []
+    Path(folder, SUMMARY_NAME).write_text("{not json")
+    done = cli("fleet", "report", folder, "--json")
+    broken = json.loads(done.stdout)
+    # Which nodes were expected is unknown: never silently nothing expected (issue 21).
+    assert broken["missing"] is None and done.exit_code == 2
+    (problem,) = broken["read_problems"]
+    assert problem["source"] == str(Path(folder, SUMMARY_NAME))
+    assert problem["reason"].startswith("not JSON (")
+    assert problem["reason"].endswith("): the nodes it expects are unknown")
+    assert broken["verdict_reason"] == ("the fleet run's list of expected nodes unreadable")
 
 
 # -- output -------------------------------------------------------------------------------------

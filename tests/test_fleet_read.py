@@ -684,3 +684,50 @@ def test_notes_are_only_for_the_report_kept(tmp_path):
     assert found.notes == [] and len(found.duplicates) == 1
     notes = [note for _, note in read_with_notes([str(tmp_path)], workers=1)]
     assert notes[0] is not None and notes[1] is None
+
+
+def test_the_report_named_for_its_host_first_and_a_time_past_the_clock_last():
+    """A file named for its host outranks any other file's report, whatever their times; a
+    collected_at past the clock (plus FUTURE_SKEW) ranks below an unknown time; the clock is
+    the caller's (issue 21)."""
+    from ibdiag.fleet.identity import FUTURE_SKEW, Machines
+
+    def used(items, now=LATER) -> str:
+        machines = Machines(now)
+        for item in items:
+            machines.add(item)
+        (node,) = machines.result().nodes
+        return node.source
+
+    skewed = LATER + FUTURE_SKEW - timedelta(seconds=1)  # within the skew: believed
+    future = LATER + FUTURE_SKEW + timedelta(seconds=1)
+    assert used([summary("a", "d/a.json", T0), summary("a", "d/zz.json", LATER)]) == "d/a.json"
+    assert used([summary("a", "d/a.json", T0), summary("a", "x.tar.gz", LATER)]) == "d/a.json"
+    assert used([summary("a", "x/a.json", T0), summary("a", "y/a.json", skewed)]) == "y/a.json"
+    assert used([summary("a", "x/a.json", None), summary("a", "y/a.json", future)]) == "x/a.json"
+    assert used([summary("a", "x/a.json", None), summary("a", "y/a.json", future)],
+                now=future) == "y/a.json"  # fmt: skip
+    assert used([summary("a.example.com", "d/a.json", T0),
+                 summary("a.example.com", "d/b.json", LATER)]) == "d/a.json"  # fmt: skip
+
+
+def test_only_reports_whose_verdicts_differ_conflict_and_the_worse_is_kept():
+    from ibdiag.fleet.identity import Machines
+
+    def read(*items):
+        machines = Machines(LATER)
+        for item in items:
+            machines.add(item)
+        return machines.result().nodes, machines.conflicts()
+
+    sick = summary("a", "d/a.json", T0).model_copy(update={"verdict": "CRITICAL"})
+    (node,), (conflict,) = read(sick, summary("a", "d/zz.json", LATER))
+    assert node.verdict == "CRITICAL" and conflict.nodes == "a"
+    assert conflict.reason == (
+        f"a.json (CRITICAL, collected {T0.isoformat()}) and zz.json (OK, collected "
+        f"{LATER.isoformat()}) say they are a: kept the worse, CRITICAL"
+    )
+    (node,), conflicts = read(summary("a", "d/a.json", T0), summary("a", "d/zz.json", LATER))
+    assert node.source == "d/a.json" and conflicts == []  # the same verdict: no conflict
+    (node,), conflicts = read(sick, summary("a", "e/a.json", LATER))  # run 2 of one name
+    assert node.verdict == "OK" and conflicts == []  # the newest: the node was mended

@@ -139,7 +139,9 @@ def test_busy_nodes_are_kept_from_srun_unless_included_and_mixed_ones_at_level_f
 
 
 def test_srun_argv_one_task_per_listed_node_with_slurm_limits_past_the_node_limit():
-    task = run.node_task_argv(PY, "/shared/ib", 60, ("--level", "standard", "--sysfs", "/s"))
+    task = run.node_task_argv(
+        [PY, "-m", "ibdiag"], "/shared/ib", 60, ("--level", "standard", "--sysfs", "/s")
+    )
     assert task == [
         PY, "-m", "ibdiag", "fleet", "node-task", "--out-dir=/shared/ib", "--timeout=60", "--",
         "--level", "standard", "--sysfs", "/s",
@@ -155,7 +157,7 @@ def test_srun_argv_one_task_per_listed_node_with_slurm_limits_past_the_node_limi
 
 
 def test_srun_argv_partition_time_limit_and_extra_srun_options():
-    task = run.node_task_argv(PY, "/d", 900, ("--level", "full"))
+    task = run.node_task_argv([PY, "-m", "ibdiag"], "/d", 900, ("--level", "full"))
     argv = run.srun_argv("srun", ["n1"], task, 900, "gpu", ("--reservation=maint",),
                          allocation_wait_s=0)  # fmt: skip
     assert "--partition=gpu" in argv
@@ -511,6 +513,51 @@ def test_the_run_keeps_busy_nodes_from_srun_unless_included(tmp_path):
         assert summary.never_answered_nodes == ["gpu01", "gpu02", "gpu03"]
 
 
+def test_the_nodes_run_the_installed_ibdiag_by_default_or_the_python_given(tmp_path):
+    """Not the launcher's interpreter (a venv a compute node may not have): README's node
+    install, /opt/ibdiag/bin/ibdiag, on every node (issue 21)."""
+    body = "sys.exit(1)"
+    sinfo, srun, record = fake_slurm(tmp_path, "gpu01|idle\\n", body)
+    task = ["fleet", "node-task"]
+    for extra, program in [
+        ((), ["/opt/ibdiag/bin/ibdiag"]),
+        (("--ibdiag", "/site/ibdiag"), ["/site/ibdiag"]),
+        (("--python", "/opt/py/bin/python3"), ["/opt/py/bin/python3", "-m", "ibdiag"]),
+    ]:
+        out = tmp_path / f"out-{len(extra)}-{len(program)}"
+        done = ibdiag(
+            "fleet", "run", "--nodes", "gpu01", "-o", str(out), *extra,
+            "--srun", srun, "--sinfo", sinfo,
+        )  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        argv = json.loads(record.read_text())
+        start = argv.index("fleet") - len(program)
+        assert argv[start : start + len(program) + 2] == program + task, argv
+        assert PY not in argv or extra
+    both = ibdiag("fleet", "run", "--nodes", "gpu01", "-o", str(tmp_path / "b"),
+                  "--ibdiag", "/a", "--python", "/b")  # fmt: skip
+    assert both.returncode == 3 and "not both" in both.stderr
+
+
+def test_sinfo_names_are_node_names_or_host_lists_and_nothing_else():
+    """sinfo without --Node writes host lists; a name that is neither a node name nor a host
+    list of them is left out (and said), never a node expected by that name (issue 21)."""
+    odd: list = []
+    states = run.parse_sinfo("gpu[003-005]|idle\na,b|drained\nx y|idle\ngpu[1-|idle\n", odd)
+    assert states == {
+        "gpu003": "idle", "gpu004": "idle", "gpu005": "idle", "a": "drained", "b": "drained",
+    }  # fmt: skip
+    assert odd == ["x y", "gpu[1-"]
+
+
+def test_nodes_that_are_no_node_names_are_a_usage_error(tmp_path):
+    sinfo, srun, _ = fake_slurm(tmp_path, "gpu01|idle\\n", "")
+    done = ibdiag("fleet", "run", "--nodes", "gpu01,bad name", "-o", str(tmp_path / "o"),
+                  "--srun", srun, "--sinfo", sinfo)  # fmt: skip
+    assert done.returncode == 3 and len(done.stderr.splitlines()) == 1
+    assert "--nodes: 'bad name' cannot be a node name" in done.stderr
+
+
 def test_srun_still_running_after_every_node_answered_is_stopped(tmp_path, monkeypatch):
     sent = status("gpu01", rc=0, verdict="OK", report="gpu01.json", size=2)
     body = f"print({sent.line()!r}, flush=True)\nprint('stray output', flush=True)\ntime.sleep(600)"
@@ -559,7 +606,8 @@ def fleet_run(cluster: SlurmCluster, *args: str, timeout: float = 120):
     env = ibdiag_env(SLURM_CONF=str(cluster.conf_path))
     env[MARKER_VARIABLE] = cluster.marker  # what the tasks leave behind dies with the cluster
     started = time.monotonic()
-    done = ibdiag("fleet", "run", *args, env=env, timeout=timeout)
+    # The nodes run this checkout's ibdiag (by default they run /opt/ibdiag/bin/ibdiag).
+    done = ibdiag("fleet", "run", "--python", PY, *args, env=env, timeout=timeout)
     return done, time.monotonic() - started
 
 
@@ -675,8 +723,8 @@ def test_real_slurm_an_interrupted_run_ends_the_job_and_still_says_who_answered(
     env[MARKER_VARIABLE] = slurm.marker
     out = tmp_path / "i"
     launcher = subprocess.Popen(
-        [PY, "-m", "ibdiag", "fleet", "run", "--nodes", slurm.node_name, "-o", str(out),
-         "--sysfs", GOOD, "--checks-dir", str(hanging_checks)],
+        [PY, "-m", "ibdiag", "fleet", "run", "--python", PY, "--nodes", slurm.node_name,
+         "-o", str(out), "--sysfs", GOOD, "--checks-dir", str(hanging_checks)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

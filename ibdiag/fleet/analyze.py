@@ -6,7 +6,10 @@ nodes with one reason are one line: CRITICAL nodes by drain reason (``drain``) -
 whose failing ports all lie on suspect switches, which go to ``switch_suspect`` (their ticket
 is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason (a node
 whose report file could not be read among them: ``nodes_read`` does not count it); expected
-hosts without a report as ``missing`` (hosts not expected are reported like any other). Groups
+hosts without a report as ``missing``, or as ``not_run`` where fleet run says Slurm kept them
+from running (drained, down, busy); hosts that answered but nobody expected are reported like
+any other and listed as ``unexpected``, but kept out of switch blame and rail conformance, where
+a few forged reports could otherwise make a suspect of a real node's switch. Groups
 come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
 """
 
@@ -18,7 +21,14 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from ibdiag import __version__
 from ibdiag.fleet.drift import find_drift
 from ibdiag.fleet.identity import answered_names
-from ibdiag.fleet.model import FleetReport, FleetSettings, NodeGroup, Outlier, ReadProblem
+from ibdiag.fleet.model import (
+    READ_PROBLEMS_LISTED,
+    FleetReport,
+    FleetSettings,
+    NodeGroup,
+    Outlier,
+    ReadProblem,
+)
 from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
 from ibdiag.fleet.outliers import find_outliers
 from ibdiag.fleet.switches import (
@@ -31,7 +41,9 @@ from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 
 MISSING = "MISSING"
+NOT_RUN = "NOT_RUN"
 NO_REPORT = "no report"
+UNEXPECTED = "answered, but no expectation (--expect-nodes, fleet-run.json) names it"
 NO_REASON = "(no reason given)"
 
 
@@ -41,10 +53,23 @@ def analyze(
     expected: Optional[Sequence[str]] = None,
     read_problems: Sequence[ReadProblem] = (),
     duplicates: Sequence[NodeGroup] = (),
+    not_run: Optional[Dict[str, str]] = None,
+    conflicts: Sequence[NodeGroup] = (),
+    expectations_unread: bool = False,
+    now: Optional[datetime] = None,
 ) -> FleetReport:
-    """Everything the fleet report says about ``nodes`` (one summary per host)."""
+    """Everything the fleet report says about ``nodes`` (one summary per host).
+
+    ``expected``: the nodes a report is expected from (None: no expectation); ``not_run``:
+    those of them fleet run did not run, and why (Slurm's state); ``conflicts``: the nodes
+    whose reports disagree (``ibdiag.fleet.identity``); ``expectations_unread``: a fleet run
+    summary that should have said which nodes are expected could not be read; ``now``: the
+    report's clock (``generated_at``)."""
+    wanted = set(expected or ())
+    strangers = [node for node in nodes if expected is not None and not _expected(node, wanted)]
+    known = [node for node in nodes if expected is None or _expected(node, wanted)]
     outliers = unexplained(find_outliers(nodes, settings), nodes)
-    switches = blame_switches(nodes, settings, outliers)
+    switches = blame_switches(known, settings, outliers)
     on_suspect = suspect_ports(switches)
     counts = {verdict: 0 for verdict in (*VERDICTS, MISSING)}
     drain: Dict[str, Set[str]] = {}
@@ -60,12 +85,20 @@ def analyze(
             _add(warnings, node.drain_reason or node.verdict_reason, node.host)
         elif node.verdict == "UNKNOWN":
             _add(unknown, node.verdict_reason or node.drain_reason, node.host)
-    absent = sorted(set(expected or ()) - answered_names(nodes), key=natural_key)
+    unanswered = wanted - answered_names(nodes)
+    not_run = {node: why for node, why in (not_run or {}).items() if node in unanswered}
+    absent = sorted(unanswered - set(not_run), key=natural_key)
     counts[MISSING] = len(absent)
+    if not_run:
+        counts[NOT_RUN] = len(not_run)
     missing = NodeGroup(reason=NO_REPORT, nodes=compress(absent), count=len(absent))
+    not_run_groups: Dict[str, Set[str]] = {}
+    for node, why in not_run.items():
+        _add(not_run_groups, why, node)
+    unexpected = [node.host for node in strangers]
     report = FleetReport(
         tool_version=__version__,
-        generated_at=datetime.now(timezone.utc),
+        generated_at=now or datetime.now(timezone.utc),
         settings=settings,
         verdict="UNKNOWN",
         verdict_reason="",
@@ -76,17 +109,27 @@ def analyze(
         warnings=_groups(warnings),
         unknown=_groups(unknown),
         missing=missing if absent else None,
+        not_run=_groups(not_run_groups),
+        unexpected=NodeGroup(reason=UNEXPECTED, nodes=compress(unexpected), count=len(unexpected))
+        if unexpected
+        else None,
+        conflicts=list(conflicts),
         outliers=outliers,
         drift=find_drift(nodes, settings),
         switches=switches,
-        rail_misplacements=find_rail_misplacements(nodes, settings),
-        read_problems=list(read_problems),
+        rail_misplacements=find_rail_misplacements(known, settings),
+        read_problems=list(read_problems[:READ_PROBLEMS_LISTED]),
+        read_problem_count=len(read_problems),
         duplicates=list(duplicates),
     )
-    wanted = set(expected or ())
     lost = sum(1 for node in nodes if node.unread and node.host in wanted)
-    verdict, reason = _verdict(report, lost)
+    verdict, reason = _verdict(report, lost, expectations_unread)
     return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
+
+
+def _expected(node: NodeSummary, wanted: Set[str]) -> bool:
+    """Whether any name the node may have answered under (``answered_names``) is expected."""
+    return not answered_names([node]).isdisjoint(wanted)
 
 
 def unexplained(outliers: Sequence[Outlier], nodes: Sequence[NodeSummary]) -> List[Outlier]:
@@ -138,17 +181,22 @@ def _groups(groups: Dict[str, Set[str]]) -> List[NodeGroup]:
     ]
 
 
-def _verdict(report: FleetReport, expected_unread: int = 0) -> Tuple[str, str]:
+def _verdict(
+    report: FleetReport, expected_unread: int = 0, expectations_unread: bool = False
+) -> Tuple[str, str]:
     """As ``FleetReport`` documents: CRITICAL, WARNING, OK, or UNKNOWN (no node read).
 
     ``expected_unread``: expected nodes whose only report could not be read. They are UNKNOWN
     nodes, listed with why, but their answer is lost as a missing node's is: CRITICAL, not a
-    warning, so a fleet expecting them is never graded better for a truncated file."""
+    warning, so a fleet expecting them is never graded better for a truncated file. So is a
+    fleet run summary that could not be read (``expectations_unread``): the nodes it expected
+    are unknown, so a node that never answered cannot be named missing."""
     counts = report.counts
-    unreadable = _count(len(report.read_problems), "unreadable input")
+    unreadable = _count(report.read_problem_count, "unreadable input")
+    lost_list = "the fleet run's list of expected nodes unreadable" if expectations_unread else ""
     if not report.nodes_read:
         missing = _count(counts[MISSING], "expected node") + " missing" if counts[MISSING] else ""
-        return "UNKNOWN", _join(["no node report could be read", unreadable, missing])
+        return "UNKNOWN", _join(["no node report could be read", unreadable, missing, lost_list])
     critical = []
     if counts["CRITICAL"]:
         drained = sum(group.count for group in report.drain)
@@ -161,11 +209,18 @@ def _verdict(report: FleetReport, expected_unread: int = 0) -> Tuple[str, str]:
         critical.append(_count(counts[MISSING], "expected node") + " missing")
     if expected_unread:
         critical.append(_count(expected_unread, "expected node") + " with an unreadable report")
-    if critical:
+    critical.append(lost_list)
+    if any(critical):
         return "CRITICAL", _join(critical)
+    not_run = sum(group.count for group in report.not_run)
     warning = [
         _count(counts["WARNING"], "WARNING node"),
         _count(counts["UNKNOWN"], "UNKNOWN node"),
+        _count(not_run, "expected node") + " not run" if not_run else "",
+        _count(report.unexpected.count, "unexpected node") if report.unexpected else "",
+        _count(len(report.conflicts), "node") + " with conflicting reports"
+        if report.conflicts
+        else "",
         _count(len(report.outliers), "outlier"),
         _count(len(report.drift), "drifting attribute"),
         _count(len(report.rail_misplacements), "misplaced rail"),

@@ -91,3 +91,36 @@ def _order(drift: Drift) -> Tuple[int, str, int]:
     if drift.attribute in CHECKED:
         return (1, "", CHECKED.index(drift.attribute))
     return (2 if drift.attribute == KERNEL else 3, drift.attribute, 0)
+
+
+# --- how a renderer shows it (text and HTML alike) ---------------------------------------------
+
+
+def merged_rails(drifts: Sequence[Drift]) -> List[Tuple[Drift, List[int]]]:
+    """Drift entries that differ only by rail, as one with their rails (a node on other
+    firmware on all eight HCAs is one line, not eight), in their first entry's place."""
+    merged: Dict[Tuple[object, ...], Tuple[Drift, List[int]]] = {}
+    for drift in drifts:
+        key = (drift.attribute, drift.rail is None, drift.majority, drift.majority_count,
+               tuple(drift.others))  # fmt: skip
+        if drift.rail is None:
+            key += (id(drift),)
+        _, rails = merged.setdefault(key, (drift, []))
+        if drift.rail is not None:
+            rails.append(drift.rail)
+    return list(merged.values())
+
+
+def rail_ranges(numbers: Sequence[int]) -> str:
+    """``0-3,5`` of 0, 1, 2, 3, 5."""
+    parts: List[str] = []
+    ordered = sorted(set(numbers))
+    start = previous = ordered[0]
+    for number in [*ordered[1:], None]:
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        parts.append(f"{start}-{previous}" if previous != start else f"{start}")
+        if number is not None:
+            start = previous = number
+    return ",".join(parts)

@@ -13,7 +13,18 @@ share a host name are **the same node only when the evidence says so**:
 
 Otherwise they are different machines. The same node read more than once keeps its newest
 report (``collected_at``; one that says when beats one that does not; a tie goes to the one
-given last) and is listed with its sources (``duplicates``). Different
+given last) and is listed with its sources (``duplicates``) - with two exceptions, as any node
+can write a report saying any host name, and read the HCA GUIDs of others off the fabric:
+
+- a report whose file names its host (``gpu031.json`` saying gpu031, or gpu031.example.com)
+  is never replaced by one whose file does not (``zz.json`` saying gpu031, a bundle);
+- a ``collected_at`` later than the fleet report's own clock (``now``) plus ``FUTURE_SKEW`` is
+  no time to trust: such a report never wins by it (it ranks below a report of unknown time).
+
+Where these rules, not the newest time, chose the report and the newest says another verdict,
+the reports are in *conflict*: the node keeps the worse of the two verdicts (a report that
+hides a sick node never hides it; one that frames a healthy node is looked at) and is listed
+(``Identified.conflicts``). Different
 machines with one host name are each named by their report file's name where that is a valid
 node name (``fleet run`` writes ``DIR/<Slurm node>.json``, the clush recipe
 ``$(hostname -s).json``), one read note per host name saying so. A file that names no node (a
@@ -32,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from ibdiag.fleet.model import NodeGroup, ReadProblem
@@ -43,6 +54,12 @@ from ibdiag.sources.sysfs import natural_key
 REPORT_SUFFIX = ".json"
 UNREADABLE = "its report could not be read"
 _SOURCES_SHOWN = 5
+# How far a node's clock may run ahead of the one making the fleet report (NTP keeps them
+# within a second; a node booted before its clock was set, minutes): beyond, a report's time
+# is not believed.
+FUTURE_SKEW = timedelta(minutes=5)
+# Worse verdicts last: a conflict keeps the worse (UNKNOWN is no better than a warning).
+_VERDICT_ORDER = ("OK", "WARNING", "UNKNOWN", "CRITICAL")
 
 
 class Identified(NamedTuple):
@@ -52,6 +69,18 @@ class Identified(NamedTuple):
     nodes: List[NodeSummary]
     duplicates: List[NodeGroup]
     notes: List[NodeGroup]
+
+
+def names_its_host(summary: NodeSummary) -> bool:
+    """Whether the report's file is named for the host it says (``gpu031.json`` saying gpu031
+    or gpu031.cluster.example)."""
+    name = file_node_name(summary.source)
+    return name is not None and name in (summary.host, summary.host.split(".", 1)[0])
+
+
+def is_future(value: Optional[datetime], now: datetime) -> bool:
+    """Whether ``value`` (naive: UTC) is later than ``now`` plus ``FUTURE_SKEW``."""
+    return value is not None and _when(value)[1] > _when(now)[1] + FUTURE_SKEW.total_seconds()
 
 
 def file_node_name(source: str) -> Optional[str]:
@@ -126,17 +155,28 @@ def _gist(reason: str) -> str:
 class _Machine:
     """The reports one machine gave: the newest, every source, and what identifies it."""
 
-    def __init__(self, summary: NodeSummary, key: tuple) -> None:
+    def __init__(self, summary: NodeSummary, key: tuple, newest: tuple) -> None:
         self.best: Tuple[tuple, NodeSummary] = (key, summary)
+        self.newest: Tuple[tuple, NodeSummary] = (newest, summary)  # by time alone
         self.sources: List[str] = []
         self.guids: Set[str] = set()
         self.boot_ids: Set[str] = set()
         self.file_names: Set[str] = set()
-        self.add(summary, key)
+        self.add(summary, key, newest)
 
     @property
     def summary(self) -> NodeSummary:
+        """The report the node is judged by: the best ranked, or in a conflict the worse."""
+        if self.in_conflict:
+            return max(self.best[1], self.newest[1], key=_badness)
         return self.best[1]
+
+    @property
+    def in_conflict(self) -> bool:
+        """The newest report by time alone was not the one ranked best, and says another
+        verdict (the module docstring)."""
+        chosen, newest = self.best[1], self.newest[1]
+        return chosen is not newest and chosen.verdict != newest.verdict
 
     def is_it(self, summary: NodeSummary) -> bool:
         """Whether the evidence says ``summary`` is this machine's (the module docstring)."""
@@ -147,7 +187,7 @@ class _Machine:
         name = file_node_name(summary.source)
         return name is not None and name in self.file_names
 
-    def add(self, summary: NodeSummary, key: tuple) -> None:
+    def add(self, summary: NodeSummary, key: tuple, newest: tuple) -> None:
         self.sources.append(summary.source)
         self.guids.update(summary.guids)
         if summary.boot_id:
@@ -157,6 +197,8 @@ class _Machine:
             self.file_names.add(name)
         if key > self.best[0]:
             self.best = (key, summary)
+        if newest > self.newest[0]:
+            self.newest = (newest, summary)
 
     def merge(self, other: _Machine) -> None:
         self.sources += other.sources
@@ -165,28 +207,66 @@ class _Machine:
         self.file_names |= other.file_names
         if other.best[0] > self.best[0]:
             self.best = other.best
+        if other.newest[0] > self.newest[0]:
+            self.newest = other.newest
 
 
 class Machines:
     """The machines seen so far, by the host name their reports say."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: Optional[datetime] = None) -> None:
         self.by_host: Dict[str, List[_Machine]] = {}
         self.count = 0
+        self.now = now or datetime.now(timezone.utc)
 
     def add(self, summary: NodeSummary) -> None:
         self.count += 1
-        key = (*_when(summary.collected_at), self.count)
+        newest = (*_when(summary.collected_at), self.count)
+        # A time beyond the clock ranks below an unknown one; a file named for its host first.
+        when = (0, 0, 0.0) if is_future(summary.collected_at, self.now) else (1, *newest[:2])
+        key = (names_its_host(summary), *when, self.count)
         machines = self.by_host.setdefault(summary.host, [])
         matching = [machine for machine in machines if machine.is_it(summary)]
         if not matching:
-            machines.append(_Machine(summary, key))
+            machines.append(_Machine(summary, key, newest))
             return
         machine = matching[0]
         for other in matching[1:]:  # one report can tie machines seen apart (a GUID, a boot id)
             machine.merge(other)
             machines.remove(other)
-        machine.add(summary, key)
+        machine.add(summary, key, newest)
+
+    def conflicts(self) -> List[NodeGroup]:
+        """One group per node whose reports conflict (the module docstring), saying which
+        reports and what was kept: ``gpu031.json (CRITICAL, collected T) and zz.json (OK,
+        collected U) say they are gpu031: kept the worse, CRITICAL``."""
+        found = []
+        for machine, name in self._named():
+            if machine.in_conflict:
+                chosen, newest = machine.best[1], machine.newest[1]
+                found.append(
+                    NodeGroup(
+                        reason=(
+                            f"{_described(chosen, self.now)} and {_described(newest, self.now)}"
+                            f" say they are {chosen.host}: kept the worse, "
+                            f"{machine.summary.verdict}"
+                        ),
+                        nodes=name,
+                        count=1,
+                    )
+                )
+        return found
+
+    def _named(self) -> List[Tuple[_Machine, str]]:
+        """Every machine with the name it goes by (``_names`` where a host name is shared)."""
+        taken = {host for host, machines in self.by_host.items() if len(machines) == 1}
+        named = []
+        for host, machines in self.by_host.items():
+            names = [machine.summary.host for machine in machines]
+            if len(machines) > 1:
+                names = _names(host, machines, taken)
+            named += zip(machines, names)
+        return named
 
     def result(self) -> Identified:
         taken = {host for host, machines in self.by_host.items() if len(machines) == 1}
@@ -258,6 +338,19 @@ def _duplicate(name: str, machine: _Machine) -> NodeGroup:
         + (f" and {more} more" if more > 0 else "")
     )
     return NodeGroup(reason=reason, nodes=name, count=1)
+
+
+def _badness(summary: NodeSummary) -> int:
+    verdict = summary.verdict
+    return _VERDICT_ORDER.index(verdict) if verdict in _VERDICT_ORDER else len(_VERDICT_ORDER)
+
+
+def _described(summary: NodeSummary, now: datetime) -> str:
+    """``zz.json (OK, collected 2099-01-01T00:00:00+00:00, after this report's clock)``."""
+    when = summary.collected_at.isoformat() if summary.collected_at else "time unknown"
+    if is_future(summary.collected_at, now):
+        when += ", after this report's clock"
+    return f"{os.path.basename(summary.source.rstrip('/'))} ({summary.verdict}, collected {when})"
 
 
 def _when(value: Optional[datetime]) -> Tuple[int, float]:

@@ -139,10 +139,17 @@ class ReadProblem(_Frozen):
     reason: str
 
 
+# Read problems listed in a FleetReport: beyond, only counted (a directory of 100,000 foreign
+# files must not make a report of 100,000 lines).
+READ_PROBLEMS_LISTED = 1000
+
+
 class FleetReport(_Frozen):
     """The fleet's answer. ``verdict``/``exit_code`` as ``ibdiag check``'s, for the fleet:
-    CRITICAL when a node is CRITICAL or an expected node is missing; WARNING when a node warns
-    or is UNKNOWN, or outliers, drift, misplaced rails or unreadable inputs were found; OK
+    CRITICAL when a node is CRITICAL, an expected node is missing, or the fleet run summary
+    that says which nodes are expected could not be read; WARNING when a node warns or is
+    UNKNOWN, or expected nodes were not run, unexpected nodes answered, a node's reports
+    conflict, or outliers, drift, misplaced rails or unreadable inputs were found; OK
     otherwise; UNKNOWN when no node could be read."""
 
     schema_version: int = FLEET_SCHEMA_VERSION
@@ -158,11 +165,23 @@ class FleetReport(_Frozen):
     warnings: List[NodeGroup] = Field(default_factory=list)  # WARNING nodes by reason
     unknown: List[NodeGroup] = Field(default_factory=list)  # UNKNOWN nodes by verdict reason
     missing: Optional[NodeGroup] = None  # expected (--expect-nodes) but no report
+    # Expected nodes fleet run did not run, by its reason (``not run: Slurm state drained``):
+    # out of service or busy, as Slurm said; not counted missing.
+    not_run: List[NodeGroup] = Field(default_factory=list)
+    # Nodes that answered although no expectation (--expect-nodes, fleet-run.json) names them:
+    # a name mismatch, or a report that is not the fleet's. Kept out of switch blame and rail
+    # conformance, where a few such reports could move a real node's ticket.
+    unexpected: Optional[NodeGroup] = None
+    # Nodes whose reports disagree and were not ranked by time (``ibdiag.fleet.identity``):
+    # each kept at the worse verdict, one group each saying which reports.
+    conflicts: List[NodeGroup] = Field(default_factory=list)
     outliers: List[Outlier] = Field(default_factory=list)
     drift: List[Drift] = Field(default_factory=list)
     switches: List[SuspectSwitch] = Field(default_factory=list)
     rail_misplacements: List[RailMisplacement] = Field(default_factory=list)
+    # The first READ_PROBLEMS_LISTED inputs that gave no node; read_problem_count counts all.
     read_problems: List[ReadProblem] = Field(default_factory=list)
+    read_problem_count: int = 0
     # Hosts with more than one report: the newest (collected_at) was used.
     duplicates: List[NodeGroup] = Field(default_factory=list)
     # Nodes read with a caveat, by caveat: a report schema newer than this ibdiag's (read

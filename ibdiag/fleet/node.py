@@ -17,10 +17,11 @@ module number a node's HCAs alike.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from datetime import datetime
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -124,6 +125,10 @@ class NodeSummary(_Frozen):
     # No report of it could be read: only its name is known (``ibdiag.fleet.identity``), from
     # the file name of an input that could not be read. Counted UNKNOWN, not as a node read.
     unread: bool = False
+    # Numbers of its report that no measurement can be (a 401-digit integer, a negative
+    # bandwidth, infinity): which fields, as ``loopback gbps``. Each was read as unknown, so
+    # it costs this node that value and nothing else; ``read_fleet`` notes the node.
+    unusable_numbers: List[str] = []
 
     def metric(self, name: str, rail: Optional[int] = None) -> Optional[float]:
         return next((m.value for m in self.metrics if m.name == name and m.rail == rail), None)
@@ -145,7 +150,9 @@ def summarize(report: Any, source: str) -> NodeSummary:
         raise NotAReport(f"host name {host[:64]!r} cannot be a node name")
     findings = [_result(item) for item in results if isinstance(item, dict)]
     rails = _rails(_dicts(snapshot.get("devices")))
-    ports = _ports(snapshot, rails, findings)
+    numbers = Numbers()
+    ports = _ports(snapshot, rails, findings, numbers)
+    metrics = _metrics(snapshot, rails, report.get("counter_increases"), numbers)
     return NodeSummary(
         host=host,
         source=source,
@@ -173,8 +180,9 @@ def summarize(report: Any, source: str) -> NodeSummary:
         },
         boot_id=_text(snapshot.get("boot_id")) or None,
         guids=_guids(_dicts(snapshot.get("devices"))),
-        metrics=_metrics(snapshot, rails, report.get("counter_increases")),
-        rate_window_hours=_window(report.get("counter_increases")),
+        metrics=metrics,
+        rate_window_hours=_window(report.get("counter_increases"), numbers),
+        unusable_numbers=sorted(numbers.unusable),
     )
 
 
@@ -193,11 +201,14 @@ class Finding(NamedTuple):
 
 
 def _result(item: Dict[str, Any]) -> Finding:
+    observed = item.get("observed")
+    if _is_number(observed) and _finite(observed) is None:
+        observed = None  # a value no measurement is: nothing for a drain reason to quote
     return Finding(
         _text(item.get("check_id")) or "",
         _text(item.get("target")) or "",
         _text(item.get("status")) or "",
-        item.get("observed"),
+        observed,
         _text(item.get("subject")),
     )
 
@@ -246,7 +257,10 @@ def _guids(devices: List[Dict[str, Any]]) -> List[str]:
 
 
 def _ports(
-    snapshot: Dict[str, Any], rails: Dict[str, int], findings: Sequence[Finding]
+    snapshot: Dict[str, Any],
+    rails: Dict[str, int],
+    findings: Sequence[Finding],
+    numbers: Numbers,
 ) -> List[PortSummary]:
     local: Dict[str, List[Finding]] = {}
     cable: Dict[str, List[Finding]] = {}
@@ -277,7 +291,9 @@ def _ports(
                     number=number,
                     rail=rails.get(name),
                     state=_text(port.get("state_name")),
-                    rate_gbps=_float(rate.get("gbps")) if isinstance(rate, dict) else None,
+                    rate_gbps=numbers.read(rate.get("gbps"), "port rate gbps")
+                    if isinstance(rate, dict)
+                    else None,
                     status=_worst(mine),
                     cable_status=_worst(theirs),
                     failing_checks=sorted(
@@ -303,22 +319,27 @@ def _far_end(partner: Any, cable_name: Optional[str]) -> Optional[FarEnd]:
     )
 
 
-def _metrics(snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any) -> List[Metric]:
+def _metrics(
+    snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any, numbers: Numbers
+) -> List[Metric]:
     metrics: List[Metric] = []
     best: Dict[int, float] = {}
     for attempt in _dicts(snapshot.get("loopback")):
-        rail, gbps = rails.get(attempt.get("client_device")), _float(attempt.get("gbps"))
+        rail = rails.get(attempt.get("client_device"))
+        gbps = numbers.read(attempt.get("gbps"), "loopback gbps")
         if rail is not None and gbps is not None:
             best[rail] = max(best.get(rail, gbps), gbps)
     metrics += [Metric(name=IB_WRITE_BW, rail=rail, value=v) for rail, v in sorted(best.items())]
-    busbw = _nccl_tests_busbw(snapshot.get("nccl_tests"))
+    busbw = _nccl_tests_busbw(snapshot.get("nccl_tests"), numbers)
     if busbw is not None:
         metrics.append(Metric(name=NCCL_TESTS_BUSBW, value=busbw))
     metrics += [
         Metric(name=INSPECTOR_BUSBW_PREFIX + key, value=value)
-        for key, value in sorted(_inspector_busbw(snapshot.get("nccl_inspector_dumps")).items())
+        for key, value in sorted(
+            _inspector_busbw(snapshot.get("nccl_inspector_dumps"), numbers).items()
+        )
     ]
-    hours = _window(increases)
+    hours = _window(increases, numbers)
     if hours is not None:
         rates: Dict[Tuple[str, int], float] = {}
         for target, counters in _mapping(increases.get("targets")).items():
@@ -326,18 +347,19 @@ def _metrics(snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any) ->
             if rail is None or not isinstance(counters, dict):
                 continue
             for name, delta in counters.items():
-                value = _float(delta)
+                value = numbers.read(delta, "counter_increases delta")
                 if value is not None:
                     key = (str(name), rail)
                     rates[key] = rates.get(key, 0.0) + value / max(hours, MIN_RATE_WINDOW_HOURS)
-        metrics += [
-            Metric(name=ERROR_RATE_PREFIX + name, rail=rail, value=value)
-            for (name, rail), value in sorted(rates.items())
-        ]
+        for (name, rail), value in sorted(rates.items()):
+            if math.isfinite(value):
+                metrics.append(Metric(name=ERROR_RATE_PREFIX + name, rail=rail, value=value))
+            else:  # finite deltas whose sum is not
+                numbers.unusable.add("counter_increases delta")
     return metrics
 
 
-def _nccl_tests_busbw(result: Any) -> Optional[float]:
+def _nccl_tests_busbw(result: Any, numbers: Numbers) -> Optional[float]:
     """The best busbw (GB/s) of the rows of the largest size, as the nccl check reads it."""
     if not isinstance(result, dict):
         return None
@@ -346,7 +368,7 @@ def _nccl_tests_busbw(result: Any) -> Optional[float]:
         return None
     largest = max(_int(row["size_bytes"]) for row in rows)
     values = [
-        _float(half.get("busbw_gbps"))
+        numbers.read(half.get("busbw_gbps"), "nccl_tests busbw_gbps")
         for row in rows
         if _int(row.get("size_bytes")) == largest
         for half in (row.get("out_of_place"), row.get("in_place"))
@@ -379,7 +401,7 @@ class _Bucket(NamedTuple):
         return f"{self.collective}:{self.low}-{self.low + 1}{_BUCKET_UNITS[self.unit]}{span}"
 
 
-def _inspector_busbw(dumps: Any) -> Dict[str, float]:
+def _inspector_busbw(dumps: Any, numbers: Numbers) -> Dict[str, float]:
     """``inspector_key`` -> the median busbw (Gb/s) of this node's collective samples with that
     key. A bus bandwidth is only comparable like for like: a 4 KiB AllReduce runs at a fraction
     of a 4 GiB one, and a communicator within one node (NVLink) far above one across nodes, so
@@ -391,7 +413,7 @@ def _inspector_busbw(dumps: Any) -> Dict[str, float]:
     values: Dict[_Bucket, List[float]] = {}
     for dump in _dicts(dumps):
         for sample in _dicts(dump.get("samples")):
-            value = _float(sample.get("bus_bw_gbps"))
+            value = numbers.read(sample.get("bus_bw_gbps"), "nccl_inspector bus_bw_gbps")
             bucket = _inspector_bucket(sample)
             if sample.get("kind") != "coll" or bucket is None or value is None or value <= 0:
                 continue
@@ -434,10 +456,10 @@ def _inspector_bucket(sample: Dict[str, Any]) -> Optional[_Bucket]:
                    size // 1024**unit)  # fmt: skip
 
 
-def _window(increases: Any) -> Optional[float]:
+def _window(increases: Any, numbers: Numbers) -> Optional[float]:
     if not isinstance(increases, dict):
         return None
-    return _float(increases.get("hours"))
+    return numbers.read(increases.get("hours"), "counter_increases hours")
 
 
 def _worst(results: Sequence[Finding]) -> str:
@@ -461,10 +483,44 @@ def _int(value: Any) -> Optional[int]:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _float(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite(value: Any) -> Optional[float]:
+    """``value`` as a finite float; None for anything else: not a number (``true`` is no
+    number), NaN, an infinity, or an integer too large for a float (``float`` raises)."""
+    if not _is_number(value):
         return None
-    return float(value) if value == value and abs(value) != float("inf") else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+# No measurement the fleet reads is larger: counters are 64-bit, bandwidths and hours far below.
+MAX_MEASUREMENT = float(2**64)
+
+
+class Numbers:
+    """Reads a report's measurements (bandwidths, counter increases, hours), none of which is
+    below zero or above ``MAX_MEASUREMENT``: a number that is none of them - NaN, infinite, too
+    large for a float or for a 64-bit counter, negative, ``true`` - is unknown (None), never a
+    crash nor a guess, and its field is named in ``unusable``. A field that is absent, null
+    or not a number at all is only unknown: an older or newer ibdiag may write it so."""
+
+    def __init__(self) -> None:
+        self.unusable: Set[str] = set()
+
+    def read(self, value: Any, what: str) -> Optional[float]:
+        if value is None or not isinstance(value, (int, float)):
+            return None
+        number = _finite(value)
+        if number is None or not 0 <= number <= MAX_MEASUREMENT:
+            self.unusable.add(what)
+            return None
+        return number
 
 
 def _time(value: Any) -> Optional[datetime]:

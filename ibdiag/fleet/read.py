@@ -39,12 +39,17 @@ Decisions:
 - A report with a ``schema_version`` newer than this ibdiag's is read best-effort - a summary
   reads few fields and tolerates new ones - and its node gets a note (``read_notes``) saying
   so: a newer ibdiag on part of the fleet is not a reason to lose those nodes.
+- A number in a report that no measurement can be (an integer of hundreds or thousands of
+  digits, infinite, NaN, negative) is read as unknown and noted on its node
+  (``ibdiag.fleet.node.Numbers``): one node's value never costs the fleet report.
 - Which reports are one node is ``ibdiag.fleet.identity``'s: a host name in several reports
   is one node only when they share an HCA GUID, the boot id or their file's node name; that
-  node keeps its newest report and is listed with its sources. Different machines saying one
-  host name are named by their report files' names, with a read note. An input that could not
-  be read but is ``<node>.json`` counts that node UNKNOWN, unless another input gave it a report
-  (or it is a fleet report or a bundle's manifest: ibdiag files that are no node's).
+  node keeps its newest report (unless a file not named for its host, or a time past the
+  fleet report's clock, would win: then its reports conflict) and is listed with its sources.
+  Different machines saying one host name are named by their report files' names, with a
+  read note. An input that could not be read but is ``<node>.json`` counts that node UNKNOWN,
+  unless another input gave it a report (or it is a fleet report or a bundle's manifest:
+  ibdiag files that are no node's).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import json
 import os
 import stat
 from collections import deque
+from datetime import datetime, timezone
 from typing import (
     Deque,
     Dict,
@@ -68,9 +74,9 @@ from typing import (
 
 from pydantic import ValidationError
 
-from ibdiag.fleet.identity import Machines, unreadable_nodes
+from ibdiag.fleet.identity import Machines, is_future, unreadable_nodes
 from ibdiag.fleet.model import NodeGroup, ReadProblem
-from ibdiag.fleet.node import NodeSummary, NotAReport, summarize
+from ibdiag.fleet.node import NODE_NAME, NodeSummary, NotAReport, summarize
 from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 
@@ -119,6 +125,7 @@ class FleetInput(NamedTuple):
     problems: List[ReadProblem]
     duplicates: List[NodeGroup]
     notes: List[NodeGroup]
+    conflicts: List[NodeGroup]  # nodes whose reports disagree (ibdiag.fleet.identity)
 
 
 def default_workers() -> int:
@@ -159,7 +166,8 @@ def read_with_notes(
     else:
         results = (result for job in jobs for result in _read_job(job, options))
     for item, note in results:
-        yield item, note or _schema_note(item)
+        notes = [text for text in (note, _schema_note(item), _numbers_note(item)) if text]
+        yield item, "; ".join(notes) or None
 
 
 def read_fleet(
@@ -167,12 +175,15 @@ def read_fleet(
     workers: Optional[int] = None,
     accept_altered: bool = False,
     max_bytes: int = MAX_REPORT_BYTES,
+    now: Optional[datetime] = None,
 ) -> FleetInput:
     """Everything ``ibdiag fleet report`` needs of its inputs, read as a stream: only the
     newest summary of each machine is held (``ibdiag.fleet.identity``). Note groups list their
     hosts comma-separated, in natural order: the caveats first, then the host names several
-    machines share."""
-    machines = Machines()
+    machines share. ``now``: the fleet report's clock (default: this machine's), after which
+    no report's ``collected_at`` is believed."""
+    now = now or datetime.now(timezone.utc)
+    machines = Machines(now)
     problems: List[ReadProblem] = []
     notes: Dict[str, str] = {}  # source -> its caveat
     for item, note in read_with_notes(paths, workers, accept_altered, max_bytes):
@@ -186,6 +197,9 @@ def read_fleet(
     grouped: Dict[str, List[str]] = {}
     for node in nodes:
         note = notes.get(node.source)
+        if is_future(node.collected_at, now):
+            future = "collected_at is later than this fleet report's clock: never taken as newest"
+            note = f"{note}; {future}" if note else future
         if note:
             grouped.setdefault(note, []).append(node.host)
     groups = [
@@ -196,7 +210,17 @@ def read_fleet(
         [problem for problem in problems if problem.reason not in (FLEET_REPORT, BUNDLE_MANIFEST)],
         nodes,
     )
-    return FleetInput(nodes, problems, duplicates, groups + shared_names)
+    return FleetInput(nodes, problems, duplicates, groups + shared_names, machines.conflicts())
+
+
+def _numbers_note(item: Item) -> Optional[str]:
+    """``numbers no measurement can be were read as unknown: loopback gbps``."""
+    if isinstance(item, NodeSummary) and item.unusable_numbers:
+        return (
+            "numbers no measurement can be (too large, negative, infinite) were read as "
+            f"unknown: {', '.join(item.unusable_numbers)}"
+        )
+    return None
 
 
 def _schema_note(item: Item) -> Optional[str]:
@@ -389,7 +413,9 @@ def _read_file(path: str, options: _Options, may_be_bundle: bool) -> _Result:
     return _summary(data, path), None
 
 
-def _read_regular(path: str, max_bytes: int, head: bool = False) -> bytes:
+def _read_regular(
+    path: str, max_bytes: int, head: bool = False, what: str = "a node's report"
+) -> bytes:
     """The file's bytes (its first 512 when ``head``: a tarball may be larger than a report):
     stat'ed first, opened without blocking, checked again on the open file, refused past
     ``max_bytes`` by its size, never read past it."""
@@ -398,7 +424,7 @@ def _read_regular(path: str, max_bytes: int, head: bool = False) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise _Problem(f"{_kind(info.st_mode)}, not a report or bundle")
         if not head:
-            _check_size(info.st_size, max_bytes)
+            _check_size(info.st_size, max_bytes, what)
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         raise _Problem(_os_reason(exc, path)) from None
@@ -410,15 +436,13 @@ def _read_regular(path: str, max_bytes: int, head: bool = False) -> bytes:
             data = handle.read(512 if head else max_bytes + 1)
         except OSError as exc:
             raise _Problem(f"cannot read it: {exc.strerror or exc}") from None
-    _check_size(len(data), max_bytes)
+    _check_size(len(data), max_bytes, what)
     return data
 
 
-def _check_size(size: int, max_bytes: int) -> None:
+def _check_size(size: int, max_bytes: int, what: str = "a node's report") -> None:
     if size > max_bytes:
-        raise _Problem(
-            f"{size} bytes: more than {_size_text(max_bytes)}, the most a node's report may be"
-        )
+        raise _Problem(f"{size} bytes: more than {_size_text(max_bytes)}, the most {what} may be")
 
 
 def _size_text(size: int) -> str:
@@ -488,7 +512,17 @@ BUNDLE_MANIFEST = "a bundle's manifest.json: give the bundle (its directory) ins
 
 # What a JSON value of unexpected type makes ``summarize`` raise (a field that is a list where a
 # report has an object): the input is not a report this ibdiag can read, not a crash.
-_SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, ValidationError)
+# OverflowError: a number no field of a report can hold, where ``summarize`` did not foresee one
+# (it reads its numbers through ``Numbers``, which never raises).
+_SHAPE_ERRORS = (
+    AttributeError,
+    TypeError,
+    KeyError,
+    IndexError,
+    ValueError,
+    OverflowError,
+    ValidationError,
+)
 
 
 def _summary(data: bytes, source: str) -> NodeSummary:
@@ -514,10 +548,32 @@ def _parse(data: bytes) -> object:
         return json.loads(data)  # UTF-8, or UTF-16/32 as RFC 8259 allows: json detects which
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _Problem(_not_json(data, exc)) from None
+    except ValueError:  # an integer of more digits than Python converts (sys.int_info)
+        return _parse_long_integers(data)
     except RecursionError:
         raise _Problem("JSON nested too deep to be a report") from None
     except MemoryError:
         raise _Problem("JSON too large to parse in the memory left") from None
+
+
+def _parse_long_integers(data: bytes) -> object:
+    """The JSON of a report holding an integer longer than Python converts (4,300 digits):
+    such an integer is no measurement, so it is read as an infinity of its sign, which the
+    summary then takes for an unusable number (``ibdiag.fleet.node.Numbers``) - one value of
+    one node, not its whole report. Only such a file pays for the slower hook."""
+    try:
+        return json.loads(data, parse_int=_long_integer)
+    except ValueError as exc:
+        raise _Problem(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise _Problem("JSON nested too deep to be a report") from None
+
+
+def _long_integer(digits: str) -> object:
+    try:
+        return int(digits)
+    except ValueError:
+        return float("-inf") if digits.startswith("-") else float("inf")
 
 
 def _not_json(data: bytes, exc: ValueError) -> str:
@@ -549,28 +605,83 @@ def _foreign(document: object) -> Optional[str]:
     return None
 
 
-def fleet_run_nodes(paths: Sequence[str]) -> Optional[List[str]]:
-    """The nodes ``ibdiag fleet run`` was asked for, from the ``fleet-run.json`` of each
-    directory in ``paths`` that has one (answered or not): the nodes a report is expected
-    from when ``--expect-nodes`` is not given. None when no directory has a readable one."""
-    from pydantic import ValidationError
+class RunExpectations(NamedTuple):
+    """What the ``fleet-run.json`` of the directories read say is expected: ``nodes`` (None:
+    no directory has one), ``not_run`` (node -> why fleet run did not run it: Slurm's state),
+    and ``problems``: summaries that could not be read, one line each."""
 
-    from ibdiag.fleet.run_model import SUMMARY_NAME, FleetRun
+    nodes: Optional[List[str]]
+    not_run: Dict[str, str]
+    problems: List[ReadProblem]
+
+
+# fleet run's reason for a node it did not give srun for its Slurm state (drained, down, busy:
+# ``run.why_not_runnable``). A node Slurm does not know is not among them: it stays missing.
+NOT_RUN_PREFIX = "not run: Slurm state "
+
+
+def fleet_run_expectations(paths: Sequence[str]) -> RunExpectations:
+    """The nodes ``ibdiag fleet run`` was asked for, from the ``fleet-run.json`` of each
+    directory in ``paths`` that has one (answered or not): the nodes a report is expected from
+    when ``--expect-nodes`` is not given. A summary that is not a regular file, is larger than
+    ``MAX_RUN_SUMMARY_BYTES``, is not a fleet run's or names a node no node can be called
+    (``a,b``, ``gpu[003-009]``) is a problem: it cannot be told which nodes were expected, so
+    none of its nodes is (the fleet report then says so, CRITICAL), never silently."""
+    from ibdiag.fleet.run_model import SUMMARY_NAME
 
     found: Optional[List[str]] = None
+    not_run: Dict[str, str] = {}
+    problems: List[ReadProblem] = []
     for path in paths:
         summary = os.path.join(path, SUMMARY_NAME)
-        if not os.path.isdir(path) or not os.path.isfile(summary):
+        if not os.path.isdir(path) or not os.path.lexists(summary):
             continue
         try:
-            if os.path.getsize(summary) > MAX_RUN_SUMMARY_BYTES:
-                continue
-            with open(summary, "rb") as handle:
-                run = FleetRun.model_validate_json(handle.read())
-        except (OSError, ValueError, ValidationError):
-            continue  # not fleet run's: its reports are still read; nothing is expected
+            run = _fleet_run(summary)
+        except _Problem as exc:
+            problems.append(ReadProblem(source=summary, reason=str(exc)))
+            continue
         found = (found or []) + [outcome.node for outcome in run.nodes]
-    return found
+        for outcome in run.nodes:
+            if not outcome.answered and outcome.reason.startswith(NOT_RUN_PREFIX):
+                not_run[outcome.node] = outcome.reason
+    return RunExpectations(found, not_run, problems)
+
+
+def _fleet_run(path: str):
+    """The ``FleetRun`` at ``path``; ``_Problem`` (one line) when it cannot be one."""
+    from ibdiag.fleet.run_model import FLEET_RUN_KIND, FleetRun
+
+    data = _read_regular(path, MAX_RUN_SUMMARY_BYTES, what="a fleet run summary")
+    try:
+        run = FleetRun.model_validate_json(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        if error.get("type") == "json_invalid":
+            what = f"not JSON ({error.get('msg', '?')})"
+        else:
+            count = exc.error_count()
+            what = (
+                f"not a fleet run summary ibdiag can read ({count} field"
+                f"{'s' if count != 1 else ''} wrong, e.g. {_first_error(error)})"
+            )
+        raise _Problem(f"{what}: the nodes it expects are unknown") from None
+    if run.kind != FLEET_RUN_KIND:
+        raise _Problem(f"not a fleet run summary (kind {run.kind[:64]!r})")
+    odd = [outcome.node for outcome in run.nodes if not NODE_NAME.fullmatch(outcome.node)]
+    if odd:
+        shown = ", ".join(repr(name[:64]) for name in odd[:3])
+        more = f" and {len(odd) - 3} more" if len(odd) > 3 else ""
+        raise _Problem(
+            f"names {len(odd)} node{'s' if len(odd) != 1 else ''} no node can be called "
+            f"({shown}{more}): the nodes it expects are unknown"
+        )
+    return run
+
+
+def _first_error(error) -> str:
+    where = ".".join(str(part) for part in error.get("loc", ())) or "the document"
+    return f"{where[:80]}: {error.get('msg', '?')}"
 
 
 MAX_RUN_SUMMARY_BYTES = 64 << 20  # 10,000 nodes' outcomes are a few MiB

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import jinja2
 
 from ibdiag import resources
+from ibdiag.fleet.drift import merged_rails, rail_ranges
 from ibdiag.fleet.model import FleetReport, FleetSettings, Outlier, SuspectSwitch
 from ibdiag.fleet.node import (
     ERROR_RATE_PREFIX,
@@ -73,6 +74,11 @@ def metric_label(name: str) -> Tuple[str, str]:
 
 def rail_label(rail: Optional[int]) -> str:
     return "node-wide" if rail is None else str(rail)
+
+
+def rails_label(rails: List[int]) -> str:
+    """``0-7`` of a drift row's rails (``ibdiag.fleet.drift.merged_rails``); node-wide: none."""
+    return rail_ranges(rails) if rails else "node-wide"
 
 
 def outlier_rows(outliers: List[Outlier]) -> List[Dict[str, object]]:
@@ -139,7 +145,9 @@ def render_html(report: FleetReport) -> str:
         below=[s for s in switches if not s.suspect],
         outliers=outlier_rows(report.outliers),
         settings=settings_rows(report.settings),
+        drift_rows=merged_rails(report.drift),
         rail_label=rail_label,
+        rails_label=rails_label,
         outlier_text=outlier_text,
         groups_total=lambda groups: sum(group.count for group in groups),
     )

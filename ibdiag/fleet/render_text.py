@@ -15,8 +15,9 @@ forge a line.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence
 
+from ibdiag.fleet.drift import merged_rails, rail_ranges
 from ibdiag.fleet.model import (
     Drift,
     FleetReport,
@@ -60,13 +61,25 @@ def render_text(report: FleetReport) -> str:
     )
     if report.missing is not None and report.missing.count:
         lines += ["", "missing (expected, no report):", f"  {_group_hosts(report.missing)}"]
-    lines += _section(
-        "read problems (inputs that gave no node)",
-        (f"  {inert(p.source)}: {inert(p.reason)}" for p in report.read_problems),
-    )
+    lines += _groups("not run (expected; fleet run did not run them, by reason)", report.not_run)
+    if report.unexpected is not None:
+        lines += _groups(
+            "unexpected (answered, not expected; kept out of switch blame)", [report.unexpected]
+        )
+    lines += _groups("conflicts (reports of one node that disagree)", report.conflicts)
+    lines += _section("read problems (inputs that gave no node)", read_problem_lines(report))
     lines += _groups("duplicates (one host, several reports)", report.duplicates)
     lines += _groups("read with a caveat", report.read_notes)
     return "\n".join(lines) + "\n"
+
+
+def read_problem_lines(report: FleetReport) -> List[str]:
+    """One line per listed read problem, then ``and N more`` for those only counted."""
+    lines = [f"  {inert(p.source)}: {inert(p.reason)}" for p in report.read_problems]
+    more = report.read_problem_count - len(report.read_problems)
+    if more > 0:
+        lines.append(f"  and {more} more (read problems: {report.read_problem_count})")
+    return lines
 
 
 def verdict_line(report: FleetReport) -> str:
@@ -98,48 +111,18 @@ def outlier_line(outlier: Outlier) -> str:
     )
 
 
-def merged_rails(drifts: Sequence[Drift]) -> List[Tuple[Drift, List[int]]]:
-    """Drift entries that differ only by rail, as one with their rails (a node on other
-    firmware on all eight HCAs is one line, not eight), in their first entry's place."""
-    merged: Dict[Tuple[object, ...], Tuple[Drift, List[int]]] = {}
-    for drift in drifts:
-        key = (drift.attribute, drift.rail is None, drift.majority, drift.majority_count,
-               tuple(drift.others))  # fmt: skip
-        if drift.rail is None:
-            key += (id(drift),)
-        _, rails = merged.setdefault(key, (drift, []))
-        if drift.rail is not None:
-            rails.append(drift.rail)
-    return list(merged.values())
-
-
 def drift_line(drift: Drift, rails: Sequence[int] = ()) -> str:
     """``fw_ver rails 0-7: 28.39.1002 on 495 nodes; 28.36.1010 on gpu[017,033] (2)``."""
     rails = list(rails) or ([drift.rail] if drift.rail is not None else [])
     where = ""
     if rails:
-        where = f" rail{'s' if len(rails) > 1 else ''} {_ranges(rails)}"
+        where = f" rail{'s' if len(rails) > 1 else ''} {rail_ranges(rails)}"
     others = "; ".join(
         f"{inert(other.value)} on {inert(other.nodes)} ({other.count})" for other in drift.others
     )
     majority = f"{inert(drift.majority)} on {drift.majority_count} node"
     majority += "s" if drift.majority_count != 1 else ""
     return f"  {inert(drift.attribute)}{where}: {majority}; {others}"
-
-
-def _ranges(numbers: Sequence[int]) -> str:
-    """``0-3,5`` of 0, 1, 2, 3, 5."""
-    parts: List[str] = []
-    ordered = sorted(set(numbers))
-    start = previous = ordered[0]
-    for number in [*ordered[1:], None]:
-        if number is not None and number == previous + 1:
-            previous = number
-            continue
-        parts.append(f"{start}-{previous}" if previous != start else f"{start}")
-        if number is not None:
-            start = previous = number
-    return ",".join(parts)
 
 
 EXPECTED_SHOWN = 4  # a rail spans a leaf per scalable unit: 32 names make no line

@@ -14,6 +14,7 @@ analysis mirror ``FleetSettings``'s fields one for one (``_SETTINGS``; a test ke
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import click
@@ -123,18 +124,25 @@ def report_command(
     expected = _expected(expect_nodes)
     form = _format_for(output, fmt, as_json)
     from ibdiag.fleet.analyze import analyze
-    from ibdiag.fleet.read import fleet_run_nodes, read_fleet
+    from ibdiag.fleet.read import RunExpectations, fleet_run_expectations, read_fleet
 
+    now = clock()
+    run = RunExpectations(None, {}, [])
     if expected is None:  # a directory fleet run wrote: the nodes it was asked for
-        expected = fleet_run_nodes(inputs)
+        run = fleet_run_expectations(inputs)
+        expected = run.nodes
 
-    read = read_fleet(inputs, workers=workers, accept_altered=accept_altered)
+    read = read_fleet(inputs, workers=workers, accept_altered=accept_altered, now=now)
     report = analyze(
         read.nodes,
         settings,
         expected=expected,
-        read_problems=read.problems,
+        read_problems=run.problems + read.problems,
         duplicates=read.duplicates,
+        not_run=run.not_run,
+        conflicts=read.conflicts,
+        expectations_unread=bool(run.problems),
+        now=now,
     )
     if read.notes:
         report = report.model_copy(update={"read_notes": read.notes})
@@ -153,6 +161,12 @@ def report_command(
     elif not quiet:
         click.echo(text, nl=False)
     return report.exit_code
+
+
+def clock() -> datetime:
+    """The fleet report's own time: its ``generated_at``, and the time after which no node's
+    ``collected_at`` is believed (tests replace it)."""
+    return datetime.now(timezone.utc)
 
 
 def render(report, form: str) -> str:
@@ -207,4 +221,9 @@ def _expected(hostlist: Optional[str]) -> Optional[Sequence[str]]:
         raise UsageFailure(f"--expect-nodes: {exc}") from None
     if not hosts:
         raise UsageFailure("--expect-nodes names no host")
+    from ibdiag.fleet.node import NODE_NAME
+
+    odd = [host for host in hosts if not NODE_NAME.fullmatch(host)]
+    if odd:
+        raise UsageFailure(f"--expect-nodes: {odd[0][:64]!r} cannot be a node name")
     return list(dict.fromkeys(hosts))

@@ -17,8 +17,9 @@ The steps, each a function a test can call alone:
    limit (Slurm's backstop: the task has its own limit, ``ibdiag.fleet.node_task``),
    ``--immediate`` (the nodes allocated within 5 minutes, or srun gives up: Slurm queues a job
    it cannot run now, busy nodes or a request too big, rather than refuse it), and the
-   task ``PYTHON -m ibdiag fleet node-task --out-dir DIR --timeout S -- CHECK ARGS``: argv
-   items all the way, no shell anywhere.
+   task ``/opt/ibdiag/bin/ibdiag fleet node-task --out-dir DIR --timeout S -- CHECK ARGS``
+   (``NODE_IBDIAG``, or ``PYTHON -m ibdiag`` with --python): argv items all the way, no shell
+   anywhere.
 3. ``launch``: run it; each task's one status line comes back through srun's stdout
    (``ibdiag-fleet-node: {...}``), srun's own messages are passed on to stderr as they come.
    Once every node has answered, srun gets ``ALL_ANSWERED_GRACE_S`` to end before it is
@@ -109,6 +110,9 @@ BUSY_STATES = {
     "full": frozenset({"allocated", "mixed"}),
 }
 _STATE_FLAGS = "*~#!%$@^-"
+# ibdiag as README's node install puts it on every node (python3 -m venv /opt/ibdiag): the
+# nodes' own, whatever the launching host's interpreter is (a venv the nodes may not have).
+NODE_IBDIAG = "/opt/ibdiag/bin/ibdiag"
 
 
 class RunError(Exception):
@@ -128,15 +132,36 @@ def sinfo_argv(sinfo: str, hostlist: Optional[str], partition: Optional[str]) ->
     return argv
 
 
-def parse_sinfo(text: str) -> Dict[str, str]:
+def parse_sinfo(text: str, odd: Optional[List[str]] = None) -> Dict[str, str]:
     """``{node: state}`` of ``sinfo --Node --format=%N|%T`` output (a node in two partitions is
-    listed twice, with one state), in sinfo's order."""
+    listed twice, with one state), in sinfo's order. Each name is a node name
+    (``ibdiag.fleet.node.NODE_NAME``): a host list (``gpu[003-009]``, ``a,b``: an sinfo
+    without ``--Node``) is expanded; what still is no node name is left out, and appended to
+    ``odd`` when given - it would be a node no srun can be given, and none fleet report reads."""
     states: Dict[str, str] = {}
     for line in text.splitlines():
         name, sep, state = line.strip().partition("|")
         if sep and name:
-            states.setdefault(name, state.strip())
+            for node in _node_names(name, odd):
+                states.setdefault(node, state.strip())
     return states
+
+
+def _node_names(name: str, odd: Optional[List[str]]) -> List[str]:
+    from ibdiag.fleet.node import NODE_NAME
+    from ibdiag.hostlist import expand
+
+    if NODE_NAME.fullmatch(name):
+        return [name]
+    try:
+        names = expand(name)
+    except ValueError:  # HostlistError
+        names = []
+    if names and all(NODE_NAME.fullmatch(node) for node in names):
+        return names
+    if odd is not None:
+        odd.append(name)
+    return []
 
 
 def busy_states(level: str, include_busy: bool = False) -> FrozenSet[str]:
@@ -189,13 +214,12 @@ def plan(
 
 
 def node_task_argv(
-    python: str, out_dir: str, node_timeout_s: float, check_args: Sequence[str]
+    ibdiag: Sequence[str], out_dir: str, node_timeout_s: float, check_args: Sequence[str]
 ) -> List[str]:
-    """What srun starts on every node: ``PYTHON -m ibdiag fleet node-task ... -- CHECK ARGS``."""
+    """What srun starts on every node: ``IBDIAG fleet node-task ... -- CHECK ARGS``, where
+    ``ibdiag`` is how the nodes run ibdiag (``NODE_IBDIAG``, or ``[PYTHON, "-m", "ibdiag"]``)."""
     return [
-        python,
-        "-m",
-        "ibdiag",
+        *ibdiag,
         "fleet",
         "node-task",
         f"--out-dir={out_dir}",
@@ -548,7 +572,9 @@ class RunRequest(NamedTuple):
     srun: str = "srun"
     sinfo: str = "sinfo"
     srun_args: Tuple[str, ...] = ()
-    python: str = "python3"  # the Python with ibdiag on the nodes
+    # How the nodes run ibdiag: the install README's node set-up puts on every node, by
+    # default; ``(PYTHON, "-m", "ibdiag")`` for --python.
+    ibdiag: Tuple[str, ...] = (NODE_IBDIAG,)
     allocation_wait_s: float = DEFAULT_ALLOCATION_WAIT_S
     check_args: Tuple[str, ...] = ()  # passed to `ibdiag check` on every node
     include_busy: bool = False  # give srun the nodes busy with jobs too (BUSY_STATES), and wait
@@ -571,7 +597,15 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
         raise RunError(f"--nodes: {exc}") from exc
     if asked is not None and not asked:
         raise RunError("--nodes names no node")
-    states = _slurm_states(request)
+    from ibdiag.fleet.node import NODE_NAME
+
+    for node in asked or ():
+        if not NODE_NAME.fullmatch(node):
+            raise RunError(f"--nodes: {node[:64]!r} cannot be a node name")
+    odd: List[str] = []
+    states = _slurm_states(request, odd)
+    for name in odd:
+        on_message(f"ibdiag: sinfo listed {name[:64]!r}, which names no node: left out")
     busy = busy_states(request.level, request.include_busy)
     nodes = plan(asked, states, request.partition, busy)
     if not nodes.expected:
@@ -581,7 +615,7 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
     launched = Launched({}, [], None, [], False)
     if nodes.to_run:
         check_args = ("--level", request.level, *request.check_args)
-        task = node_task_argv(request.python, out_dir, timeout, check_args)
+        task = node_task_argv(request.ibdiag, out_dir, timeout, check_args)
         listfile = write_nodelist_file(nodes.to_run) if needs_nodelist_file(nodes.to_run) else None
         try:
             argv = srun_argv(
@@ -632,7 +666,7 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
     )
 
 
-def _slurm_states(request: RunRequest) -> Dict[str, str]:
+def _slurm_states(request: RunRequest, odd: Optional[List[str]] = None) -> Dict[str, str]:
     argv = sinfo_argv(request.sinfo, request.hostlist, request.partition)
     try:
         done = subprocess.run(
@@ -651,4 +685,4 @@ def _slurm_states(request: RunRequest) -> Dict[str, str]:
         raise RunError(
             f"{argv[0]} exited {done.returncode}" + (f": {said[-1].strip()}" if said else "")
         )
-    return parse_sinfo(done.stdout.decode("utf-8", errors="replace"))
+    return parse_sinfo(done.stdout.decode("utf-8", errors="replace"), odd)

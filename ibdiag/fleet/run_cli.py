@@ -102,10 +102,18 @@ _SET_BY_FLEET_RUN = frozenset(
     "--srun-arg=--account=ops.",
 )
 @click.option(
+    "--ibdiag",
+    "ibdiag",
+    metavar="PATH",
+    help="The ibdiag the nodes run, the same path on every node [default: "
+    "/opt/ibdiag/bin/ibdiag, where README's node install puts it].",
+)
+@click.option(
     "--python",
     "python",
     metavar="PATH",
-    help=f"The Python with ibdiag installed on the nodes [default: this one, {sys.executable}].",
+    help="Run 'PATH -m ibdiag' on the nodes instead: a Python with ibdiag installed, the same "
+    "path on every node.",
 )
 @click.argument("check_args", nargs=-1, type=click.UNPROCESSED, metavar="[CHECK OPTIONS]...")
 def run_command(
@@ -119,6 +127,7 @@ def run_command(
     srun,
     sinfo,
     srun_args,
+    ibdiag,
     python,
     check_args,
 ) -> int:
@@ -136,12 +145,14 @@ def run_command(
     never answered, 3 none did, the run was interrupted, or a usage error.
     """
     from ibdiag.files import write_output
-    from ibdiag.fleet.run import RunError, RunRequest, execute
+    from ibdiag.fleet.run import NODE_IBDIAG, RunError, RunRequest, execute
     from ibdiag.fleet.run_model import SUMMARY_NAME
     from ibdiag.render.inert import inert
 
     if not hostlist and not partition:
         raise click.UsageError("give --nodes HOSTLIST or --partition NAME (or both)")
+    if ibdiag and python:
+        raise click.UsageError("give --ibdiag PATH or --python PATH, not both")
     request = RunRequest(
         out_dir=out_dir,
         level=level,
@@ -151,7 +162,7 @@ def run_command(
         srun=_program(srun, "--srun"),
         sinfo=_program(sinfo, "--sinfo"),
         srun_args=tuple(srun_args),
-        python=python or sys.executable,
+        ibdiag=(python, "-m", "ibdiag") if python else (ibdiag or NODE_IBDIAG,),
         allocation_wait_s=allocation_wait,
         check_args=validated_check_args(check_args),
         include_busy=include_busy,

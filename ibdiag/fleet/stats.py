@@ -12,6 +12,8 @@ decides then). A fleet where everybody is equal flags nobody; fewer than
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import NamedTuple, Optional, Sequence
 
 from ibdiag.fleet.model import FleetSettings
@@ -36,7 +38,7 @@ def median(values: Sequence[float]) -> float:
     middle = len(ordered) // 2
     if len(ordered) % 2:
         return float(ordered[middle])
-    return (ordered[middle - 1] + ordered[middle]) / 2.0
+    return ordered[middle - 1] / 2.0 + ordered[middle] / 2.0  # halves: no sum past float's range
 
 
 def mad(values: Sequence[float], center: Optional[float] = None) -> float:
@@ -53,9 +55,13 @@ def spread(values: Sequence[float]) -> Spread:
 def gap(value: float, peers: Spread, floor: float = 0.0) -> float:
     """How far ``value`` is from the median, relative to it: -0.2 = 20% below. Against a median
     of 0 (the error rate of a quiet fleet) there is no relative gap: it is then counted in
-    units of ``floor`` (or of 1 when there is no floor), so it stays a finite number."""
+    units of ``floor`` (or of 1 when there is no floor), so it stays a finite number - as does
+    a huge value over a tiny median (a JSON number, never an infinity)."""
     scale = abs(peers.median) or floor or 1.0
-    return (value - peers.median) / scale
+    relative = (value - peers.median) / scale
+    if math.isinf(relative):  # a huge value over a tiny median: as far as a float goes
+        return math.copysign(sys.float_info.max, relative)
+    return relative
 
 
 def is_outlier(
