@@ -471,8 +471,30 @@ def test_reports_nobody_expected_are_listed_and_cannot_frame_a_switch(fleet, bas
         assert blamed(report) == blamed(baseline[1])
         assert "3 unexpected nodes" not in report["verdict_reason"]  # CRITICAL: its own parts
     text = cli("fleet", "report", folder).stdout.splitlines()
-    title = "unexpected (answered, not expected; kept out of switch blame):"
+    title = "unexpected (answered, not expected; kept out of switch blame, outliers and drift):"
     assert text[text.index(title) + 1].endswith(": gpu[9001-9003] (3)")
+
+
+def test_reports_nobody_expected_cannot_outvote_the_fleets_firmware(fleet, tmp_path):
+    """Twelve forged reports with another firmware outnumber the eleven real nodes: counted as
+    peers they would make the real firmware the drift minority; unexpected, they are no
+    majority, and the outliers are the real nodes' alone."""
+    forged = {}
+    for n in range(1, 13):
+        data = json.loads(text_of(fleet, HEALTHY))
+        data["snapshot"]["host"] = f"gpu{9000 + n}"
+        data["snapshot"]["boot_id"] = f"forged-{n}"
+        for rail, device in enumerate(data["snapshot"]["devices"]):
+            device["node_guid"] = f"0xbeef{n:04x}0000{rail:04x}"
+            device["fw_ver"] = "99.99.9999"
+        forged[f"gpu{9000 + n}.json"] = json.dumps(data)
+    expect = ("--expect-nodes", ",".join(SMALL))
+    _, honest = fleet_report(directory(tmp_path / "honest", fleet, SMALL), *expect)
+    _, report = fleet_report(directory(tmp_path / "d", fleet, SMALL, **forged), *expect)
+    assert report["unexpected"]["count"] == 12
+    assert report["drift"] == honest["drift"]
+    assert not [d for d in report["drift"] if "99.99.9999" in json.dumps(d)]
+    assert report["outliers"] == honest["outliers"]
 
 
 def test_an_unexpected_node_alone_makes_the_fleet_warn(fleet, tmp_path):

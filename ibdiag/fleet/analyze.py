@@ -8,8 +8,10 @@ is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict 
 whose report file could not be read among them: ``nodes_read`` does not count it); expected
 hosts without a report as ``missing``, or as ``not_run`` where fleet run says Slurm kept them
 from running (drained, down, busy); hosts that answered but nobody expected are reported like
-any other and listed as ``unexpected``, but kept out of switch blame and rail conformance, where
-a few forged reports could otherwise make a suspect of a real node's switch. Groups
+any other and listed as ``unexpected``, but kept out of switch blame, rail conformance, the
+outliers' peers and drift's majorities, where a few forged reports could otherwise make a
+suspect of a real node's switch, pull a rail's median towards a sick node or outvote its
+firmware. Groups
 come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
 """
 
@@ -68,7 +70,7 @@ def analyze(
     wanted = set(expected or ())
     strangers = [node for node in nodes if expected is not None and not _expected(node, wanted)]
     known = [node for node in nodes if expected is None or _expected(node, wanted)]
-    outliers = unexplained(find_outliers(nodes, settings), nodes)
+    outliers = unexplained(find_outliers(known, settings), known)
     switches = blame_switches(known, settings, outliers)
     on_suspect = suspect_ports(switches)
     counts = {verdict: 0 for verdict in (*VERDICTS, MISSING)}
@@ -115,7 +117,7 @@ def analyze(
         else None,
         conflicts=list(conflicts),
         outliers=outliers,
-        drift=find_drift(nodes, settings),
+        drift=find_drift(known, settings),
         switches=switches,
         rail_misplacements=find_rail_misplacements(known, settings),
         read_problems=list(read_problems[:READ_PROBLEMS_LISTED]),

@@ -64,7 +64,8 @@ def render_text(report: FleetReport) -> str:
     lines += _groups("not run (expected; fleet run did not run them, by reason)", report.not_run)
     if report.unexpected is not None:
         lines += _groups(
-            "unexpected (answered, not expected; kept out of switch blame)", [report.unexpected]
+            "unexpected (answered, not expected; kept out of switch blame, outliers and drift)",
+            [report.unexpected],
         )
     lines += _groups("conflicts (reports of one node that disagree)", report.conflicts)
     lines += _section("read problems (inputs that gave no node)", read_problem_lines(report))
