@@ -11,6 +11,7 @@ single-node cluster; its node is this host, as NHC's HOSTNAME is.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from conftest import SCENARIOS_DIR
@@ -100,13 +101,16 @@ def test_a_counter_rise_stays_drained_through_clean_passes_until_an_admin_resume
         assert risen.rc == 1, risen.output
         held = "NHC: ibdiag: held: mlx5_0:1 counters.port_errors link_downed"
         assert cluster.node_state() == ("IDLE+DRAIN", held), risen.output
+        stamped = cluster.node_info()["Reason"]  # "... [root@2026-11-27T11:11:20]"
 
         for _ in range(2):  # quiet since: NHC's node-mark-online must not resume it
+            time.sleep(1.1)  # (the stamp counts seconds)
             quiet = nhc()
             assert quiet.rc == 1, quiet.output
             assert quiet.failure == held[len("NHC: ") :], quiet.output
             assert "stays drained until an admin resumes it" in quiet.output
             assert cluster.node_state() == ("IDLE+DRAIN", held), quiet.output
+            assert cluster.node_info()["Reason"] == stamped  # the same note: its time kept
 
         port = Path(sys_root, "class", "infiniband", "mlx5_1", "ports", "1", "state")
         port.write_text("2: INIT\n")  # another fault, one that heals: the first reason stays
