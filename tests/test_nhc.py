@@ -448,3 +448,8 @@ def test_other_resource_managers_never_online_what_a_state_run_offlined(tmp_path
     # without --state or --baseline nothing held can vanish: NHC onlines as it always did
     run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=settings, env=env)
     assert run.rc == 0 and any(" -c" in call for call in stubs.calls()), stubs.calls()
+    # forked checks (nhc -f) cannot turn it off: said in the log, never silently
+    forked = [*settings, "NHC_CHECK_FORKED=1"]
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD} --state {state}"],
+                  settings=forked, env=env)  # fmt: skip
+    assert run.rc == 0 and "with forked checks (nhc -f): NHC may online" in run.output, run.output
