@@ -147,7 +147,9 @@ def cli(ctx: click.Context) -> Optional[int]:
     "reason_only",
     is_flag=True,
     help="Print only one stable line naming the worst finding ('ibdiag: mlx5_6:1 link.state "
-    "2: INIT'), nothing when all is well: for drain reasons (NHC, Slurm). At most 128 "
+    "2: INIT'), nothing when all is well: for drain reasons (NHC, Slurm). A fault that does "
+    "not heal by itself (a failed check graded on change: a counter rise, a flap) reads "
+    "'ibdiag: held: ...': leave it drained until an admin resumes the node. At most 128 "
     "characters, anything but letters, digits, space and _.,:/+-<>() written as _.",
 )
 def check_command(
@@ -168,8 +170,9 @@ def check_command(
     if from_bundle:
         if state_path:
             raise click.UsageError("--state cannot be used with --from (a bundle is read-only)")
-        report = _grade_bundle(from_bundle, options, baseline_path, accept_altered)
-        return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
+        report, registry = _grade_bundle(from_bundle, options, baseline_path, accept_altered)
+        held_checks = _held_checks(registry, report) if reason_only else None
+        return _emit(report, fmt, as_json, output, quiet, verbose, held_checks)
     if accept_altered:
         raise click.UsageError("--accept-altered applies to a bundle: give it with --from")
     pipeline = prepare(options)
@@ -180,7 +183,15 @@ def check_command(
         baseline_path = state_path if os.path.exists(state_path) else None
     with _status_line() as status:
         report = pipeline.run(baseline_path, state_path, progress=status.say)
-    return _emit(report, fmt, as_json, output, quiet, verbose, reason_only)
+    held_checks = _held_checks(pipeline.registry, report) if reason_only else None
+    return _emit(report, fmt, as_json, output, quiet, verbose, held_checks)
+
+
+def _held_checks(registry, report):
+    """The checks of the report's level whose failure is a held drain (``ibdiag.held``)."""
+    from ibdiag import held
+
+    return held.change_checks(registry, report.level)
 
 
 def _status_line():
@@ -199,7 +210,7 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
     run graded them. Missing and unlisted files are warned about on stderr
     (the first few, then how many more); a bundle with altered files is refused unless
     ``accept_altered``, and then the Report names them. A bundle that cannot be used at all
-    is a one-line error, exit 3.
+    is a one-line error, exit 3. Returns the report and the checks that graded it.
     """
     from pydantic import ValidationError
 
@@ -226,7 +237,9 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
             ) from None
     pipeline = Pipeline(options._replace(level=level), thresholds, registry)
     report = pipeline.grade_snapshot(snapshot, baseline_path, baseline=stored_baseline)
-    return report.model_copy(update={"altered_files": altered}) if altered else report
+    if altered:
+        report = report.model_copy(update={"altered_files": altered})
+    return report, registry
 
 
 def _replay_bundle(path, accept_altered=False):
@@ -273,12 +286,13 @@ def _load_saved_json(path: str):
     return snapshot, "standard" if snapshot.commands else "quick", None
 
 
-def _emit(report, fmt, as_json, output, quiet, verbose, reason_only=False) -> int:
-    """Print or write the report in the asked-for format; the verdict's exit code."""
-    if reason_only:
-        from ibdiag.render.text import reason_line
+def _emit(report, fmt, as_json, output, quiet, verbose, held_checks=None) -> int:
+    """Print or write the report in the asked-for format; the verdict's exit code. With
+    ``held_checks`` (``--reason``) only the drain reason, held when one of them failed."""
+    if held_checks is not None:
+        from ibdiag.held import report_reason
 
-        line = reason_line(report)
+        line = report_reason(report, held_checks)
         if line:
             click.echo(line)
         return report.verdict.exit_code

@@ -20,7 +20,17 @@ from pathlib import Path
 import pytest
 from conftest import SCENARIOS_DIR
 from nhc_run import IBDIAG, NHC_PATH, nhc_argv, nhc_conf_dir, run_nhc
-from stubs import StubBin, hangs, ignores_sigterm, marker, processes_with, wait_no_strays
+from stubs import (
+    StubBin,
+    fails,
+    hangs,
+    ignores_sigterm,
+    in_turn,
+    marker,
+    prints_text,
+    processes_with,
+    wait_no_strays,
+)
 
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
@@ -336,3 +346,110 @@ def test_a_state_file_that_cannot_be_written_is_a_logged_warning(tmp_path):
     assert run.rc == 0, run.output
     assert run.output == "check_ibdiag: warning: ibdiag: node counters.baseline\n"
     assert not state.parent.exists()
+
+
+# -- held drains: a fault that does not heal by itself waits for an admin ------------------------
+# (on a real slurmctld/slurmd: tests/test_nhc_slurm.py; here the cases a real one makes hard)
+
+HELD = "ibdiag: held: mlx5_0:1 counters.port_errors link_downed"
+
+
+def _slurm_stubs(tmp_path: Path, sinfo_body: str) -> tuple:
+    """A stub sinfo (its body) and a stub scontrol that only logs; NHC_RM=slurm settings and
+    the environment that gives them to NHC's helpers too (as /etc/sysconfig/nhc would)."""
+    stubs = StubBin(tmp_path / "stubs")
+    env = dict(
+        os.environ,
+        SLURM_SINFO=str(stubs.add("sinfo", sinfo_body)),
+        SLURM_SCONTROL=str(stubs.add("scontrol", "exit 0\n")),
+    )
+    return stubs, [USE_IBDIAG, "NHC_RM=slurm", "MARK_OFFLINE=1"], env
+
+
+def test_the_script_s_held_prefixes_are_ibdiag_s():
+    from ibdiag.held import HELD_PREFIXES
+
+    script = Path(__file__).resolve().parent.parent / "contrib" / "nhc" / "ibdiag.nhc"
+    line = re.search(r"^IBDIAG_NHC_HELD_PREFIXES=\((.*)\)$", script.read_text(), re.M)
+    assert line, "no IBDIAG_NHC_HELD_PREFIXES=(...) line"
+    assert tuple(re.findall(r'"([^"]*)"', line.group(1))) == HELD_PREFIXES
+
+
+def test_a_held_node_keeps_its_reason_whatever_this_pass_finds(tmp_path):
+    """Offline with NHC's held note: a clean pass, another fault, a broken ibdiag all fail
+    with the held reason, so node-mark-online never resumes it and nothing replaces it."""
+    stubs, settings, env = _slurm_stubs(tmp_path, prints_text(f"drain NHC: {HELD}"))
+    crash = stubs.add("ibdiag-crash", "echo 'Traceback' >&2\nexit 1\n")
+    for sysfs, ibdiag in ((GOOD, IBDIAG), (STUCK, IBDIAG), (GOOD, str(crash))):
+        run = run_nhc(
+            tmp_path,
+            [f"* || check_ibdiag --sysfs {sysfs}"],
+            settings=[*settings, f"IBDIAG={ibdiag}"],
+            env=env,
+        )
+        assert run.rc == 1, run.output
+        assert run.failure == HELD, run.output
+        assert "stays drained until an admin resumes it" in run.output
+    resumes = [call for call in stubs.calls() if "State=RESUME" in call]
+    assert resumes == [], stubs.calls()
+    assert f"Reason=NHC: {HELD}" in stubs.calls()[-1]  # node-mark-offline set it again
+
+
+@pytest.mark.parametrize(
+    ("note", "resumed"),
+    [
+        ("idle none", False),  # an admin resumed it: judged afresh, nothing to resume
+        ("drain NHC: ibdiag: mlx5_6:1 link.state 2: INIT", True),  # not held: NHC resumes
+        ("drain cable swap INC123", False),  # an admin's note: never NHC's to resume
+    ],
+)
+def test_a_node_not_held_is_judged_by_this_pass(tmp_path, note, resumed):
+    stubs, settings, env = _slurm_stubs(tmp_path, prints_text(note))
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=settings, env=env)
+    assert run.rc == 0 and "check_ibdiag" not in run.output, run.output
+    assert any("State=RESUME" in call for call in stubs.calls()) == resumed, stubs.calls()
+
+
+@pytest.mark.parametrize("how", ["fails", "hangs"])
+def test_a_slurm_state_that_cannot_be_read_is_logged_and_never_drains_a_healthy_node(tmp_path, how):
+    mark = marker()
+    unreachable = fails("slurm_load_partitions: Unable to contact slurm controller")
+    # hangs once, for check_ibdiag (NHC's own helpers would hang on it too, past its watchdog)
+    hung = in_turn(hangs(mark), prints_text("idle none"), tmp_path / "sinfo-turns")
+    _, settings, env = _slurm_stubs(tmp_path, hung if how == "hangs" else unreachable)
+    start = time.monotonic()
+    line = [f"* || check_ibdiag --sysfs {GOOD}"]
+    run = run_nhc(tmp_path, line, timeout=8, settings=settings, env=env)
+    # 80% of the 8 s NHC allows: a quarter of it at most for sinfo, ibdiag in what is left
+    assert run.rc == 0, run.output
+    assert "check_ibdiag: cannot read " in run.output and "may be resumed" in run.output
+    why = r"timed out after [12]\.\d s" if how == "hangs" else "Unable to contact slurm controller"
+    assert re.search(why, run.output), run.output
+    assert time.monotonic() - start < 8
+    assert wait_no_strays(mark, within=2.0) == []
+    line = [f"* || check_ibdiag --sysfs {STUCK}"]
+    sick = run_nhc(tmp_path, line, timeout=8, settings=settings, env=env)
+    assert sick.failure == "ibdiag: mlx5_6:1 link.state 2: INIT and more", sick.output
+
+
+def test_other_resource_managers_never_online_what_a_state_run_offlined(tmp_path):
+    """NHC_RM=pbs: no note is read, so with --state NHC's onlining is off in check_ibdiag's
+    passes; offlined nodes wait for an admin (pbsnodes -c)."""
+    stubs = StubBin(tmp_path / "stubs")
+    pbsnodes = stubs.add("pbsnodes", prints_text(f"node1 offline NHC: {HELD}"))
+    env = dict(os.environ, PBSNODES=str(pbsnodes))
+    settings = [USE_IBDIAG, "NHC_RM=pbs", "MARK_OFFLINE=1"]
+    state = tmp_path / "state.json"
+    for _ in range(2):
+        run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD} --state {state}"],
+                      settings=settings, env=env)  # fmt: skip
+        assert run.rc == 0, run.output
+    assert [call for call in stubs.calls() if " -c" in call] == [], stubs.calls()
+    # without --state or --baseline nothing held can vanish: NHC onlines as it always did
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD}"], settings=settings, env=env)
+    assert run.rc == 0 and any(" -c" in call for call in stubs.calls()), stubs.calls()
+    # forked checks (nhc -f) cannot turn it off: said in the log, never silently
+    forked = [*settings, "NHC_CHECK_FORKED=1"]
+    run = run_nhc(tmp_path, [f"* || check_ibdiag --sysfs {GOOD} --state {state}"],
+                  settings=forked, env=env)  # fmt: skip
+    assert run.rc == 0 and "with forked checks (nhc -f): NHC may online" in run.output, run.output

@@ -11,11 +11,14 @@ single-node cluster; its node is this host, as NHC's HOSTNAME is.
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 from conftest import SCENARIOS_DIR
 from nhc_run import IBDIAG, run_nhc
 from slurm_cluster import SlurmCluster
 from stubs import StubBin
+from sysfs_builder import mlx5_node, write_node
 
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
@@ -59,3 +62,89 @@ def test_nhc_drains_with_ibdiag_s_reason_and_resumes_after_repair(tmp_path):
             "IDLE+DRAIN",
             f"NHC: ibdiag: cannot run {crash} (exit 2): {why}",
         ), broken.output
+
+
+def _counter_node(root) -> str:
+    """A two-HCA node with error counters (all zero) to bump, as /sys."""
+    sys_root = root / "sys"
+    write_node(str(sys_root), mlx5_node(2))
+    return str(sys_root)
+
+
+def _bump(sys_root: str, device: str, name: str, by: int) -> None:
+    path = Path(sys_root, "class", "infiniband", device, "ports", "1", "counters", name)
+    path.write_text(f"{int(path.read_text()) + by}\n")
+
+
+def test_a_counter_rise_stays_drained_through_clean_passes_until_an_admin_resumes(tmp_path):
+    """The field report, through NHC: a link_downed rise drains; the next pass (the state file
+    now holds the risen value: no new rise) must not resume it, nor may a later, different
+    fault replace its reason; an admin's RESUME ends it and the next clean pass keeps it IDLE."""
+    sys_root = _counter_node(tmp_path / "node")
+    state = tmp_path / "var" / "nhc-state.json"
+    with SlurmCluster(tmp_path / "cluster") as cluster:
+
+        def nhc():
+            return run_nhc(
+                tmp_path,
+                [f"* || check_ibdiag --sysfs {sys_root} --state {state}"],
+                settings=[f"IBDIAG={IBDIAG}", *MARK_SLURM],
+                env=cluster.env,
+            )
+
+        first = nhc()
+        assert first.rc == 0, first.output
+        assert cluster.node_state() == ("IDLE", None)
+
+        _bump(sys_root, "mlx5_0", "link_downed", 1)
+        risen = nhc()
+        assert risen.rc == 1, risen.output
+        held = "NHC: ibdiag: held: mlx5_0:1 counters.port_errors link_downed"
+        assert cluster.node_state() == ("IDLE+DRAIN", held), risen.output
+        stamped = cluster.node_info()["Reason"]  # "... [root@2026-11-27T11:11:20]"
+
+        for _ in range(2):  # quiet since: NHC's node-mark-online must not resume it
+            time.sleep(1.1)  # (the stamp counts seconds)
+            quiet = nhc()
+            assert quiet.rc == 1, quiet.output
+            assert quiet.failure == held[len("NHC: ") :], quiet.output
+            assert "stays drained until an admin resumes it" in quiet.output
+            assert cluster.node_state() == ("IDLE+DRAIN", held), quiet.output
+            assert cluster.node_info()["Reason"] == stamped  # the same note: its time kept
+
+        port = Path(sys_root, "class", "infiniband", "mlx5_1", "ports", "1", "state")
+        port.write_text("2: INIT\n")  # another fault, one that heals: the first reason stays
+        other = nhc()
+        assert other.rc == 1 and "link.state" in other.output, other.output
+        assert cluster.node_state() == ("IDLE+DRAIN", held), other.output
+        port.write_text("4: ACTIVE\n")
+
+        cluster.scontrol("update", f"NodeName={cluster.node_name}", "State=RESUME")
+        assert cluster.wait_for_node_state("IDLE") == ("IDLE", None)
+        after = nhc()  # judged afresh: healthy, nothing new since the last pass
+        assert after.rc == 0 and "check_ibdiag" not in after.output, after.output
+        assert cluster.wait_for_node_state("IDLE") == ("IDLE", None)
+
+
+def test_a_fault_that_heals_is_still_resumed_by_nhc(tmp_path):
+    """Only held faults wait for an admin: a port stuck in INIT that comes back is resumed."""
+    sys_root = _counter_node(tmp_path / "node")
+    port = Path(sys_root, "class", "infiniband", "mlx5_1", "ports", "1", "state")
+    with SlurmCluster(tmp_path / "cluster") as cluster:
+
+        def nhc():
+            return run_nhc(
+                tmp_path,
+                [f"* || check_ibdiag --sysfs {sys_root} --state {tmp_path / 'state.json'}"],
+                settings=[f"IBDIAG={IBDIAG}", *MARK_SLURM],
+                env=cluster.env,
+            )
+
+        assert nhc().rc == 0
+        port.write_text("2: INIT\n")
+        sick = nhc()
+        assert cluster.node_state() == ("IDLE+DRAIN", "NHC: ibdiag: mlx5_1:1 link.state 2: INIT")
+        port.write_text("4: ACTIVE\n")
+        healed = nhc()
+        assert healed.rc == 0, (sick.output, healed.output)
+        assert cluster.wait_for_node_state("IDLE") == ("IDLE", None)

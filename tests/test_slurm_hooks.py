@@ -18,14 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from ibdiag.held import clean_reason, epilog_reason, held_reason
 from ibdiag.slurm.hooks import HEALTHCHECK_STATE
 from ibdiag.slurm.scontrol import (
     NodeRecord,
     Scontrol,
     SlurmError,
-    clean_reason,
-    epilog_reason,
-    held_reason,
     mark_healthy,
     mark_unhealthy,
     parse_show_node,

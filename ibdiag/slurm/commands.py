@@ -202,11 +202,10 @@ def _grader(settings: dict):
     """Collect and grade this node as ``ibdiag check`` would, at the hook's level, within the
     seconds the hook has left (``hooks.Grader``); and the ids of the checks it runs that are
     graded on change since a baseline (their failures are held drains)."""
+    from ibdiag import held
+
     pipeline = prepare(pipeline_options(settings))
-    change_checks = frozenset(
-        spec.id for spec in pipeline.registry.for_level(pipeline.options.level)
-        if spec.takes_baseline
-    )  # fmt: skip
+    change_checks = held.change_checks(pipeline.registry, pipeline.options.level)
 
     def grade_node(baseline_path: Optional[str], save_path: Optional[str], seconds: float):
         limits = {

@@ -13,8 +13,9 @@
 
 Held: any hook that drains for a failure of a check graded on change since a baseline (error
 counters that rose, a link that went down, a kernel-log fault: ``CheckSpec.takes_baseline``)
-writes ``ibdiag: held: ...``; the epilog's ``ibdiag: epilog: ...`` are held too. No hook
-replaces or resumes a held reason (``ibdiag.slurm.scontrol``), whichever wrote it first.
+writes ``ibdiag: held: ...``; the epilog's ``ibdiag: epilog: ...`` are held too (``ibdiag.held``,
+shared with ``check --reason`` and NHC). No hook replaces or resumes a held reason
+(``ibdiag.slurm.scontrol``), whichever wrote it first.
 
 Every hook returns ``GO_ON`` (0) or ``SICK`` (2), the exit contract of
 ``ibdiag.slurm.commands`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
@@ -39,15 +40,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, FrozenSet, Optional
 
-from ibdiag.model import Report, Status, Verdict
-from ibdiag.slurm.scontrol import (
-    Scontrol,
-    SlurmError,
-    epilog_reason,
-    held_reason,
-    mark_healthy,
-    mark_unhealthy,
-)
+from ibdiag.held import epilog_reason, report_reason
+from ibdiag.model import Report, Verdict
+from ibdiag.slurm.scontrol import Scontrol, SlurmError, mark_healthy, mark_unhealthy
 
 HEALTHCHECK_STATE = "healthcheck.json"
 GO_ON = 0  # exit code: nothing left for Slurm to do
@@ -186,19 +181,14 @@ def _run_check(ctx: HookContext, grade: Grader, baseline: Optional[str], save: O
 
 def _reason(ctx: HookContext, report: Report, after_job: bool = False) -> str:
     """The report's drain reason ("" when nothing is wrong): the epilog's when graded against
-    a job's baseline (``after_job``), else held when a check graded on change failed."""
-    from ibdiag.render.text import reason_line
-
-    line = reason_line(report)
-    if not line:
-        return line
+    a job's baseline (``after_job``), else held when a check graded on change failed
+    (``ibdiag.held``, as ``check --reason`` prints it)."""
     if after_job:
-        return epilog_reason(line)
-    held = any(
-        result.status == Status.FAIL and result.check_id in ctx.change_checks
-        for result in report.results
-    )
-    return held_reason(line) if held else line
+        from ibdiag.render.text import reason_line
+
+        line = reason_line(report)
+        return epilog_reason(line) if line else line
+    return report_reason(report, ctx.change_checks)
 
 
 def _drain(ctx: HookContext, reason: str) -> bool:

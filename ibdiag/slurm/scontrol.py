@@ -22,15 +22,8 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from ibdiag.grade import REASON_PREFIX
+from ibdiag.held import clean_reason, is_held
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
-
-# The epilog's reasons: errors a job's traffic drove. A drained node carries no traffic, so the
-# health check cannot see them go away: only an admin resumes these.
-EPILOG_PREFIX = f"{REASON_PREFIX} epilog:"
-# Any hook's reasons for a fault that does not heal by itself (a counter rise, a flap): held
-# for an admin like the epilog's.
-HELD_PREFIX = f"{REASON_PREFIX} held:"
-HELD_PREFIXES = (EPILOG_PREFIX, HELD_PREFIX)
 
 # "Reason=ibdiag: mlx5_6:1 link.state [root@2026-11-21T16:51:00]": who set it and when.
 _REASON_STAMP = re.compile(r"\s*\[[^\[\]]*@[^\[\]]*\]\s*$")
@@ -61,7 +54,7 @@ class NodeRecord:
     @property
     def held(self) -> bool:
         """ibdiag's reason for a fault that does not heal by itself: only an admin resumes."""
-        return self.reason is not None and self.reason.startswith(HELD_PREFIXES)
+        return self.reason is not None and is_held(self.reason)
 
 
 def parse_show_node(name: str, text: str) -> NodeRecord:
@@ -79,35 +72,6 @@ def parse_show_node(name: str, text: str) -> NodeRecord:
     if state is None:
         raise SlurmError(f"scontrol show node {name}: no State= in its output")
     return NodeRecord(name=name, state=state, reason=reason)
-
-
-def epilog_reason(reason: str) -> str:
-    """ "ibdiag: mlx5_3:1 counters.port_errors" -> "ibdiag: epilog: mlx5_3:1 ..."."""
-    return _marked(EPILOG_PREFIX, reason)
-
-
-def held_reason(reason: str) -> str:
-    """ "ibdiag: mlx5_3:1 counters.port_errors link_downed" -> "ibdiag: held: mlx5_3:1 ...";
-    a reason held already (the epilog's too) is kept as it is."""
-    return _marked(HELD_PREFIX, reason)
-
-
-def _marked(prefix: str, reason: str) -> str:
-    line = clean_reason(reason)
-    if line.startswith(HELD_PREFIXES):
-        return line
-    return clean_reason(f"{prefix} {line[len(REASON_PREFIX) :].strip()}")
-
-
-def clean_reason(reason: str) -> str:
-    """One line with the ``ibdiag:`` prefix, in the safe characters and length of every
-    ibdiag drain reason (``ibdiag.render.text.reason_text``)."""
-    from ibdiag.render.text import reason_text
-
-    line = " ".join(reason.split())
-    if not line.startswith(REASON_PREFIX):
-        line = f"{REASON_PREFIX} {line}"
-    return reason_text(line)
 
 
 class Scontrol:
