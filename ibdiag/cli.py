@@ -506,7 +506,7 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
 def report_command(bundle, fmt, as_json, output, quiet, verbose, accept_altered, **settings) -> int:
     """Re-grade a support bundle - or a saved report or snapshot JSON - offline, with today's
     checks (and your thresholds); render it as text, JSON or HTML."""
-    report = _grade_bundle(bundle, pipeline_options(settings), accept_altered=accept_altered)
+    report, _ = _grade_bundle(bundle, pipeline_options(settings), accept_altered=accept_altered)
     return _emit(report, fmt, as_json, output, quiet, verbose)
 
 
