@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import List
 
@@ -96,3 +97,14 @@ def run_cli():
         return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return invoke
+
+
+def pytest_configure(config):
+    """Give the tests Python's own Ctrl-C even when the launcher ignored SIGINT.
+
+    Some tests send the runner a real SIGINT, as Ctrl-C would. A shell starts a background job
+    with SIGINT ignored (``./dev/run-tests &`` from a script, a CI step), and Python then never
+    raises KeyboardInterrupt, so those tests would fail only because of how pytest was started.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

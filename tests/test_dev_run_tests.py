@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -111,3 +112,19 @@ def test_a_plain_python_m_pytest_still_finds_everything():
 
     assert os.path.commonpath([FIXTURES, REPO]) == REPO
     assert os.path.commonpath([NHC_SOURCE, REPO]) == REPO
+
+
+def test_the_suite_started_as_a_background_job_still_gets_ctrl_c():
+    """A background job of a script starts with SIGINT ignored; the Ctrl-C tests still pass."""
+    one = "tests/test_runner.py::test_keyboard_interrupt_propagates_and_kills_the_group"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
