@@ -8,7 +8,7 @@ test's, whatever the number of HCAs.
 
 This script writes an 8-HCA sysfs tree (tests/sysfs_builder.py), puts a stub ``ib_write_bw``
 on PATH that behaves like perftest's (the server waits for its client; the client "runs" for
---duration seconds and prints a real capture from ../shared/fixtures/perftest), and times, as
+--duration seconds and prints a real capture from tests/fixtures/perftest), and times, as
 separate processes:
 
     full      python -m ibdiag check --level full --sysfs <tree> --config <duration>

@@ -9,7 +9,7 @@ ceil(commands / workers) x 0.3 s), not to the sum.
 
 This script writes an 8-HCA mlx5 sysfs tree (tests/sysfs_builder.py) and a procfs directory,
 puts stub executables on PATH (tests/stubs: each sleeps --delay seconds, then prints a real
-capture from ../shared/fixtures), and times, as separate processes, round-robin:
+capture from tests/fixtures), and times, as separate processes, round-robin:
 
     standard  python -m ibdiag check --level standard --sysfs <tree> --procfs <proc>
     quick     python -m ibdiag check --level quick ...   (the same start-up, no command)

@@ -17,8 +17,8 @@ was done to its tree. Exit status 0 when every count is zero, 1 otherwise.
     python benchmarks/fuzz_trees.py --seed 1 --case 1234        # one case again
     python benchmarks/fuzz_trees.py --cases 500 --workers 4 --json results/fuzz.json
 
-Run it from the venv ibdiag is installed in; it needs ../shared/fixtures beside the repository
-(the stubs print real captures).
+Run it from the venv ibdiag is installed in (the stubs print the real captures in
+tests/fixtures).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import List
 
@@ -12,7 +13,9 @@ from click.testing import CliRunner
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TESTS_DIR)
 SCENARIOS_DIR = os.path.join(TESTS_DIR, "scenarios")
-SHARED_FIXTURES = os.path.join(os.path.dirname(REPO), "shared", "fixtures")
+# The real-hardware captures the tests read (copied from the shared capture set, see
+# tests/fixtures/COPIED.md); the sysfs trees among them live in tests/scenarios/<name>/root.
+FIXTURES_DIR = os.path.join(TESTS_DIR, "fixtures")
 
 if TESTS_DIR not in sys.path:  # tests import sysfs_builder, snapshots
     sys.path.insert(0, TESTS_DIR)
@@ -27,9 +30,9 @@ def scenario_names() -> List[str]:
 
 
 def capture_names(kind: str) -> list:
-    """The captures in ../shared/fixtures/<kind> (for parametrize). A missing or empty folder
+    """The captures in tests/fixtures/<kind> (for parametrize). A missing or empty folder
     yields one ``None`` parameter, which ``read_capture`` turns into a failure, not a skip."""
-    folder = os.path.join(SHARED_FIXTURES, kind)
+    folder = os.path.join(FIXTURES_DIR, kind)
     if not os.path.isdir(folder):
         return [pytest.param(None, id=f"{kind}-fixtures-missing")]
     names = sorted(
@@ -43,19 +46,19 @@ def capture_names(kind: str) -> list:
 
 
 def captures_without_facts(kind: str, facts) -> List[str]:
-    """The captures in ../shared/fixtures/<kind> that ``facts`` says nothing about (a new
+    """The captures in tests/fixtures/<kind> that ``facts`` says nothing about (a new
     capture must have its facts written down); fails when the folder has none at all."""
     names = [name for name in capture_names(kind) if isinstance(name, str)]
-    assert names, f"no {kind} captures under {os.path.join(SHARED_FIXTURES, kind)}"
+    assert names, f"no {kind} captures under {os.path.join(FIXTURES_DIR, kind)}"
     return sorted(set(names) - set(facts))
 
 
 def read_capture(kind: str, name) -> str:
-    folder = os.path.join(SHARED_FIXTURES, kind)
+    folder = os.path.join(FIXTURES_DIR, kind)
     if name is None or not os.path.isdir(folder):
         pytest.fail(
-            f"capture folder {folder} is missing or empty: the tests need ../shared/fixtures "
-            "beside the repository"
+            f"capture folder {folder} is missing or empty: the tests read the captures in "
+            "tests/fixtures"
         )
     with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
         return handle.read()
@@ -94,3 +97,14 @@ def run_cli():
         return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return invoke
+
+
+def pytest_configure(config):
+    """Give the tests Python's own Ctrl-C even when the launcher ignored SIGINT.
+
+    Some tests send the runner a real SIGINT, as Ctrl-C would. A shell starts a background job
+    with SIGINT ignored (``./dev/run-tests &`` from a script, a CI step), and Python then never
+    raises KeyboardInterrupt, so those tests would fail only because of how pytest was started.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

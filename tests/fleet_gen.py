@@ -13,7 +13,7 @@ graded against the node's snapshot of a day earlier (``--state``):
   factories), and every command of levels standard and full as a ``CommandRun`` with the argv
   and role collect plans for it (``ibdiag.sources.plan``, ``.partner``, ``.active``) and, as
   stdout, a real capture with this node's values written in (GUIDs, LIDs, far end, bandwidth):
-  ``../shared/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
+  ``tests/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
   nccl-tests; ibstat/ibv_devinfo in their layout) and ``tests/captures/ibsim-partner`` (the
   far-end chain, made NDR). perfquery and ethtool -S are ``benchmarks/bench_standard.py``'s
   captures, so a report weighs what a real level-standard one does, plus level full's runs

@@ -1,4 +1,4 @@
-"""Run the real LBNL NHC (the unmodified copy in ../shared/vendor/nhc) with ibdiag's check.
+"""Run the real LBNL NHC (the unmodified copy in tests/vendor/nhc) with ibdiag's check.
 
 NHC is run from its source tree as its SOURCES.md says: ``bash nhc -D CONFDIR -c CONF -l - -t
 TIMEOUT HELPERDIR=... NHC_RM=none MARK_OFFLINE=0``, with CONFDIR/scripts holding NHC's own
@@ -17,7 +17,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(TESTS_DIR)
-NHC_SOURCE = os.path.join(os.path.dirname(REPO), "shared", "vendor", "nhc")
+NHC_SOURCE = os.path.join(TESTS_DIR, "vendor", "nhc")
 NHC_SCRIPT = os.path.join(REPO, "contrib", "nhc", "ibdiag.nhc")
 # The ibdiag the tests run: the console script of the environment running pytest.
 IBDIAG = os.path.join(os.path.dirname(sys.executable), "ibdiag")
@@ -39,7 +39,7 @@ class NhcRun(NamedTuple):
 def nhc_conf_dir(root: Path, conf_lines: Sequence[str]) -> Path:
     """CONFDIR with scripts/{common,ibdiag}.nhc and an nhc.conf of ``conf_lines``."""
     if not os.path.isfile(os.path.join(NHC_SOURCE, "nhc")):
-        raise FileNotFoundError(f"NHC is missing: {NHC_SOURCE} (../shared beside the repo?)")
+        raise FileNotFoundError(f"NHC is missing: {NHC_SOURCE} (tests/vendor/nhc)")
     scripts = root / "scripts"
     scripts.mkdir(parents=True, exist_ok=True)
     shutil.copy(os.path.join(NHC_SOURCE, "scripts", "common.nhc"), scripts)

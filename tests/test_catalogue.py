@@ -1,7 +1,7 @@
 """The counter catalogue: names, categories, widths, units and the default rules with reasons.
 
-The 22 mlx5 hw_counters and their classes come from NVIDIA's documentation as summarised in
-../shared/seeds/000 (17 error counters, 5 informative ones of which ``lifespan`` is a setting);
+The 22 mlx5 hw_counters and their classes come from NVIDIA's documentation of the mlx5
+hw_counters (17 error counters, 5 informative ones of which ``lifespan`` is a setting);
 widths come from the IBTA PortCounters attribute.
 """
 

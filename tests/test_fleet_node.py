@@ -171,7 +171,7 @@ def test_what_tells_one_machine_from_another():
 
 # --- NCCL Inspector bus bandwidth: like for like, whatever else the node's jobs ran ------------
 
-INSPECTOR = "nccl_inspector"  # ../shared/fixtures/nccl_inspector
+INSPECTOR = "nccl_inspector"  # tests/fixtures/nccl_inspector
 # NVIDIA's README: one GPU of nvl72004-T01, AllReduce 4-5GB 678.263 GB/s (n_nodes 1), P2P Send.
 PROM_CAPTURE = "nccl-readme-nvl72004-inspector-prom-allreduce-4-5GB-and-p2p-send.txt"
 # NVIDIA's README (v4.4 JSON, nnodes 1): AllReduce 16 GiB 485.119099 GB/s, ReduceScatter 2 GiB

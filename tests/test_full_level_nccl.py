@@ -1,6 +1,6 @@
 """Level full, beyond ib_write_bw: nccl-tests, NCCL Inspector dumps, the GPU-HCA topology,
 a support bundle of a full run, and the terminal status line. Stub executables print real
-captures from ../shared/fixtures."""
+captures from tests/fixtures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import stubs as S
-from conftest import SHARED_FIXTURES
+from conftest import FIXTURES_DIR
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
 from ibdiag.render.progress import StatusLine
@@ -476,7 +476,7 @@ def test_real_perftest_without_a_device_fails_with_its_own_words(run_cli, tmp_pa
     assert (
         "Did not detect devices" in bandwidth["message"] or "Unable to find" in bandwidth["message"]
     ), bandwidth
-    assert os.path.isdir(SHARED_FIXTURES)
+    assert os.path.isdir(FIXTURES_DIR)
 
 
 def test_nccl_tests_garbage_fails_as_incomplete(run_cli, node):

@@ -1,4 +1,4 @@
-"""ethtool -S runs -> ``NetDev.ethtool``, on the real captures in ../shared/fixtures/ethtool.
+"""ethtool -S runs -> ``NetDev.ethtool``, on the real captures in tests/fixtures/ethtool.
 
 Each test records CommandRuns as collect would (argv from ``ibdiag.sources.plan``, the role from
 ``ibdiag.roles``, the capture as stdout), runs the interpret step shared by collect and replay,

@@ -1,5 +1,5 @@
 """The inventory interpreter: recorded ibstat / ibv_devinfo runs -> ``Snapshot.inventory``, on
-every capture in ../shared/fixtures/{ibstat,ibv_devinfo} (facts hand-read in
+every capture in tests/fixtures/{ibstat,ibv_devinfo} (facts hand-read in
 test_parsers_inventory), and what it records for the ibstatus captures, garbage and failures."""
 
 from __future__ import annotations

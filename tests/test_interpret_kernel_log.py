@@ -1,5 +1,5 @@
 """The kernel-log interpreter: recorded dmesg / journalctl runs -> ``Snapshot.kernel_log``,
-on every capture in ../shared/fixtures/dmesg (facts hand-read in test_parsers_kernel_log)."""
+on every capture in tests/fixtures/dmesg (facts hand-read in test_parsers_kernel_log)."""
 
 from __future__ import annotations
 

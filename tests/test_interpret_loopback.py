@@ -1,5 +1,5 @@
 """ib_write_bw runs -> ``Snapshot.loopback``: runs found by role, perftest's real captures
-(../shared/fixtures/perftest) as what the client printed, and the perftest check reading the
+(tests/fixtures/perftest) as what the client printed, and the perftest check reading the
 field alone."""
 
 from __future__ import annotations

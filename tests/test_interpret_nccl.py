@@ -1,5 +1,5 @@
 """nccl-tests runs and NCCL Inspector files -> typed Snapshot fields (``ibdiag.sources.interpret``),
-on every capture in ../shared/fixtures/nccl_tests and ../shared/fixtures/nccl_inspector.
+on every capture in tests/fixtures/nccl_tests and tests/fixtures/nccl_inspector.
 
 The run is found by its role alone; its stdout and stderr are parsed together; a run that never
 started leaves the field None; junk gives a result with problems, never an exception.

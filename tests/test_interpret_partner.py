@@ -1,5 +1,5 @@
 """The far end's runs -> ``Port.partner``, on the ibsim captures (tests/captures/ibsim-partner)
-and the real switch-side perfquery captures (../shared/fixtures/perfquery).
+and the real switch-side perfquery captures (tests/fixtures/perfquery).
 
 Each test records CommandRuns as ``ibdiag.sources.partner`` records them (argv from its
 ``steps``, the role from ``ibdiag.roles.partner``, a capture as stdout), runs the interpret step
@@ -83,7 +83,7 @@ def test_a_switch_partner_is_typed_from_its_chain():
 
 
 def test_x_with_the_error_counters_is_the_reading():
-    """A real EDR switch port's -x (../shared/fixtures/perfquery) carries the error counters."""
+    """A real EDR switch port's -x (tests/fixtures/perfquery) carries the error counters."""
     x = read_capture("perfquery", "infiniband_exporter-x-switch-edr-0x506b4b03005c2740.txt")
     # read of LID 2052 port 1; this chain's switch (the ibsim captures) has LID 1: an answer
     # for another LID than asked is not kept (test_an_answer_for_another_lid_or_port_...)

@@ -1,4 +1,4 @@
-"""perfquery runs -> ``Port.perfquery``, on the real captures in ../shared/fixtures/perfquery.
+"""perfquery runs -> ``Port.perfquery``, on the real captures in tests/fixtures/perfquery.
 
 Each test records CommandRuns as collect would (argv from ``ibdiag.sources.plan``, the role from
 ``ibdiag.roles``, the capture as stdout), runs the interpret step shared by collect and replay,

@@ -1,5 +1,5 @@
 """nvidia-smi topo -m -> ``Snapshot.gpu_topology``: the run found by role, the real captures in
-../shared/fixtures/nvidia_smi_topo (facts written by hand in test_parsers_nvidia_smi_topo),
+tests/fixtures/nvidia_smi_topo (facts written by hand in test_parsers_nvidia_smi_topo),
 and the topology.gpu_hca check reading the field alone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""contrib/nhc/ibdiag.nhc inside the real LBNL NHC (../shared/vendor/nhc, run from source).
+"""contrib/nhc/ibdiag.nhc inside the real LBNL NHC (tests/vendor/nhc, run from source).
 
 What an admin relies on: a sick node fails NHC with ibdiag's stable reason, a healthy one
 passes, a warning or an "I could not judge" is logged and passes (unless IBDIAG_STRICT=1); a

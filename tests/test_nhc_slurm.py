@@ -1,6 +1,6 @@
 """The real NHC marking a real Slurm node offline and online with ibdiag's reason.
 
-NHC (../shared/vendor/nhc) with ``NHC_RM=slurm``: on a failure its own helper
+NHC (tests/vendor/nhc) with ``NHC_RM=slurm``: on a failure its own helper
 ``node-mark-offline`` drains the node with ``NHC: <message>`` (through ``sinfo`` and
 ``scontrol``), and ``node-mark-online`` resumes a node NHC drained once every check passes.
 The message goes through an ``eval`` inside single quotes on its way there, so check_ibdiag

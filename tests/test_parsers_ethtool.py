@@ -1,11 +1,11 @@
-"""ethtool -S / ethtool parsers, on every capture in ../shared/fixtures/ethtool."""
+"""ethtool -S / ethtool parsers, on every capture in tests/fixtures/ethtool."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,7 @@ from ibdiag.sources.parsers.ethtool import (
 )
 from ibdiag.sources.plan import ethtool_argv
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 FOLDER = FIXTURES / "ethtool"
 
 

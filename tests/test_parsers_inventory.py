@@ -1,4 +1,4 @@
-"""ibstat, ibstatus and ibv_devinfo parsers, on every capture in ../shared/fixtures/{ibstat,
+"""ibstat, ibstatus and ibv_devinfo parsers, on every capture in tests/fixtures/{ibstat,
 ibstatus,ibv_devinfo}."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +18,7 @@ from ibdiag.sources.parsers.ibstat import (
 )
 from ibdiag.sources.parsers.ibv_devinfo import parse_ibv_devinfo, parse_ibv_devinfo_report
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 KINDS = ("ibstat", "ibstatus", "ibv_devinfo")
 
 

@@ -1,4 +1,4 @@
-"""Kernel log parser and signature classifier, on every capture in ../shared/fixtures/dmesg."""
+"""Kernel log parser and signature classifier, on every capture in tests/fixtures/dmesg."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,7 @@ from ibdiag.sources.parsers.kernel_log import (
 )
 from ibdiag.sources.plan import journalctl_argv, kernel_log_argv
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 FOLDER = FIXTURES / "dmesg"
 
 

@@ -1,5 +1,5 @@
 """NCCL Inspector dump parsers, on every capture in
-../shared/fixtures/nccl_inspector.
+tests/fixtures/nccl_inspector.
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from ibdiag.sources.parsers.nccl_inspector import (
     parse_inspector_prom,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 KIND = "nccl_inspector"
 FOLDER = FIXTURES / KIND
 

@@ -1,4 +1,4 @@
-"""nccl-tests parser, on every capture in ../shared/fixtures/nccl_tests.
+"""nccl-tests parser, on every capture in tests/fixtures/nccl_tests.
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ibdiag.sources.parsers.nccl_tests import parse_nccl_tests
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 KIND = "nccl_tests"
 FOLDER = FIXTURES / KIND
 
@@ -252,7 +252,7 @@ FACTS = {
 
 def test_fixture_folder_present():
     assert FOLDER.is_dir(), (
-        f"{FOLDER} is missing: the nccl-tests tests read the real captures in ../shared/fixtures"
+        f"{FOLDER} is missing: the nccl-tests tests read the real captures in tests/fixtures"
     )
 
 

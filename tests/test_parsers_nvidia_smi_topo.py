@@ -1,4 +1,4 @@
-"""nvidia-smi topo -m parser, on every capture in ../shared/fixtures/nvidia_smi_topo.
+"""nvidia-smi topo -m parser, on every capture in tests/fixtures/nvidia_smi_topo.
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -9,14 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ibdiag.sources.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
 from ibdiag.sources.plan import nvidia_smi_topo_argv
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 KIND = "nvidia_smi_topo"
 FOLDER = FIXTURES / KIND
 

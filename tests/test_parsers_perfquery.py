@@ -1,4 +1,4 @@
-"""perfquery parser on every capture in ../shared/fixtures/perfquery, and its argv (plan.py).
+"""perfquery parser on every capture in tests/fixtures/perfquery, and its argv (plan.py).
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,7 @@ from ibdiag.sources.parsers.perfquery import (
 )
 from ibdiag.sources.plan import PERFQUERY_FLAGS, perfquery_argv
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 KIND = "perfquery"
 FOLDER = FIXTURES / KIND
 
@@ -144,7 +144,7 @@ FACTS = {
 
 def test_fixture_folder_present():
     assert FOLDER.is_dir(), (
-        f"{FOLDER} is missing: the perfquery tests read the real captures in ../shared/fixtures"
+        f"{FOLDER} is missing: the perfquery tests read the real captures in tests/fixtures"
     )
 
 

@@ -1,5 +1,5 @@
 """perftest parser (and the ib_*_bw argv sources/active.py builds), on every capture in
-../shared/fixtures/perftest.
+tests/fixtures/perftest.
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
 ``test_every_capture_has_facts`` until someone writes its facts down.
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import capture_names, captures_without_facts, read_capture
+from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from ibdiag.sources.parsers.perftest import (
     to_gbps,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 KIND = "perftest"
 FOLDER = FIXTURES / KIND
 MIB = 8 * 1048576 / 1e9  # MiB/s -> Gb/s
@@ -180,7 +180,7 @@ FACTS = {
 
 def test_fixture_folder_present():
     assert FOLDER.is_dir(), (
-        f"{FOLDER} is missing: the perftest tests read the real captures in ../shared/fixtures"
+        f"{FOLDER} is missing: the perftest tests read the real captures in tests/fixtures"
     )
 
 

@@ -1,4 +1,4 @@
-"""The far end of a cable as real fabrics show it (../shared/fixtures: ibnetdiscover -p and
+"""The far end of a cable as real fabrics show it (tests/fixtures: ibnetdiscover -p and
 iblinkinfo on real EDR/HDR/DDR fabrics, a real EDR switch port's perfquery -x, ibqueryerrors):
 how results and drain reasons name real switches, and real switch-side counters graded.
 

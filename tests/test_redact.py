@@ -1,4 +1,4 @@
-"""Redaction of support bundles: real captures from ../shared/fixtures, false positives,
+"""Redaction of support bundles: real captures from tests/fixtures, false positives,
 consistency across files and spellings, and properties (idempotence, no original left)."""
 
 from __future__ import annotations
@@ -8,18 +8,19 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES_DIR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ibdiag.redact import Redactor
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = Path(FIXTURES_DIR)
 
 
 def capture(relative: str) -> str:
     path = FIXTURES / relative
     if not path.is_file():
-        pytest.fail(f"capture {path} is missing: the tests need ../shared/fixtures beside the repo")
+        pytest.fail(f"capture {path} is missing: the tests read the captures in tests/fixtures")
     return path.read_text(encoding="utf-8", errors="replace")
 
 
@@ -28,8 +29,9 @@ def changed_lines(before: str, after: str):
     return [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
 
 
+# The sysfs captures live in tests/scenarios/<name>/root (symlinks restored); files are verbatim.
 HCA_SYSFS = (
-    "sysfs/hwloc-tacc-stampede-c412-603-connectx3-mlx4-fdr/sys/devices/pci0000:80/"
+    "../scenarios/hwloc-tacc-stampede-c412-603-connectx3-mlx4-fdr/root/sys/devices/pci0000:80/"
     "0000:80:02.2/0000:82:00.0/infiniband/mlx4_0"
 )
 

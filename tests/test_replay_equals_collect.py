@@ -1,7 +1,7 @@
 """A bundle replays into the very Snapshot the live run built, typed command fields included.
 
 Every golden scenario is collected at level standard (every read-only command, each stub
-printing a real capture from ../shared/fixtures), written as a bundle, opened and replayed: the
+printing a real capture from tests/fixtures), written as a bundle, opened and replayed: the
 two Snapshots are equal field for field, so ``ibdiag report BUNDLE`` grades what ``ibdiag check``
 graded. Both go through the one interpret step (``ibdiag.sources.interpret``); a bundle is
 parsed by today's parsers.

@@ -6,7 +6,7 @@ ethtool, dmesg, journalctl, ibstat and ibv_devinfo - and runs the real CLI, in-p
 (``run_cli``) or as ``python -m ibdiag``. PATH is the stub directory alone: a real tool installed
 on the machine can never answer for a stub, and an absent stub is really absent.
 
-The stubs print real captures from ../shared/fixtures (the sysfs tree is built with the PCI
+The stubs print real captures from tests/fixtures (the sysfs tree is built with the PCI
 addresses the kernel-log captures name, so findings land on the right HCA), hang forever, ignore
 SIGTERM, exit non-zero, print garbage or binary junk, are absent or not executable. Whatever they
 do, the run ends within its deadline and every command-based result is graded from the real

@@ -2,7 +2,7 @@
 
 The first half builds realistic trees in pyfakefs with tests/sysfs_builder.py and breaks them
 one file at a time. The second half parses the real captures under tests/scenarios/*/root/sys
-and checks facts read from those files by hand (see /work/shared/fixtures/sysfs/SOURCES.md).
+and checks facts read from those files by hand (see tests/fixtures/sysfs/SOURCES.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ test can tell which commands ran (or that none did).
 
 Behaviours, as script bodies (``StubBin.add(name, body)``):
 
-- ``prints(capture)``: print a recorded capture (``../shared/fixtures``) and exit 0;
+- ``prints(capture)``: print a recorded capture (``tests/fixtures``) and exit 0;
 - ``by_args({pattern: body})``: dispatch on the arguments (``case "$*" in pattern)``);
 - ``in_turn([capture1, capture2])``: the first run with these arguments prints capture1, every
   later one capture2 (a per-argv counter file in the stub directory);
@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO = os.path.dirname(TESTS_DIR)
-FIXTURES = os.path.join(os.path.dirname(REPO), "shared", "fixtures")
+FIXTURES = os.path.join(TESTS_DIR, "fixtures")
 
 # The utilities the stubs themselves use (cat, sleep, tr, mkdir), found on the PATH the tests
 # started with; the stub directory alone is the PATH ibdiag sees.
@@ -41,10 +41,10 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 def fixture(*parts: str) -> str:
-    """The path of a recorded capture under ../shared/fixtures; a missing one fails loudly."""
+    """The path of a recorded capture under tests/fixtures; a missing one fails loudly."""
     path = os.path.join(FIXTURES, *parts)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"capture {path} is missing (../shared/fixtures beside the repo?)")
+        raise FileNotFoundError(f"capture {path} is missing (tests/fixtures)")
     return path
 
 

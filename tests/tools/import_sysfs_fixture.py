@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""Copy a capture from ../shared/fixtures/sysfs into tests/scenarios/<name>/root/.
+"""Copy a sysfs capture (``<capture set>/sysfs/<name>``) into tests/scenarios/<name>/root/.
 
-The shared captures store each sysfs symlink as a small text file holding the link's relative
+The capture set stores each sysfs symlink as a small text file holding the link's relative
 target (e.g. sys/class/infiniband/mlx5_0 contains "../../bus/pci/devices/0000:0c:00.0/...").
 A live /sys has real symlinks there, so the copy turns every such stand-in back into a symlink:
 a regular file whose whole content is a relative path starting with "../" that resolves inside
 the tree. No sysfs attribute's value starts with "../". Everything else is copied byte for byte.
 
-    python tests/tools/import_sysfs_fixture.py NAME [DEST_ROOT]
+    python tests/tools/import_sysfs_fixture.py CAPTURE_DIR [DEST_ROOT]
 
-tests/test_fixture_copies.py checks the copies still match the shared captures.
+CAPTURE_DIR is the capture's folder (the one holding ``sys/``); its name becomes the scenario's.
+Where the shared capture set lies beside the repository, tests/test_fixture_copies.py checks the
+copies still match it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import sys
 from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHARED_SYSFS = os.path.join(os.path.dirname(REPO), "shared", "fixtures", "sysfs")
 
 
 def link_target(path: str, tree_root: str) -> Optional[str]:
@@ -60,12 +61,13 @@ def import_tree(source_sys: str, dest_sys: str) -> int:
 
 
 def main(argv: list) -> int:
-    name = argv[1]
+    capture_dir = os.path.abspath(argv[1])
+    name = os.path.basename(capture_dir.rstrip(os.sep))
     dest_root = argv[2] if len(argv) > 2 else os.path.join(REPO, "tests", "scenarios", name, "root")
     dest_sys = os.path.join(dest_root, "sys")
     if os.path.exists(dest_sys):
         shutil.rmtree(dest_sys)
-    links = import_tree(os.path.join(SHARED_SYSFS, name, "sys"), dest_sys)
+    links = import_tree(os.path.join(capture_dir, "sys"), dest_sys)
     print(f"{name}: copied to {dest_sys}, {links} symlinks restored")
     return 0
 
