@@ -316,9 +316,11 @@ def counters_partner(
 
     What to do: reseat or replace the cable/transceiver named by both ends (mlx5_3:1<->leaf07/21)
     and check the switch port (ibqueryerrors). A hung perfquery on the far end warns naming it
-    (even when plain perfquery then read the counters), as does an answer for another LID or
-    port than asked (not graded). A far end that could not be read (not root, no SM yet, an
-    unmanaged switch without a PMA; link.partner's findings) is a skip with the reason.
+    (even when plain perfquery then read the counters), as do an answer for another LID or
+    port than asked (not graded) and a far end that answers SMPs but not the PMA queries every
+    InfiniBand port must answer (its performance agent is hung or broken). A far end that could
+    not be read from here (not root, no SM yet, a VF; link.partner's findings) is a skip with
+    the reason.
     """
     comparison: Optional[Comparison] = None
     if baseline is not None:  # the switch's counters do not restart when this node reboots
@@ -343,7 +345,9 @@ def counters_partner(
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue
         if not partner.has_error_counters:
-            yield _no_error_counters(partner, target, evidence)
+            unknown = _no_error_counters(partner, target, evidence)
+            if unknown is not None:  # None: plain perfquery's symptom was warned above
+                yield unknown
             continue
         for info in saturated(partner.fixed_width_counter_values()):
             yield Result(
@@ -375,13 +379,15 @@ def counters_partner(
         )  # fmt: skip
 
 
-def _no_error_counters(partner: Partner, target: str, evidence: str) -> Result:
+def _no_error_counters(partner: Partner, target: str, evidence: str) -> Optional[Result]:
     """The skip for a far end whose PMA answered with data counters only: -x without the
-    additional PortCountersExtended fields, and plain perfquery (their fallback) not read."""
+    additional PortCountersExtended fields, and plain perfquery (their fallback) not read;
+    None when plain perfquery's failure is a symptom (``_warns`` said it: one finding)."""
     plain = partner.first_unread(("perfquery",))
+    if plain is not None and plain.symptom:
+        return None
     if plain is not None:
-        why = plain.reason if not plain.symptom else f"not graded: {plain.reason}"
-        message = f"perfquery -x printed no error counters and {why}"
+        message = f"perfquery -x printed no error counters and {plain.reason}"
         return _skip(target, plain.kind, message, plain.command or evidence)
     return _skip(
         target, "unread",

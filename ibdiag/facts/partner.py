@@ -82,10 +82,10 @@ class Unread(Fact):
 
     ``kind`` is a stable word: ``not-installed``, ``no-access`` (the umad device may not be
     opened: not root?), ``no-umad`` (no umad device here: ib_umad not loaded, a container),
-    ``no-sm`` (LID 0), ``virtual-function`` (a VF cannot reach the far end), ``no-pma`` (SMPs
-    answered, PMA queries not: an unmanaged switch?), ``never-run``, ``unread`` (any other
-    failure) - all not possible from here: ``symptom`` False, a skip; and the symptoms, a warn:
-    ``no-answer`` (the far end of an ACTIVE port on a PF did not answer), ``timed-out``/
+    ``no-sm`` (LID 0), ``virtual-function`` (a VF cannot reach the far end), ``never-run``,
+    ``unread`` (any other failure) - all not possible from here: ``symptom`` False, a skip; and
+    the symptoms, a warn: ``no-answer`` (the far end of an ACTIVE port on a PF did not answer),
+    ``no-pma`` (it answered SMPs, not the PMA queries every port must answer), ``timed-out``/
     ``killed-by-SIG...``/``cannot-execute`` (the tool was killed at the command timeout, though
     its MAD timeout lets it give up by itself in seconds: a local hang), ``implausible`` (the
     far end answered what cannot be: ``ibdiag.facts.partner_ranges``).

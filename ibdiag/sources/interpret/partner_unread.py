@@ -10,9 +10,11 @@ libibmad gives up by itself, in seconds, on a far end that does not answer. Henc
   symptom, named by the command, as our own port's hung perfquery is (``perfquery.errors``).
 - **no answer** - the tool gave up itself (``_do_madrpc failed``, ``query failed``): on a
   physical function whose port is ACTIVE (the only ports the chain runs for) the far end must
-  answer; that it does not (a hung switch port or SMA, a bad cable) is a symptom. Not so on a
-  virtual function (it cannot send SMPs off the node), nor when only the PMA steps go
-  unanswered after the SMPs were (an unmanaged switch without a PMA): skips.
+  answer; that it does not (a hung switch port or SMA, a bad cable) is a symptom. So is a far
+  end that answers the SMPs but not the PMA steps (``no-pma``): the InfiniBand architecture
+  requires a PMA with PortCounters on every port, so its performance agent is hung or broken,
+  and a far end whose error counters cannot be read must not pass. Not so on a virtual
+  function (it cannot send SMPs off the node): a skip.
 - **not possible from here** - the tools missing, the umad device missing (``ib_umad`` not
   loaded, a container without ``/dev/infiniband``) or refused (not root?), no subnet manager
   yet (LID 0), a step never started: skips, each with its own reason.
@@ -87,8 +89,12 @@ def unread(
             )
             return found("virtual-function", f"{why}: {failure}")
         if step in PMA_STEPS and smp_answered:
-            why = "the far end answers SMPs but not PMA queries (an unmanaged switch?)"
-            return found("no-pma", f"{why}: {failure}")
+            why = (
+                f"the far end of ACTIVE port {target} answers SMPs but not `{command}`: every "
+                "InfiniBand port must answer PMA queries (PortCounters), so its performance "
+                "agent is hung or broken and its error counters cannot be seen"
+            )
+            return found("no-pma", f"{why}: {failure}", True)
         why = (
             f"the far end of ACTIVE port {target} did not answer `{command}` (MAD timeout): a "
             "hung switch port or management agent, or a bad cable"
