@@ -672,12 +672,32 @@ def test_drift_is_folded_alike_in_text_and_html(fleet, tmp_path):
     text = cli("fleet", "report", folder).stdout.splitlines()
     start = text.index("drift (the majority, then the others):") + 1
     lines = text[start : text.index("", start)]
-    rows = drift_rows(cli("fleet", "report", folder, "--format", "html").stdout)
-    assert len(rows) == len(lines) < 8
+    html = cli("fleet", "report", folder, "--format", "html").stdout
+    rows = drift_rows(html)
+    assert len(rows) == len(lines) < 8 and f'<h2 id="drift">Drift ({len(rows)})</h2>' in html
     assert [f"  {name} rails {rails}:" for name, rails in rows if rails != "node-wide"] == [
         line.split(":")[0] + ":" for line in lines if " rails " in line
     ]
     assert ("fw_ver", "0-7") in rows
+
+
+def test_the_verdict_counts_drift_as_the_sections_show_it(fleet, baseline, tmp_path):
+    """The fleet's healthy and warning nodes (no CRITICAL one, so the verdict line lists the
+    drift): the verdict counted a drift per rail (14) where the text and HTML fold the rails
+    (7 lines, ``Drift (7)``); now all three say the same number."""
+    critical = {host for host, (section, _) in placed(baseline[1]).items() if section in GROUPS[:2]}
+    hosts = [f"gpu{n:04d}" for n in range(1, NODES + 1) if f"gpu{n:04d}" not in critical]
+    folder = directory(tmp_path / "d", fleet, hosts)
+    text = cli("fleet", "report", folder).stdout.splitlines()
+    assert text[0].startswith("IBDIAG FLEET WARNING - "), text[0]
+    start = text.index("drift (the majority, then the others):") + 1
+    lines = text[start : text.index("", start)]
+    html = cli("fleet", "report", folder, "--format", "html").stdout
+    (counted,) = re.findall(r"(\d+) drifting attributes?\b", text[0])
+    assert int(counted) == len(lines) == len(drift_rows(html)) < 8
+    assert f'<h2 id="drift">Drift ({counted})</h2>' in html
+    _, report = fleet_report(folder)
+    assert f"{counted} drifting attribute" in report["verdict_reason"]
 
 
 def test_read_problems_of_100000_files_are_counted_past_the_first_1000(fleet, tmp_path):

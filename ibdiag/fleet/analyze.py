@@ -13,7 +13,8 @@ they answer for no node, the host stays missing, a read note names the file) - a
 like any other and listed as ``unexpected``, but kept out of switch blame, rail conformance,
 the outliers' peers and drift's majorities, where a few forged reports could otherwise make a
 suspect of a real node's switch, pull a rail's median towards a sick node or outvote its
-firmware. Groups come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
+firmware. Groups come largest first; drift counts as the renderers show it, rails that drift
+alike as one (``merged_rails``). Cost: O(nodes x ports), plus a sort per rail and metric.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag import __version__
-from ibdiag.fleet.drift import find_drift
+from ibdiag.fleet.drift import find_drift, merged_rails
 from ibdiag.fleet.identity import answers_for, stand_in_note
 from ibdiag.fleet.model import (
     READ_PROBLEMS_LISTED,
@@ -237,7 +238,7 @@ def _verdict(
         if report.conflicts
         else "",
         _count(len(report.outliers), "outlier"),
-        _count(len(report.drift), "drifting attribute"),
+        _count(len(merged_rails(report.drift)), "drifting attribute"),
         _count(len(report.rail_misplacements), "misplaced rail"),
         unreadable,
     ]
