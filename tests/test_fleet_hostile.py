@@ -497,6 +497,114 @@ def test_reports_nobody_expected_cannot_outvote_the_fleets_firmware(fleet, tmp_p
     assert report["outliers"] == honest["outliers"]
 
 
+ABSENT = "gpu0011"  # expected, never answered
+TEN = [f"gpu{n:04d}" for n in range(1, 11)]  # the ten healthy nodes that did
+NEVER = "no answer: its task never ran, or died before it could say"
+
+
+def standing_in(fleet: str, host: str) -> str:
+    """gpu0002's report as another machine saying ``host``: its own boot id and GUIDs."""
+    data = json.loads(text_of(fleet, HEALTHY))
+    data["snapshot"]["host"] = host
+    data["snapshot"]["boot_id"] = "forged-stand-in"
+    for rail, device in enumerate(data["snapshot"]["devices"]):
+        device["node_guid"] = f"0xfeed00000000{rail:04x}"
+    return json.dumps(data)
+
+
+def expecting(folder: str, source: str) -> List[str]:
+    """The fleet report's arguments that expect TEN and ABSENT: a fleet run's summary in the
+    folder (ABSENT never answered), or --expect-nodes."""
+    from ibdiag.fleet.run_model import SUMMARY_NAME
+
+    if source == "fleet run":
+        Path(folder, SUMMARY_NAME).write_text(
+            fleet_run_json([*TEN, ABSENT], {ABSENT: NEVER}, folder)
+        )
+        return []
+    return ["--expect-nodes", "gpu[0001-0011]"]
+
+
+@pytest.mark.parametrize(
+    "source,name",
+    [
+        ("fleet run", "zz-evil.json"),
+        ("fleet run", f"{ABSENT}-20261127.json"),  # fleet run writes DIR/<node>.json only
+        ("--expect-nodes", "zz-evil.json"),
+        ("--expect-nodes", f"zz{ABSENT}.json"),  # the host, but not as a word of the name
+    ],
+)
+def test_a_report_under_another_name_cannot_stand_in_for_an_expected_node(
+    fleet, tmp_path, source, name
+):
+    """The reviewer's case: gpu0001-0010 answered, gpu0011 never did (CRITICAL, 1 missing);
+    zz-evil.json (gpu0002's report saying host gpu0011, its own boot id and GUIDs) made the
+    fleet OK, 11 nodes, no note. A report in a file not named for the node answers for
+    nobody: gpu0011 stays missing, the stand-in is listed unexpected with a note naming its
+    file and the host it claims, and it is kept out of drift, outliers and switch blame."""
+    folder = directory(tmp_path / "d", fleet, TEN)
+    args = expecting(folder, source)
+    code, honest = fleet_report(folder, *args)
+    assert code == 2 and honest["verdict_reason"] == "1 expected node missing"
+    assert honest["missing"]["nodes"] == ABSENT and honest["unexpected"] is None
+    Path(folder, name).write_text(standing_in(fleet, ABSENT))
+    code, report = fleet_report(folder, *args)
+    validate(report)
+    assert code == 2 and report["verdict_reason"] == "1 expected node missing"
+    assert report["missing"]["nodes"] == ABSENT and report["nodes_read"] == len(TEN) + 1
+    assert report["unexpected"]["nodes"] == ABSENT
+    (note,) = notes_of(report, ABSENT)
+    assert note.startswith(f"{name} says host {ABSENT}, an expected node, but ")
+    assert note.endswith(": it answers for no node")
+    assert report["drift"] == honest["drift"] and report["outliers"] == honest["outliers"]
+    assert blamed(report) == blamed(honest)
+    text = cli("fleet", "report", folder, *args).stdout.splitlines()
+    assert text[0].startswith("IBDIAG FLEET CRITICAL - 1 expected node missing")
+    assert text[text.index("missing (expected, no report):") + 1] == f"  {ABSENT} (1)"
+
+
+@pytest.mark.parametrize(
+    "source,name,host",
+    [
+        ("fleet run", f"{ABSENT}.json", ABSENT),
+        ("fleet run", f"{ABSENT}.json", "vm-7f3a"),  # the kernel's name is not Slurm's
+        ("--expect-nodes", f"{ABSENT}.json", ABSENT),
+        ("--expect-nodes", f"{ABSENT}.json", f"{ABSENT}.cluster.example"),
+        ("--expect-nodes", f"{ABSENT}-20261127.json", ABSENT),
+        ("--expect-nodes", f"ibdiag-{ABSENT}-20261127T101500Z.json", ABSENT),
+        ("--expect-nodes", f"2026-11-27_{ABSENT}.json", f"{ABSENT}.cluster.example"),
+    ],
+)
+def test_a_report_named_for_its_node_still_answers(fleet, tmp_path, source, name, host):
+    """The rule stops stand-ins, not the node's own report: under its fleet run name, or
+    (gathered by hand, --expect-nodes) in a file whose name holds its host as a word."""
+    folder = directory(tmp_path / "d", fleet, TEN)
+    args = expecting(folder, source)
+    Path(folder, name).write_text(standing_in(fleet, host))
+    code, report = fleet_report(folder, *args)
+    assert code == 0, report["verdict_reason"]
+    assert report["missing"] is None and report["unexpected"] is None
+    assert report["read_notes"] == [] and report["counts"]["OK"] == len(TEN) + 1
+
+
+def test_a_bundle_named_for_its_node_answers_for_it(fleet, tmp_path):
+    """A support bundle gathered by hand (``ibdiag-<host>-<time>.tar.gz``, as collect names
+    it) answers for its host under --expect-nodes; renamed ``zz.tar.gz``, for nobody."""
+    from test_fleet_read import make_bundle
+
+    tarball = make_bundle(tmp_path, ABSENT, tarball=True)
+    assert os.path.basename(tarball).startswith(f"ibdiag-{ABSENT}-")
+    folder = directory(tmp_path / "d", fleet, TEN)
+    shutil.copy(tarball, folder)
+    code, report = fleet_report(folder, "--expect-nodes", "gpu[0001-0011]")
+    assert report["missing"] is None and report["unexpected"] is None
+    os.rename(Path(folder, os.path.basename(tarball)), Path(folder, "zz.tar.gz"))
+    code, report = fleet_report(folder, "--expect-nodes", "gpu[0001-0011]")
+    assert code == 2 and report["missing"]["nodes"] == ABSENT
+    (note,) = notes_of(report, ABSENT)
+    assert note.startswith(f"zz.tar.gz says host {ABSENT}, an expected node, but ")
+
+
 def test_an_unexpected_node_alone_makes_the_fleet_warn(fleet, tmp_path):
     folder = directory(tmp_path / "d", fleet, ["gpu0001", "gpu0002", "gpu0003"])
     code, report = fleet_report(folder, "--expect-nodes", "gpu[0001-0002]")
@@ -564,12 +672,32 @@ def test_drift_is_folded_alike_in_text_and_html(fleet, tmp_path):
     text = cli("fleet", "report", folder).stdout.splitlines()
     start = text.index("drift (the majority, then the others):") + 1
     lines = text[start : text.index("", start)]
-    rows = drift_rows(cli("fleet", "report", folder, "--format", "html").stdout)
-    assert len(rows) == len(lines) < 8
+    html = cli("fleet", "report", folder, "--format", "html").stdout
+    rows = drift_rows(html)
+    assert len(rows) == len(lines) < 8 and f'<h2 id="drift">Drift ({len(rows)})</h2>' in html
     assert [f"  {name} rails {rails}:" for name, rails in rows if rails != "node-wide"] == [
         line.split(":")[0] + ":" for line in lines if " rails " in line
     ]
     assert ("fw_ver", "0-7") in rows
+
+
+def test_the_verdict_counts_drift_as_the_sections_show_it(fleet, baseline, tmp_path):
+    """The fleet's healthy and warning nodes (no CRITICAL one, so the verdict line lists the
+    drift): the verdict counted a drift per rail (14) where the text and HTML fold the rails
+    (7 lines, ``Drift (7)``); now all three say the same number."""
+    critical = {host for host, (section, _) in placed(baseline[1]).items() if section in GROUPS[:2]}
+    hosts = [f"gpu{n:04d}" for n in range(1, NODES + 1) if f"gpu{n:04d}" not in critical]
+    folder = directory(tmp_path / "d", fleet, hosts)
+    text = cli("fleet", "report", folder).stdout.splitlines()
+    assert text[0].startswith("IBDIAG FLEET WARNING - "), text[0]
+    start = text.index("drift (the majority, then the others):") + 1
+    lines = text[start : text.index("", start)]
+    html = cli("fleet", "report", folder, "--format", "html").stdout
+    (counted,) = re.findall(r"(\d+) drifting attributes?\b", text[0])
+    assert int(counted) == len(lines) == len(drift_rows(html)) < 8
+    assert f'<h2 id="drift">Drift ({counted})</h2>' in html
+    _, report = fleet_report(folder)
+    assert f"{counted} drifting attribute" in report["verdict_reason"]
 
 
 def test_read_problems_of_100000_files_are_counted_past_the_first_1000(fleet, tmp_path):

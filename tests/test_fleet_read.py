@@ -711,6 +711,27 @@ def test_the_report_named_for_its_host_first_and_a_time_past_the_clock_last():
                  summary("a.example.com", "d/b.json", LATER)]) == "d/a.json"  # fmt: skip
 
 
+def test_a_file_whose_name_holds_its_host_ranks_between_host_json_and_any_other():
+    """``naming``, one notion for ranking and for who answers: ``<host>.json`` first, then a
+    name holding the host as a word (a dated copy, a bundle as collect names it), then any
+    other name - whatever their times."""
+    from ibdiag.fleet.identity import Machines
+
+    def used(*items) -> str:
+        machines = Machines(LATER)
+        for item in items:
+            machines.add(item)
+        (node,) = machines.result().nodes
+        return node.source
+
+    dated, bundle = "d/a-20261127.json", "d/ibdiag-a-20261127T101500Z.tar.gz"
+    assert used(summary("a", dated, T0), summary("a", "d/zz.json", LATER)) == dated
+    assert used(summary("a", bundle, T0), summary("a", "d/zz.tar.gz", LATER)) == bundle
+    assert used(summary("a", bundle, T0), summary("a", "d/za.tar.gz", LATER)) == bundle
+    assert used(summary("a", "d/a.json", T0), summary("a", dated, LATER)) == "d/a.json"
+    assert used(summary("a", dated, T0), summary("a", bundle, LATER)) == bundle  # the newest
+
+
 def test_only_reports_whose_verdicts_differ_conflict_and_the_worse_is_kept():
     from ibdiag.fleet.identity import Machines
 

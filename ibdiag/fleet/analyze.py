@@ -7,12 +7,14 @@ whose failing ports all lie on suspect switches, which go to ``switch_suspect`` 
 is the switch's); WARNING nodes by their reason; UNKNOWN nodes by their verdict reason (a node
 whose report file could not be read among them: ``nodes_read`` does not count it); expected
 hosts without a report as ``missing``, or as ``not_run`` where fleet run says Slurm kept them
-from running (drained, down, busy); hosts that answered but nobody expected are reported like
-any other and listed as ``unexpected``, but kept out of switch blame, rail conformance, the
-outliers' peers and drift's majorities, where a few forged reports could otherwise make a
+from running (drained, down, busy); hosts that answered but nobody expected - and reports
+that say an expected host from a file not named for it (``ibdiag.fleet.identity.answers_for``:
+they answer for no node, the host stays missing, a read note names the file) - are reported
+like any other and listed as ``unexpected``, but kept out of switch blame, rail conformance,
+the outliers' peers and drift's majorities, where a few forged reports could otherwise make a
 suspect of a real node's switch, pull a rail's median towards a sick node or outvote its
-firmware. Groups
-come largest first. Cost: O(nodes x ports), plus a sort per rail and metric.
+firmware. Groups come largest first; drift counts as the renderers show it, rails that drift
+alike as one (``merged_rails``). Cost: O(nodes x ports), plus a sort per rail and metric.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from datetime import datetime, timezone
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag import __version__
-from ibdiag.fleet.drift import find_drift
-from ibdiag.fleet.identity import answered_names
+from ibdiag.fleet.drift import find_drift, merged_rails
+from ibdiag.fleet.identity import answers_for, stand_in_note
 from ibdiag.fleet.model import (
     READ_PROBLEMS_LISTED,
     FleetReport,
@@ -59,6 +61,7 @@ def analyze(
     conflicts: Sequence[NodeGroup] = (),
     expectations_unread: bool = False,
     now: Optional[datetime] = None,
+    run_files: bool = False,
 ) -> FleetReport:
     """Everything the fleet report says about ``nodes`` (one summary per host).
 
@@ -66,10 +69,12 @@ def analyze(
     those of them fleet run did not run, and why (Slurm's state); ``conflicts``: the nodes
     whose reports disagree (``ibdiag.fleet.identity``); ``expectations_unread``: a fleet run
     summary that should have said which nodes are expected could not be read; ``now``: the
-    report's clock (``generated_at``)."""
+    report's clock (``generated_at``); ``run_files``: ``expected`` is a fleet run's list, whose
+    nodes answer only in ``DIR/<node>.json`` (``ibdiag.fleet.identity.answers_for``)."""
     wanted = set(expected or ())
-    strangers = [node for node in nodes if expected is not None and not _expected(node, wanted)]
-    known = [node for node in nodes if expected is None or _expected(node, wanted)]
+    answers = [answers_for(node, run_files) & wanted for node in nodes]  # expected names
+    strangers = [node for node, names in zip(nodes, answers) if expected is not None and not names]
+    known = [node for node, names in zip(nodes, answers) if expected is None or names]
     outliers = unexplained(find_outliers(known, settings), known)
     switches = blame_switches(known, settings, outliers)
     on_suspect = suspect_ports(switches)
@@ -87,7 +92,7 @@ def analyze(
             _add(warnings, node.drain_reason or node.verdict_reason, node.host)
         elif node.verdict == "UNKNOWN":
             _add(unknown, node.verdict_reason or node.drain_reason, node.host)
-    unanswered = wanted - answered_names(nodes)
+    unanswered = wanted.difference(*answers)
     not_run = {node: why for node, why in (not_run or {}).items() if node in unanswered}
     absent = sorted(unanswered - set(not_run), key=natural_key)
     counts[MISSING] = len(absent)
@@ -123,15 +128,24 @@ def analyze(
         read_problems=list(read_problems[:READ_PROBLEMS_LISTED]),
         read_problem_count=len(read_problems),
         duplicates=list(duplicates),
+        read_notes=_stand_ins(strangers, wanted, run_files),
     )
     lost = sum(1 for node in nodes if node.unread and node.host in wanted)
     verdict, reason = _verdict(report, lost, expectations_unread)
     return report.model_copy(update={"verdict": verdict, "verdict_reason": reason})
 
 
-def _expected(node: NodeSummary, wanted: Set[str]) -> bool:
-    """Whether any name the node may have answered under (``answered_names``) is expected."""
-    return not answered_names([node]).isdisjoint(wanted)
+def _stand_ins(
+    strangers: Sequence[NodeSummary], wanted: Set[str], run_files: bool
+) -> List[NodeGroup]:
+    """A read note for each node that answers for no expected node although its host (or
+    that host's first DNS label) is one: a report in a file not named for it."""
+    notes = []
+    for node in strangers:
+        claimed = [name for name in (node.host, node.host.split(".", 1)[0]) if name in wanted]
+        if claimed:
+            notes.append(stand_in_note(node, claimed[0], run_files))
+    return notes
 
 
 def unexplained(outliers: Sequence[Outlier], nodes: Sequence[NodeSummary]) -> List[Outlier]:
@@ -224,7 +238,7 @@ def _verdict(
         if report.conflicts
         else "",
         _count(len(report.outliers), "outlier"),
-        _count(len(report.drift), "drifting attribute"),
+        _count(len(merged_rails(report.drift)), "drifting attribute"),
         _count(len(report.rail_misplacements), "misplaced rail"),
         unreadable,
     ]

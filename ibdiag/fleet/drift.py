@@ -93,7 +93,7 @@ def _order(drift: Drift) -> Tuple[int, str, int]:
     return (2 if drift.attribute == KERNEL else 3, drift.attribute, 0)
 
 
-# --- how a renderer shows it (text and HTML alike) ---------------------------------------------
+# --- how a report shows it (text, HTML and the verdict's count alike) --------------------------
 
 
 def merged_rails(drifts: Sequence[Drift]) -> List[Tuple[Drift, List[int]]]:

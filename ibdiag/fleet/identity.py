@@ -17,7 +17,8 @@ given last) and is listed with its sources (``duplicates``) - with two exception
 can write a report saying any host name, and read the HCA GUIDs of others off the fabric:
 
 - a report whose file names its host (``gpu031.json`` saying gpu031, or gpu031.example.com)
-  is never replaced by one whose file does not (``zz.json`` saying gpu031, a bundle);
+  is never replaced by one whose file does not (``zz.json`` saying gpu031, a bundle), nor by one
+  whose file's name only holds the host as a word (``naming``: ``gpu031-old.json``);
 - a ``collected_at`` later than the fleet report's own clock (``now``) plus ``FUTURE_SKEW`` is
   no time to trust: such a report never wins by it (it ranks below a report of unknown time).
 
@@ -31,6 +32,14 @@ node name (``fleet run`` writes ``DIR/<Slurm node>.json``, the clush recipe
 bundle) or a node another report already is gets the host name, or failing that the name
 numbered: ``localhost-2``, ``gpu001-2``.
 
+The same notion says which expected node a report answers for (``answers_for``): the one
+its file is named for. A fleet run writes each node's report to ``DIR/<node>.json``, so against
+its list only that file answers for the node; against a list given by hand (``--expect-nodes``)
+a report answers for its host too where its file's name holds that host as a word
+(``gpu031-20261127.json``, the bundle ``ibdiag-gpu031-20261127T101500Z.tar.gz``). A report
+under any other name (``zz-evil.json`` saying gpu031) answers for no node: no file can make an
+expected node that never answered present.
+
 An input that could not be read but is ``<node>.json`` still names a node: that node counts as
 UNKNOWN (``unreadable_nodes``: its report could not be read, and why) unless another input
 gave it a report - a truncated ``gpu004.json`` is a node to look at, not one fewer node.
@@ -43,6 +52,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -52,6 +62,12 @@ from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 
 REPORT_SUFFIX = ".json"
+# What a bundle tarball's name ends with (``ibdiag collect --tarball`` writes ``.tar.gz``).
+TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+# How well a report's file names the host the report says (``naming``), best last.
+NAMES_NO_HOST, HOLDS_HOST, NAMED_FOR_HOST = 0, 1, 2
+# What separates the words of a file's name around a host name in it.
+_WORD_EDGE = "-_."
 UNREADABLE = "its report could not be read"
 _SOURCES_SHOWN = 5
 # How far a node's clock may run ahead of the one making the fleet report (NTP keeps them
@@ -71,11 +87,54 @@ class Identified(NamedTuple):
     notes: List[NodeGroup]
 
 
-def names_its_host(summary: NodeSummary) -> bool:
-    """Whether the report's file is named for the host it says (``gpu031.json`` saying gpu031
-    or gpu031.cluster.example)."""
-    name = file_node_name(summary.source)
-    return name is not None and name in (summary.host, summary.host.split(".", 1)[0])
+def naming(summary: NodeSummary) -> int:
+    """How well the report's file names the host it says (or that host's first DNS label):
+    ``NAMED_FOR_HOST``, the file is ``<host>.json`` (``gpu031.json`` saying gpu031 or
+    gpu031.cluster.example); ``HOLDS_HOST``, the file's name less ``.json`` or a tarball's
+    suffix holds the host as a whole word - at its start or end or between ``-``, ``_`` or
+    ``.`` (``gpu031-20261127.json``, ``2026-11-27_gpu031.json``, the bundle
+    ``ibdiag-gpu031-20261127T101500Z.tar.gz``, not ``zzgpu031.json``); else ``NAMES_NO_HOST``
+    (``zz-evil.json``)."""
+    hosts = {summary.host, summary.host.split(".", 1)[0]}
+    if file_node_name(summary.source) in hosts:
+        return NAMED_FOR_HOST
+    stem = _stem(summary.source)
+    edge = re.escape(_WORD_EDGE)
+    for host in hosts:
+        if re.search(f"(?:^|[{edge}]){re.escape(host)}(?:[{edge}]|$)", stem):
+            return HOLDS_HOST
+    return NAMES_NO_HOST
+
+
+def answers_for(node: NodeSummary, run_files: bool) -> Set[str]:
+    """The expected nodes ``node`` may answer for (the module docstring): its report file's
+    node name (``gpu004`` of ``DIR/gpu004.json``: fleet run names the file for the Slurm node,
+    whose kernel may call itself otherwise); and unless the expectation is a fleet run's
+    (``run_files``: its nodes write ``DIR/<node>.json`` and nothing else), its host and that
+    host's first DNS label (Slurm names nodes short) where its file's name holds the host."""
+    names: Set[str] = set()
+    named = file_node_name(node.source)
+    if named:
+        names.add(named)
+    if not run_files and naming(node) != NAMES_NO_HOST:
+        names.update((node.host, node.host.split(".", 1)[0]))
+    return names
+
+
+def stand_in_note(node: NodeSummary, claimed: str, run_files: bool) -> NodeGroup:
+    """The read note of a report that says it is the expected node ``claimed`` but answers
+    for no node (``answers_for``): ``zz-evil.json says host gpu0011, an expected node, but
+    ...: it answers for no node``."""
+    if run_files:
+        why = f"fleet run writes that node's report to {claimed}{REPORT_SUFFIX}"
+    else:
+        why = "its file's name does not hold that host as a word"
+    name = os.path.basename(node.source.rstrip("/"))
+    return NodeGroup(
+        reason=f"{name} says host {node.host}, an expected node, but {why}: it answers for no node",
+        nodes=node.host,
+        count=1,
+    )
 
 
 def is_future(value: Optional[datetime], now: datetime) -> bool:
@@ -93,11 +152,19 @@ def file_node_name(source: str) -> Optional[str]:
     return name if NODE_NAME.fullmatch(name) else None
 
 
-def answered_names(nodes: Sequence[NodeSummary]) -> Set[str]:
-    """The names an expected node may have answered under: its report's host, that host's
-    first DNS label (Slurm names nodes short, a kernel may say gpu001.cluster.example), and the
-    report file's name without .json (fleet run writes DIR/<Slurm node name>.json, which may
-    differ from the kernel's host name: NodeHostname)."""
+def _stem(source: str) -> str:
+    """``ibdiag-gpu031-20261127T101500Z`` of ``DIR/ibdiag-gpu031-20261127T101500Z.tar.gz``:
+    the file's name less ``.json`` or a tarball's suffix."""
+    base = os.path.basename(source.rstrip("/"))
+    for suffix in (REPORT_SUFFIX, *TARBALL_SUFFIXES):
+        if base.lower().endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def names_taken(nodes: Sequence[NodeSummary]) -> Set[str]:
+    """The names ``nodes`` go by: each one's host, that host's first DNS label (Slurm names
+    nodes short, a kernel may say gpu001.cluster.example) and its report file's node name."""
     names: Set[str] = set()
     for node in nodes:
         names.add(node.host)
@@ -120,10 +187,10 @@ def unreadable_nodes(
     problems: Sequence[ReadProblem], nodes: Sequence[NodeSummary]
 ) -> List[NodeSummary]:
     """An UNKNOWN node (``unread``) for each input that could not be read but is
-    ``<node>.json``, unless ``nodes`` answer for that name (``answered_names``). Its reason is
+    ``<node>.json``, unless a node of ``nodes`` goes by that name (``names_taken``). Its reason is
     the problem's line less its parenthesised detail (``truncated JSON``, not the byte it ends
     at: the detail stays in the problem's line), so such nodes group."""
-    answered = answered_names(nodes)
+    answered = names_taken(nodes)
     found: Dict[str, NodeSummary] = {}
     for problem in problems:
         name = file_node_name(problem.source)
@@ -222,9 +289,10 @@ class Machines:
     def add(self, summary: NodeSummary) -> None:
         self.count += 1
         newest = (*_when(summary.collected_at), self.count)
-        # A time beyond the clock ranks below an unknown one; a file named for its host first.
+        # A time beyond the clock ranks below an unknown one; a file named for its host first
+        # (``naming``: ``<host>.json``, then a name holding the host, then any other).
         when = (0, 0, 0.0) if is_future(summary.collected_at, self.now) else (1, *newest[:2])
-        key = (names_its_host(summary), *when, self.count)
+        key = (naming(summary), *when, self.count)
         machines = self.by_host.setdefault(summary.host, [])
         matching = [machine for machine in machines if machine.is_it(summary)]
         if not matching:

@@ -169,8 +169,9 @@ class FleetReport(_Frozen):
     # out of service or busy, as Slurm said; not counted missing.
     not_run: List[NodeGroup] = Field(default_factory=list)
     # Nodes that answered although no expectation (--expect-nodes, fleet-run.json) names them:
-    # a name mismatch, or a report that is not the fleet's. Kept out of switch blame and rail
-    # conformance, where a few such reports could move a real node's ticket.
+    # a name mismatch, a report that is not the fleet's, or one saying an expected host from a
+    # file not named for it (``identity.answers_for``; a read note says so). Kept out of switch
+    # blame and rail conformance, where a few such reports could move a real node's ticket.
     unexpected: Optional[NodeGroup] = None
     # Nodes whose reports disagree and were not ranked by time (``ibdiag.fleet.identity``):
     # each kept at the worse verdict, one group each saying which reports.

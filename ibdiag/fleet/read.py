@@ -74,7 +74,7 @@ from typing import (
 
 from pydantic import ValidationError
 
-from ibdiag.fleet.identity import Machines, is_future, unreadable_nodes
+from ibdiag.fleet.identity import TARBALL_SUFFIXES, Machines, is_future, unreadable_nodes
 from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NODE_NAME, NodeSummary, NotAReport, summarize
 from ibdiag.hostlist import compress
@@ -88,7 +88,6 @@ MAX_REPORT_BYTES = 256 * MiB
 REPORT = "report.json"  # a bundle's report (ibdiag.bundle_write)
 MANIFEST = "manifest.json"
 
-TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 # What ``ibdiag fleet report -o`` writes into a directory it may read again.
 # and what ``ibdiag fleet run`` writes beside the node reports (its summary).
 FLEET_OUTPUTS = ("fleet.json", "fleet.html", "fleet.txt", "fleet-run.json")

@@ -85,7 +85,9 @@ def _settings_options(command):
     "--expect-nodes",
     metavar="HOSTLIST",
     help="The nodes that should have a report (gpu[001-128],login1): those without one are "
-    "missing, and the fleet is CRITICAL.",
+    "missing, and the fleet is CRITICAL. A report answers for a node when its file is "
+    "<node>.json or its name holds the host it says as a word (gpu001-20261127.json, "
+    "ibdiag-gpu001-<time>.tar.gz).",
 )
 @click.option(
     "--accept-altered",
@@ -119,7 +121,8 @@ def report_command(
     A directory is read non-recursively: its *.json reports, bundle tarballs and bundle
     directories. An input that gives no node is one line under "read problems". Without
     --expect-nodes, a directory written by 'ibdiag fleet run' expects the nodes that run was
-    asked for (its fleet-run.json), so a node that never answered is named missing."""
+    asked for (its fleet-run.json), so a node that never answered is named missing; only its
+    own DIR/<node>.json answers for a node then."""
     settings = _settings(given)
     expected = _expected(expect_nodes)
     form = _format_for(output, fmt, as_json)
@@ -143,9 +146,10 @@ def report_command(
         conflicts=read.conflicts,
         expectations_unread=bool(run.problems),
         now=now,
+        run_files=expect_nodes is None,
     )
     if read.notes:
-        report = report.model_copy(update={"read_notes": read.notes})
+        report = report.model_copy(update={"read_notes": [*read.notes, *report.read_notes]})
     text = render(report, form)
     if output and output != "-":
         from ibdiag.files import write_output
