@@ -99,6 +99,46 @@ def run_cli():
     return invoke
 
 
+# The modules whose tests start real services or do a minute of work each (real Slurm, NHC,
+# ibsim + opensm, Prometheus and Grafana queries, wheel installs, generated 128-node fleets,
+# level full's traffic-test stubs, fuzzing): marked ``slow``, so ``python -m pytest -m "not
+# slow"`` is the inner loop (about 3 minutes on 2 CPUs; the whole suite about 11). CI runs the
+# whole suite on the newest Python and ``-m "not slow"`` on 3.9, where only Python differs.
+SLOW_MODULES = frozenset(
+    {
+        "test_dev_run_tests",
+        "test_fabric_sim",
+        "test_fleet_fabric",
+        "test_fleet_generated",
+        "test_fleet_hostile",
+        "test_fleet_run",
+        "test_full_level",
+        "test_full_level_nccl",
+        "test_fuzz_trees",
+        "test_grafana",
+        "test_grafana_fleet",
+        "test_grafana_rate_class",
+        "test_nhc",
+        "test_nhc_slurm",
+        "test_packaging",
+        "test_partner_fabric",
+        "test_readme_node_install",
+        "test_runner_processes",
+        "test_serve",
+        "test_slurm_cluster",
+        "test_slurm_real",
+    }
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of ``SLOW_MODULES`` ``slow``."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_configure(config):
     """Give the tests Python's own Ctrl-C even when the launcher ignored SIGINT.
 

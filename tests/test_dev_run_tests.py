@@ -143,3 +143,18 @@ def test_without_a_python39_the_wheel_test_on_it_skips_saying_so(tmp_path):
     assert "no Python 3.9 on this machine" in proc.stdout
     script = Path(SCRIPT).read_text(encoding="utf-8")
     assert "IBDIAG_TEST_PYTHON39=none" in script  # what the command sets when dev/python39 fails
+
+
+def test_the_slow_marker_names_modules_that_exist_and_marks_their_tests():
+    """Every module SLOW_MODULES names is a test module here (a rename would silently move its
+    tests into the inner loop), and their tests carry the marker while others do not."""
+    from conftest import SLOW_MODULES, TESTS_DIR
+
+    assert {name for name in SLOW_MODULES if not os.path.isfile(f"{TESTS_DIR}/{name}.py")} == set()
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    slow = subprocess.run(
+        [*argv, "-m", "slow", "tests/test_nhc.py", "tests/test_cli.py"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    ids = [line for line in slow.stdout.splitlines() if "::" in line]
+    assert ids and all(line.startswith("tests/test_nhc.py::") for line in ids), slow.stdout
