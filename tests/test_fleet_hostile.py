@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
-from click.testing import CliRunner
 from conftest import REPO
 from fleet_gen import REPORTS, write_fleet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fleet_cli import cli
 
 from ibdiag.hostlist import expand
 
@@ -70,16 +70,6 @@ def directory(where: Path, fleet: str, hosts: Optional[Sequence[str]] = None, **
     for name, text in files.items():
         (where / name).write_text(text)
     return str(where)
-
-
-def cli(*args: str):
-    from ibdiag.cli import cli as command
-
-    try:  # click 8.1 mixes stderr into stdout unless told not to; 8.2 never does
-        runner = CliRunner(mix_stderr=False)
-    except TypeError:
-        runner = CliRunner()
-    return runner.invoke(command, list(args), catch_exceptions=False)
 
 
 def fleet_report(folder: str, *args: str, out: Optional[Path] = None) -> Tuple[int, dict]:
