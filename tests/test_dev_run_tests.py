@@ -158,3 +158,28 @@ def test_the_slow_marker_names_modules_that_exist_and_marks_their_tests():
     )  # fmt: skip
     ids = [line for line in slow.stdout.splitlines() if "::" in line]
     assert ids and all(line.startswith("tests/test_nhc.py::") for line in ids), slow.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the install path is taken as root only")
+def test_as_root_the_missing_packages_are_installed_with_apt_get_then_the_tests_run(tmp_path):
+    """As root (CI, a fresh container) the missing packages are installed by apt-get - update,
+    then install of exactly those - before pytest runs. apt-get and dpkg-query are stand-ins
+    that record what they were asked and mark the package installed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    installed, asked = tmp_path / "installed", tmp_path / "apt-get.log"
+    (bin_dir / "dpkg-query").write_text(
+        f'#!/bin/sh\ncase "$3" in opensm) [ -e {installed} ] || exit 1;; esac\nprintf "ii "\n'
+    )
+    (bin_dir / "apt-get").write_text(
+        f'#!/bin/sh\necho "$*" >> {asked}\ncase "$1" in install) touch {installed};; esac\n'
+    )
+    for tool in ("dpkg-query", "apt-get"):
+        (bin_dir / tool).chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", VIRTUAL_ENV=sys.prefix)
+    one = "tests/test_fixture_copies.py::test_nhc_is_carried_with_its_licence"
+    argv = [SCRIPT, "-q", "-p", "no:cacheprovider", one]
+    proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert asked.read_text().splitlines() == ["update -q", "install -y -q opensm"]
+    assert "installing: opensm" in proc.stderr and "1 passed" in proc.stdout
