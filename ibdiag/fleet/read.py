@@ -614,19 +614,16 @@ class RunExpectations(NamedTuple):
     problems: List[ReadProblem]
 
 
-# fleet run's reason for a node it did not give srun for its Slurm state (drained, down, busy:
-# ``run.why_not_runnable``). A node Slurm does not know is not among them: it stays missing.
-NOT_RUN_PREFIX = "not run: Slurm state "
-
-
 def fleet_run_expectations(paths: Sequence[str]) -> RunExpectations:
     """The nodes ``ibdiag fleet run`` was asked for, from the ``fleet-run.json`` of each
     directory in ``paths`` that has one (answered or not): the nodes a report is expected from
     when ``--expect-nodes`` is not given. A summary that is not a regular file, is larger than
     ``MAX_RUN_SUMMARY_BYTES``, is not a fleet run's or names a node no node can be called
     (``a,b``, ``gpu[003-009]``) is a problem: it cannot be told which nodes were expected, so
-    none of its nodes is (the fleet report then says so, CRITICAL), never silently."""
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    none of its nodes is (the fleet report then says so, CRITICAL), never silently. A node
+    fleet run did not run for its Slurm state (``run_model.NOT_RUN_PREFIX``: drained, down,
+    busy) is in ``not_run``; one Slurm does not know is not: it stays missing."""
+    from ibdiag.fleet.run_model import NOT_RUN_PREFIX, SUMMARY_NAME
 
     found: Optional[List[str]] = None
     not_run: Dict[str, str] = {}

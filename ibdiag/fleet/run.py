@@ -69,6 +69,7 @@ from ibdiag.fleet.run_model import (
     EXIT_ALL_ANSWERED,
     EXIT_NOTHING_COLLECTED,
     EXIT_SOME_NEVER_ANSWERED,
+    NOT_RUN_PREFIX,
     STATUS_MARKER,
     FleetRun,
     NodeOutcome,
@@ -182,8 +183,8 @@ def why_not_runnable(
         return f"not run: not a node known {where} (sinfo does not list it)"
     base = state.rstrip(_STATE_FLAGS).lower()
     if base in RUNNABLE_STATES and "*" not in state:
-        return f"not run: Slurm state {state} (busy)" if base in busy else None
-    return f"not run: Slurm state {state}"
+        return f"{NOT_RUN_PREFIX}{state} (busy)" if base in busy else None
+    return f"{NOT_RUN_PREFIX}{state}"
 
 
 class Plan(NamedTuple):

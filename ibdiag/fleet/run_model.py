@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict
 FLEET_RUN_KIND = "ibdiag-fleet-run"  # the summary's "kind": how a reader of DIR tells it apart
 FLEET_RUN_SCHEMA_VERSION = 1
 SUMMARY_NAME = "fleet-run.json"
+# A never-answered node's reason when fleet run did not give it to srun for its Slurm state
+# (drained, down, busy): the fleet report lists such a node as not run, not missing.
+NOT_RUN_PREFIX = "not run: Slurm state "
 # The one line a node task prints on stdout (srun forwards it): the marker, then NodeStatus JSON.
 STATUS_MARKER = "ibdiag-fleet-node:"
 
