@@ -25,9 +25,10 @@ can write a report saying any host name, and read the HCA GUIDs of others off th
 Where these rules, not the newest time, chose the report and the newest says another verdict,
 the reports are in *conflict*: the node keeps the worse of the two verdicts (a report that
 hides a sick node never hides it; one that frames a healthy node is looked at) and is listed
-(``Identified.conflicts``). Different
-machines with one host name are each named by their report file's name where that is a valid
-node name (``fleet run`` writes ``DIR/<Slurm node>.json``, the clush recipe
+(``Identified.conflicts``).
+
+Different machines with one host name are each named by their report file's name where that
+is a valid node name (``fleet run`` writes ``DIR/<Slurm node>.json``, the clush recipe
 ``$(hostname -s).json``), one read note per host name saying so. A file that names no node (a
 bundle) or a node another report already is gets the host name, or failing that the name
 numbered: ``localhost-2``, ``gpu001-2``.
