@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime, timezone
-from typing import AbstractSet, Any, Callable, Dict, Optional
+from typing import AbstractSet, Callable, Dict, List, NamedTuple, Optional
 
 from ibdiag import __version__
-from ibdiag.model import CommandRun, Problems, Snapshot, command_key
+from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
 from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, drivers, procfs, sysfs, topology
 from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.thresholds import Thresholds
@@ -73,43 +73,89 @@ def collect(
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
     started = time.monotonic()
     options = dict(runner_options or {})
-    fields = bounded_read(
+    node = bounded_read(
         lambda: read_node(sys_reader, proc_reader, needs), (sys_reader, proc_reader), read_timeout
     )
-    commands = {}
+    snap = node.snapshot(
+        tool_version=__version__,
+        collected_at=datetime.now(timezone.utc),
+        sysfs_root=sysfs_root,
+        procfs_root=procfs_root,
+        sources=sorted({"procfs"} | set(needs)),
+    )
+    commands: Dict[str, CommandRun] = {}
     budget = None
     if needs & (COMMAND_SOURCES | ACTIVE_SOURCES):
         from ibdiag.sources.commands import OutputBudget
 
         budget = OutputBudget()
     if needs & COMMAND_SOURCES:
-        commands = _run_commands(fields, needs, {**options, "started_at": started}, budget)
-        commands.update(_refused_commands(fields, needs))
+        commands = _run_commands(snap, needs, {**options, "started_at": started}, budget)
     if needs & ACTIVE_SOURCES and thresholds is not None:
         limits = _traffic_limits(options, thresholds, needs, started)
         commands.update(
-            _run_active(sys_reader, fields, commands, needs, thresholds, progress, limits, budget)
+            _run_active(sys_reader, snap, commands, needs, thresholds, progress, limits, budget)
         )
+    inspector_dir = inspector = None
     if "nccl_inspector" in needs and thresholds is not None:
-        fields.update(_read_inspector(thresholds, fields["problems"]))
-    if commands or fields.get("nccl_inspector") is not None:
-        from ibdiag.sources.interpret import interpret
+        inspector_dir, inspector = _read_inspector(thresholds, node.problems)
+    if inspector_dir is not None:
+        snap = snap.model_copy(
+            update={"nccl_inspector_dir": inspector_dir, "nccl_inspector": inspector}
+        )
+    if not commands and inspector is None:
+        return snap
+    from ibdiag.families import interpret
 
-        fields = interpret(fields, commands)
-    return Snapshot.model_construct(
-        tool_version=__version__,
-        collected_at=datetime.now(timezone.utc),
-        sysfs_root=sysfs_root,
-        procfs_root=procfs_root,
-        sources=sorted({"procfs"} | set(needs)),
-        commands=commands,
-        **fields,
-    )
+    return interpret(snap.model_copy(update={"commands": commands}))
+
+
+class NodeFiles(NamedTuple):
+    """What the files alone say about the node (``read_node``): the Snapshot's fields before
+    any command ran."""
+
+    host: Optional[str]
+    boot_id: Optional[str]
+    boot_time: Optional[datetime]
+    kernel_release: Optional[str]
+    driver_versions: Optional[Dict[str, str]]
+    devices: List[Device]
+    gpus: Optional[List[Pci]]
+    kernel_modules: Optional[List[str]]
+    problems: Problems
+
+    def snapshot(
+        self,
+        *,
+        tool_version: str,
+        collected_at: datetime,
+        sysfs_root: str,
+        procfs_root: str,
+        sources: List[str],
+    ) -> Snapshot:
+        """The Snapshot of these files, with no runs yet. Built without validation: every
+        value here is what ibdiag's own readers built, typed (``model_construct``)."""
+        return Snapshot.model_construct(
+            tool_version=tool_version,
+            collected_at=collected_at,
+            sysfs_root=sysfs_root,
+            procfs_root=procfs_root,
+            sources=sources,
+            host=self.host,
+            boot_id=self.boot_id,
+            boot_time=self.boot_time,
+            kernel_release=self.kernel_release,
+            driver_versions=self.driver_versions,
+            devices=self.devices,
+            gpus=self.gpus,
+            kernel_modules=self.kernel_modules,
+            problems=self.problems,
+        )
 
 
 def read_node(
     sys_reader: sysfs.SysfsReader, proc_reader: sysfs.SysfsReader, needs: AbstractSet[str]
-) -> Dict[str, Any]:
+) -> NodeFiles:
     """The Snapshot fields that come from files, read through the two readers.
 
     Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay`` (readers over a bundle),
@@ -132,75 +178,81 @@ def read_node(
     if "topology" in needs:
         gpus = topology.read_nvidia_gpus(sys_reader, problems)
         modules = procfs.read_modules(procfs_root, problems, proc_reader)
-    return {
-        "host": host,
-        "boot_id": boot_id,
-        "boot_time": boot_time,
-        "kernel_release": kernel_release,
-        "driver_versions": driver_versions,
-        "devices": devices,
-        "gpus": gpus,
-        "kernel_modules": modules,
-        "problems": problems,
-    }
+    return NodeFiles(
+        host=host,
+        boot_id=boot_id,
+        boot_time=boot_time,
+        kernel_release=kernel_release,
+        driver_versions=driver_versions,
+        devices=devices,
+        gpus=gpus,
+        kernel_modules=modules,
+        problems=problems,
+    )
 
 
-def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun]:
+def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     """Every planned command under one Runner (one deadline), each recorded with its role.
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
     fallback at once when it fails, rather than after the whole batch: a hung perfquery must
     not push the fallback past the deadline. The far end of each cable (``partner`` in
     ``needs``: ``ibdiag.sources.partner``) is read meanwhile, each port's chain in a thread.
+    A command planned refused (a name that may not go on a command line) is recorded as never
+    started, with why.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ibdiag.sources import interruptible, plan
+    from ibdiag import families
+    from ibdiag.sources import interruptible
     from ibdiag.sources.commands import Runner  # subprocess and threads from level standard on
 
     runner = Runner(**runner_options, budget=budget)
-    planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))
-    chained = [(first, plan.fallback_for(first)) for first in planned if plan.fallback_for(first)]
-    alone = [first for first in planned if plan.fallback_for(first) is None]
+    planned = families.plan(snap, needs) + _legacy_plan(snap, needs)
+    runs = {str(item.role): families.refused_run(item) for item in planned if item.refused}
+    runnable = [item for item in planned if not item.refused]
+    chained = [item for item in runnable if item.fallback is not None]
+    alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
     with ThreadPoolExecutor(max_workers=len(chained) + 1) as pool:
-        chains = [pool.submit(_with_fallback, runner, first, then) for first, then in chained]
+        chains = [pool.submit(_with_fallback, runner, item) for item in chained]
         if "partner" in needs:  # the far end of each cable: its own chain per port, meanwhile
             from ibdiag.sources import partner
 
-            chains.append(pool.submit(partner.read_partners, runner, fields["devices"]))
-        by_key = runner.run_all([item.argv for item in alone])
-        runs = {key: _with_role(by_key[key], item.role) for item in alone
-                for key in [command_key(item.argv)]}  # fmt: skip
+            chains.append(pool.submit(partner.read_partners, runner, snap.devices))
+        runs.update(runner.run_planned(alone))
         for chain in chains:
             runs.update(interruptible.result(chain))
-    return runs
-
-
-def _refused_commands(fields, needs) -> Dict[str, CommandRun]:
-    """The commands not run for a name sysfs gave that may not go on a command line, each
-    recorded as never started with the reason (``plan.refused_runs``)."""
-    from ibdiag.sources import plan
-
-    refused = plan.refused_runs(fields["devices"], needs)
     if "partner" in needs:
         from ibdiag.sources import partner
 
-        refused.update(partner.refused_runs(fields["devices"]))
-    return refused
-
-
-def _with_fallback(runner, first, then) -> Dict[str, CommandRun]:
-    run = _with_role(runner.run(first.argv), first.role)
-    runs = {run.key: run}
-    if not (run.succeeded and run.stdout.strip()):
-        second = _with_role(runner.run(then.argv), then.role)
-        runs[second.key] = second
+        runs.update(partner.refused_runs(snap.devices))
     return runs
 
 
-def _with_role(run: CommandRun, role: str) -> CommandRun:
-    """``run`` recorded with the role it was planned for."""
-    return run.model_copy(update={"role": role})
+def _legacy_plan(snap, needs) -> list:
+    """The commands of the families not yet in ``ibdiag.families`` (``ibdiag.sources.plan``)."""
+    from ibdiag.families import Planned
+    from ibdiag.sources import plan
+
+    found = []
+    for item in plan.commands_for(snap.devices, needs, snap.gpus):
+        then = plan.fallback_for(item)
+        fallback = None if then is None else Planned(then.role, then.argv)
+        found.append(Planned(item.role, item.argv, fallback))
+    found += [
+        Planned(run.role, run.argv, refused=run.skipped)
+        for run in plan.refused_runs(snap.devices, needs).values()
+    ]
+    return found
+
+
+def _with_fallback(runner, item) -> Dict[str, CommandRun]:
+    run = runner.run(item.argv, item.role)
+    runs = {run.key: run}
+    if not (run.succeeded and run.stdout.strip()):
+        second = runner.run(item.fallback.argv, item.fallback.role)
+        runs[second.key] = second
+    return runs
 
 
 def _traffic_limits(options, thresholds, needs, started):
@@ -219,14 +271,14 @@ def _traffic_limits(options, thresholds, needs, started):
 
 
 def _run_active(
-    sys_reader, fields, commands, needs, thresholds, progress, limits, budget
+    sys_reader, snap, commands, needs, thresholds, progress, limits, budget
 ) -> Dict[str, CommandRun]:
     """Level full: ib_write_bw loopback on every ACTIVE IB port, then nccl-tests."""
     from ibdiag.sources import active
     from ibdiag.targets import is_graded
 
     runs: Dict[str, CommandRun] = {}
-    devices = fields["devices"]
+    devices = snap.devices
     if "perftest" in needs:
         cpulists = {}
         for node in {dev.pci.numa_node for dev in devices if dev.pci} - {None}:
@@ -242,7 +294,7 @@ def _run_active(
         )
         runs.update(active.run_loopback(tests, thresholds, progress, limits, budget))
     if "nccl_tests" in needs:
-        gpus = len(fields["gpus"] or []) if fields.get("gpus") is not None else 0
+        gpus = len(snap.gpus or [])
         runs.update(active.run_nccl_tests(thresholds, gpus, progress, limits, budget))
     return runs
 
@@ -258,7 +310,7 @@ def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]
     return (topology.rail_gpus() if topology is not None else {}).get
 
 
-def _read_inspector(thresholds, problems) -> Dict[str, Any]:
+def _read_inspector(thresholds, problems) -> tuple:
     """NCCL Inspector's recent dumps, from nccl_inspector_dir or $NCCL_INSPECTOR_DUMP_DIR."""
     import time
 
@@ -266,8 +318,8 @@ def _read_inspector(thresholds, problems) -> Dict[str, Any]:
 
     directory = thresholds.nccl_inspector_dir or os.environ.get("NCCL_INSPECTOR_DUMP_DIR")
     if not directory:
-        return {"nccl_inspector_dir": None, "nccl_inspector": None}
+        return None, None
     files, problem = read_dumps(directory, thresholds.nccl_inspector_max_age_s, time.time())
     if problem:
         problems["nccl_inspector"] = problem
-    return {"nccl_inspector_dir": directory, "nccl_inspector": files}
+    return directory, files

@@ -41,10 +41,13 @@ from ibdiag.facts.partner import Partner
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.facts.topology import GpuTopology
 from ibdiag.rails import infiniband_port, rail_numbers
+from ibdiag.roles import Role, RoleField
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
-SCHEMA_VERSION = 1
+# What a version changed, and the one step that upgrades older files at load, is
+# ``ibdiag.migrate``. 2: Snapshot.commands keyed by role; every planned run has its role.
+SCHEMA_VERSION = 2
 
 Problems = Dict[str, str]
 Scalar = Union[int, float, str, None]
@@ -175,15 +178,15 @@ class CommandRun(_Model):
     or error with the reason: not installed, permission denied, timed out (its whole process
     group was killed), non-zero exit, or never started because the run's deadline had passed.
 
-    ``role`` says what the run was for, recorded when it was planned (``ibdiag.roles``:
-    "perfquery-x mlx5_0:1", "nccl-tests", "loopback client mlx5_0:1 attempt 1"): the
-    interpreters and checks find a run by role, never by the program's name or argv (a site
-    may configure any program, e.g. a wrapper script). None: a run ibdiag did not plan, or
-    one recorded before roles were kept (``ibdiag.sources.legacy_roles`` gives those theirs).
+    ``role`` says what the run was for (``ibdiag.roles.Role``: "perfquery-x mlx5_0:1",
+    "nccl-tests", "loopback client mlx5_0:1 attempt 1"), given to the runner when it was
+    planned: the families find their runs by role, never by the program's name or argv (a site
+    may configure any program, e.g. a wrapper script). None only for a run an older ibdiag
+    recorded that ``ibdiag.migrate`` could not give a role: kept for the bundle, read by no one.
     """
 
     argv: List[str]
-    role: Optional[str] = None
+    role: Optional[RoleField] = None
     rc: Optional[int] = None  # None: it did not run to completion
     stdout: str = ""  # decoded as UTF-8 with replacement; the tail kept when capped
     stderr: str = ""
@@ -198,7 +201,9 @@ class CommandRun(_Model):
 
     @property
     def key(self) -> str:
-        return command_key(self.argv)
+        """How the run is filed in ``Snapshot.commands``: its role's string form (its argv
+        only for a role-less run an older ibdiag recorded)."""
+        return str(self.role) if self.role is not None else command_key(self.argv)
 
     @property
     def succeeded(self) -> bool:
@@ -229,7 +234,8 @@ _PID = re.compile(r"\[\d+\]\s*")
 
 
 def command_key(argv: List[str]) -> str:
-    """How a run is filed in Snapshot.commands: its argv joined by spaces."""
+    """A command line as one string: its argv joined by spaces (evidence, and the key of a
+    role-less run)."""
     return " ".join(argv)
 
 
@@ -260,7 +266,7 @@ class Snapshot(_Model):
     kernel_release: Optional[str] = None  # uname -r (None: not recorded, e.g. an older bundle)
     # Driver module -> version or "srcversion:<hash>" (ibdiag.sources.drivers); None: not read
     driver_versions: Optional[Dict[str, str]] = None
-    # Every run as recorded, by command_key(argv); found by role with ``run(role)``.
+    # Every run as recorded, by its role's string form (``CommandRun.key``); ``run(role)``.
     commands: Dict[str, CommandRun] = Field(default_factory=dict)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
@@ -290,10 +296,10 @@ class Snapshot(_Model):
         Snapshot, as every model is frozen once built."""
         return self.model_copy(update={"problems": {**self.problems, key: why}})
 
-    def run(self, role: str) -> Optional[CommandRun]:
+    def run(self, role: Role) -> Optional[CommandRun]:
         """The run recorded for ``role`` (``ibdiag.roles``); None when it was not collected
-        (level quick, an older bundle) or not planned here."""
-        return next((run for run in self.commands.values() if run.role == role), None)
+        (level quick) or not planned here."""
+        return self.commands.get(str(role))
 
 
 class Status(str, enum.Enum):

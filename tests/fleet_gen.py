@@ -78,7 +78,7 @@ from ibdiag.sources import SOURCE_LEVELS, active, plan
 from ibdiag.sources import partner as partner_source
 from ibdiag.sources.interpret import interpret
 from ibdiag.sources.interpret.partner import port_info_of
-from ibdiag.sources.interpret.perfquery import reading
+from ibdiag.families.perfquery import reading
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8

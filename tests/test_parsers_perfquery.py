@@ -13,7 +13,7 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.perfquery import (
+from ibdiag.families.perfquery import (
     OLD_COUNTER_NAMES,
     parse_perfquery,
     parse_perfquery_blocks,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.perfquery import parse_perfquery
+from ibdiag.families.perfquery import parse_perfquery
 from ibdiag.sources.parsers.smpquery import parse_nodedesc, parse_nodeinfo, parse_portinfo
 
 CAPTURES = Path(__file__).resolve().parent / "captures" / "ibsim-partner"

@@ -21,7 +21,7 @@ from ibdiag.catalogue import catalogue_name, lookup
 from ibdiag.facts.partner import Partner, cable_name
 from ibdiag.grade import drain_reason, run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
-from ibdiag.sources.interpret.perfquery import reading
+from ibdiag.families.perfquery import reading
 from ibdiag.thresholds import Thresholds
 
 _QUOTED = re.compile(r"'([^']*)'")

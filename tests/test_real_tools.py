@@ -118,7 +118,7 @@ def test_the_real_tools_are_installed():
 
 def test_runner_records_perfquery_failing_without_a_device():
     require_real_tools()
-    from ibdiag.sources.parsers.perfquery import parse_perfquery
+    from ibdiag.families.perfquery import parse_perfquery
     from ibdiag.sources.plan import perfquery_argv
 
     runner = Runner(timeout_s=20, deadline_s=120, path=TOOLS_PATH)

@@ -11,6 +11,7 @@ from typing import Dict, List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.roles import RoleField
 
 
 class EthtoolStats(Fact):
@@ -21,7 +22,7 @@ class EthtoolStats(Fact):
     (capped), e.g. "no counters in ethtool -S output".
     """
 
-    role: str  # the run it came from (ibdiag.roles.ethtool_stats)
+    role: RoleField  # the run it came from (ibdiag.roles.ethtool_stats)
     counters: Dict[str, int] = Field(default_factory=dict)
     error: Optional[str] = None
     problems: List[str] = Field(default_factory=list)

@@ -11,6 +11,7 @@ from typing import List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.roles import RoleField
 
 
 class ListedPort(Fact):
@@ -36,7 +37,7 @@ class Listing(Fact):
     empty. ``error``: what the tool printed instead of a listing (``No IB devices found``,
     ``ibpanic: ... can't get CA list``). ``problems``: lines the parser could not place."""
 
-    role: str
+    role: RoleField
     unusable: Optional[str] = None
     cas: List[ListedCA] = Field(default_factory=list)
     error: Optional[str] = None

@@ -11,6 +11,7 @@ from typing import List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.roles import RoleField
 
 
 class KernelFinding(Fact):
@@ -34,7 +35,7 @@ class KernelLog(Fact):
     needs to say how many lines it looked at (``lines_after``).
     """
 
-    role: Optional[str] = None
+    role: Optional[RoleField] = None
     unusable: List[str] = Field(default_factory=list)
     findings: List[KernelFinding] = Field(default_factory=list)
     dated: List[float] = Field(default_factory=list)

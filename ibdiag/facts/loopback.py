@@ -15,6 +15,7 @@ from typing import List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.roles import RoleField
 
 
 class LoopbackAttempt(Fact):
@@ -36,8 +37,8 @@ class LoopbackAttempt(Fact):
     server_gpu: Optional[int] = None
     gbps: Optional[float] = None
     why_not: Optional[str] = None
-    client_role: str
-    server_role: Optional[str] = None
+    client_role: RoleField
+    server_role: Optional[RoleField] = None
     problems: List[str] = Field(default_factory=list)
 
     @property

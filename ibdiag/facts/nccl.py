@@ -21,6 +21,7 @@ from typing import Dict, List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.roles import RoleField
 
 # -- nccl-tests ----------------------------------------------------------------------------------
 
@@ -109,7 +110,7 @@ class NcclTestsResult(Fact):
     config: Dict[str, int] = Field(default_factory=dict)  # nThread, nGpus, minBytes, iters, ...
     avg_check: Optional[str] = None  # "OK"/"FAILED" after the average, when checked
     runs: int = 0  # how many "# nThread" headers (more than one: several independent runs)
-    role: Optional[str] = None  # the run it was parsed from (``ibdiag.roles.NCCL_TESTS``)
+    role: Optional[RoleField] = None  # the run it was parsed from (``ibdiag.roles.NCCL_TESTS``)
 
     def busbw_at_largest(self) -> Optional[float]:
         """The best busbw (GB/s) of out-of-place/in-place over the rows of the largest size."""

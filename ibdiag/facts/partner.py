@@ -20,6 +20,7 @@ from pydantic import Field
 
 from ibdiag.facts._base import Fact
 from ibdiag.facts.perfquery import PmaReading
+from ibdiag.roles import RoleField
 
 _NAME_IN_DESCRIPTION = re.compile(r"^[^;]*;([^:;\s]+)[:;]")  # "MF0;leaf07:MQM9700/U1"
 _UNSAFE = re.compile(r"[^\x21-\x7e]+")  # whitespace and anything unprintable
@@ -51,7 +52,7 @@ class PortInfo(Fact):
     are none of these are left out, with a problem.
     """
 
-    role: str  # the run it came from (ibdiag.roles.partner)
+    role: RoleField  # the run it came from (ibdiag.roles.partner)
     port: Optional[int] = None  # the port number queried (0: a switch's management port)
     lid: Optional[int] = None  # 0: no subnet manager has configured it (or a switch's ports)
     sm_lid: Optional[int] = None
@@ -138,7 +139,7 @@ class Partner(Fact):
     local_port_info: Optional[PortInfo] = None
     counters: Optional[PmaReading] = None
     rcv_error_details: Optional[PmaReading] = None
-    roles: List[str] = Field(default_factory=list)
+    roles: List[RoleField] = Field(default_factory=list)
     problems: List[str] = Field(default_factory=list)
     unread: List[Unread] = Field(default_factory=list)
 

@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.roles import RoleField
 
 
 class GpuNic(Fact):
@@ -39,7 +40,7 @@ class GpuTopology(Fact):
     could not make sense of (capped).
     """
 
-    role: str
+    role: RoleField
     failure: Optional[str] = None
     error: Optional[str] = None
     gpus: List[str] = Field(default_factory=list)  # GPU0, GPU1, ... in column order

@@ -93,3 +93,10 @@ def is_interface_name(name: str) -> bool:
         and name not in (".", "..")
         and not any(char in "/:\0" or char.isspace() for char in name)
     )
+
+
+def port_problem(number: object) -> Optional[str]:
+    """Why a port number may not go on a command line (None: it may)."""
+    if isinstance(number, int) and PORT_MIN <= number <= PORT_MAX:
+        return None
+    return f"port {number}: {NOT_A_PORT}: no command is run for it"

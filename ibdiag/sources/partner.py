@@ -60,7 +60,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 from ibdiag import roles
 from ibdiag.model import CommandRun, Device, LinkRate, command_key
 from ibdiag.sources import interruptible, names
-from ibdiag.sources.plan import port_problem
+from ibdiag.sources.names import port_problem
 
 DIRECT_ROUTE = "0,1"  # out of the port the tool opens (-C/-P), one hop
 LOCAL_ROUTE = "0"  # this node itself
@@ -185,8 +185,8 @@ def read_partner(
         rcv_error_details_matter,
     )
     from ibdiag.facts.partner_ranges import local_port_problem
+    from ibdiag.families.perfquery import reading
     from ibdiag.sources.interpret.partner import pma_counters, port_info_of
-    from ibdiag.sources.interpret.perfquery import reading
     from ibdiag.sources.parsers.smpquery import parse_nodeinfo
 
     target = f"{device}:{number}"

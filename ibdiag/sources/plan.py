@@ -1,8 +1,6 @@
-"""Which read-only commands a standard-level run needs, from what sysfs showed.
+"""Which read-only commands a standard-level run needs, from what sysfs showed, for the
+families not yet in ``ibdiag.families`` (perfquery is there).
 
-- ``perfquery -x``, ``-E`` and ``-X`` for every ACTIVE InfiniBand port, addressed ``-C DEV -P
-  PORT`` (a port that is not ACTIVE has no LID to query), and plain ``perfquery`` when ``-x``
-  fails (HCAs without extended counters). Never ``-r``/``-R``.
 - ``ethtool -S`` for each port's netdev (IPoIB and RoCE).
 - the kernel log (``dmesg``; ``journalctl -k`` only when dmesg gives nothing usable).
 - ``ibstat`` and ``ibv_devinfo`` for the inventory cross-check.
@@ -18,21 +16,11 @@ counters, and every other port's commands still run.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import AbstractSet, Dict, List, NamedTuple, Optional
 
 from ibdiag import roles
 from ibdiag.model import CommandRun, Device, Pci
 from ibdiag.sources import names
-
-# perfquery mode -> its flag. "basic" is perfquery's default PortCounters query, run only as
-# the fallback of "x" (HCAs without extended counters). Never a reset flag (-r/-R).
-PERFQUERY_FLAGS: Dict[str, Tuple[str, ...]] = {
-    "basic": (),
-    "x": ("-x",),  # PortCountersExtended (64-bit data counters + the error counters)
-    "E": ("-E",),  # PortRcvErrorDetails
-    "X": ("-X",),  # PortXmitDataSL (transmit data per SL)
-}
-PLANNED_PERFQUERY_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
 
 IBSTAT_ARGV = ("ibstat",)
 IBV_DEVINFO_ARGV = ("ibv_devinfo",)
@@ -41,19 +29,8 @@ IBV_DEVINFO_ARGV = ("ibv_devinfo",)
 class Planned(NamedTuple):
     """One command to run: what it is for (``ibdiag.roles``) and its argv."""
 
-    role: str
+    role: roles.Role
     argv: List[str]
-
-
-def perfquery_argv(device: str, port: int, mode: str) -> List[str]:
-    """The argv for one read-only perfquery of the local port ``device``/``port``.
-
-    ``mode``: "basic" (PortCounters), "x" (extended), "E" (PortRcvErrorDetails), "X"
-    (PortXmitDataSL); an unknown mode is a KeyError (a programming error). The name and the
-    port are vetted where the plan is made (``commands_for``: only names
-    ``ibdiag.sources.names`` calls safe, ports 1..254), not again here.
-    """
-    return ["perfquery", *PERFQUERY_FLAGS[mode], "-C", device, "-P", str(port)]
 
 
 def ethtool_argv(netdev: str) -> List[str]:
@@ -83,34 +60,6 @@ def nvidia_smi_topo_argv() -> List[str]:
     return ["nvidia-smi", "topo", "-m"]
 
 
-def _ib_active(port) -> bool:
-    return port.state == 4 and port.is_infiniband
-
-
-def port_problem(number: int) -> Optional[str]:
-    """Why a port number may not go on a command line (None: it may)."""
-    if isinstance(number, int) and names.PORT_MIN <= number <= names.PORT_MAX:
-        return None
-    return f"port {number}: {names.NOT_A_PORT}: no command is run for it"
-
-
-def _perfquery_ports(devices: List[Device]) -> Iterator[Tuple[Device, int, Optional[str]]]:
-    """(device, port number, why it may not run or None) for every ACTIVE InfiniBand port."""
-    for dev in devices:
-        for port in dev.ports:
-            if _ib_active(port):
-                why = names.device_name_problem(dev.name) or port_problem(port.number)
-                yield dev, port.number, why
-
-
-def _perfquery_runs(device: str, number: int) -> List[Planned]:
-    target = f"{device}:{number}"
-    return [
-        Planned(roles.perfquery(mode, target), perfquery_argv(device, number, mode))
-        for mode in PLANNED_PERFQUERY_MODES
-    ]
-
-
 def _ethtool_netdevs(devices: List[Device]) -> Dict[str, Optional[str]]:
     """netdev name -> why it may not run (None: it may), for every port's netdev."""
     found = {port.netdev.name for dev in devices for port in dev.ports if port.netdev}
@@ -124,10 +73,6 @@ def commands_for(
     NVIDIA GPUs sysfs showed (nvidia-smi runs only where there is one). Ports and netdevs
     whose names may not go on a command line are left out (``refused_runs``)."""
     planned: List[Planned] = []
-    if "perfquery" in needs:
-        for dev, number, why in _perfquery_ports(devices):
-            if why is None:
-                planned += _perfquery_runs(dev.name, number)
     if "ethtool" in needs:
         for name, why in _ethtool_netdevs(devices).items():
             if why is None:
@@ -148,13 +93,6 @@ def refused_runs(devices: List[Device], needs: AbstractSet[str]) -> Dict[str, Co
     recorded as never started, each with its role and the reason as ``skipped`` (by
     ``CommandRun.key``)."""
     refused: List[CommandRun] = []
-    if "perfquery" in needs:
-        for dev, number, why in _perfquery_ports(devices):
-            if why is not None:
-                refused += [
-                    CommandRun(argv=argv, role=role, skipped=why)
-                    for role, argv in _perfquery_runs(dev.name, number)
-                ]
     if "ethtool" in needs:
         for name, why in _ethtool_netdevs(devices).items():
             if why is not None:
@@ -165,25 +103,22 @@ def refused_runs(devices: List[Device], needs: AbstractSet[str]) -> Dict[str, Co
 
 
 def fallback_for(planned: Planned) -> Optional[Planned]:
-    """The command to try when ``planned`` gave nothing usable: journalctl -k for dmesg, plain
-    perfquery for perfquery -x; None when it has none."""
+    """The command to try when ``planned`` gave nothing usable: journalctl -k for dmesg; None
+    when it has none."""
     if planned.role == roles.KERNEL_LOG:
         return Planned(roles.KERNEL_LOG_FALLBACK, journalctl_argv())
-    if planned.role.startswith("perfquery-x "):
-        target = planned.role[len("perfquery-x ") :]
-        return Planned(roles.perfquery("basic", target), ["perfquery", *planned.argv[2:]])
     return None
 
 
 def roles_by_argv(
     devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
-) -> Dict[str, str]:
+) -> Dict[str, roles.Role]:
     """command key -> role for every read-only command this node would plan, fallbacks
     included: how a run recorded before runs kept their role gets it back
-    (``ibdiag.sources.legacy_roles``, the only caller)."""
+    (``ibdiag.migrate``, the only caller)."""
     from ibdiag.model import command_key
 
-    found: Dict[str, str] = {}
+    found: Dict[str, roles.Role] = {}
     for planned in commands_for(devices, needs, gpus):
         found[command_key(planned.argv)] = planned.role
         fallback = fallback_for(planned)

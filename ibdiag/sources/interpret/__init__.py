@@ -23,14 +23,12 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Dict, List, Optional
 
-from ibdiag.facts import fact_fields
-from ibdiag.model import CommandRun, Device, Port, Snapshot
+from ibdiag.model import CommandRun, Device, Port
 
 # Modules of this package, each with ``interpret(fields, commands) -> Dict[str, Any]``.
 FAMILIES: tuple = (
     "kernel_log",
     "inventory",
-    "perfquery",
     "partner",
     "ethtool",
     "topology",
@@ -59,49 +57,13 @@ def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[s
     return result
 
 
-def reinterpret(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
-    """A saved snapshot (a baseline, a state file, a saved report's) with its typed fields
-    parsed anew from its recorded runs by today's parsers, exactly as a live run or a replayed
-    bundle would: what an older ibdiag stored in those fields is dropped first, and runs
-    recorded before roles were kept get theirs back (``ibdiag.sources.legacy_roles``;
-    ``nccl_program``: the ``nccl_tests`` of the thresholds the snapshot was graded with, when
-    known). A snapshot without runs is returned as it is."""
-    if not snapshot.commands and snapshot.nccl_inspector is None:
-        return snapshot
-    from ibdiag.sources.legacy_roles import restore_roles
-
-    commands = restore_roles(
-        snapshot.commands, snapshot.devices, set(snapshot.sources), snapshot.gpus, nccl_program
-    )
-    fields = without_facts(snapshot)
-    return snapshot.model_copy(update={"commands": commands, **interpret(fields, commands)})
-
-
-def without_facts(snapshot: Snapshot) -> Dict[str, Any]:
-    """The Snapshot's fields but its commands, every typed fact (``ibdiag.facts``: on the
-    Snapshot, its ports and their netdevs) left unset, as the files alone give them."""
-    fields = {name: getattr(snapshot, name) for name in type(snapshot).model_fields}
-    del fields["commands"]
-    fields.update(dict.fromkeys(fact_fields(Snapshot)))
-
-    def cleared(dev: Device, port: Port) -> Optional[Dict[str, Any]]:
-        update: Dict[str, Any] = dict.fromkeys(fact_fields(Port))
-        if port.netdev is not None:
-            netdev = port.netdev.model_copy(update=dict.fromkeys(fact_fields(type(port.netdev))))
-            update["netdev"] = netdev
-        return update
-
-    fields["devices"] = with_ports(snapshot.devices, cleared)
-    return fields
-
-
 def runs_by_role(commands: Dict[str, CommandRun], prefix: str) -> Dict[str, CommandRun]:
     """role -> run for every run whose role starts with ``prefix`` (``"perfquery-"``); the
     first run of a role when two share it, as ``Snapshot.run`` finds it."""
     found: Dict[str, CommandRun] = {}
     for run in commands.values():
-        if run.role and run.role.startswith(prefix):
-            found.setdefault(run.role, run)
+        if run.role and str(run.role).startswith(prefix):
+            found.setdefault(str(run.role), run)
     return found
 
 

@@ -25,7 +25,7 @@ def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[s
     def netdev_stats(dev: Device, port: Port) -> Optional[Dict[str, Any]]:
         if port.netdev is None:
             return None
-        stats = stats_of(by_role.get(roles.ethtool_stats(port.netdev.name)))
+        stats = stats_of(by_role.get(str(roles.ethtool_stats(port.netdev.name))))
         if stats is None:
             return None
         return {"netdev": port.netdev.model_copy(update={"ethtool": stats})}

@@ -17,9 +17,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ibdiag import roles
 from ibdiag.facts.kernel_log import KernelFinding, KernelLog
+from ibdiag.families._text import cap
 from ibdiag.model import CommandRun, Device
 from ibdiag.sources import plan
-from ibdiag.sources.parsers._text import cap
 from ibdiag.sources.parsers.kernel_log import classify, kernel_log_restriction, parse_kernel_log
 
 # In the order they are tried, with the argv each would have had (to say which was not run).

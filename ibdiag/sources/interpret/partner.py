@@ -26,15 +26,15 @@ from ibdiag.facts.partner import (
 )
 from ibdiag.facts.partner_ranges import answer_problem, guid_value, lid_problem, local_port_problem
 from ibdiag.facts.perfquery import PmaReading
+from ibdiag.families.perfquery import reading
 from ibdiag.hca_models import is_virtual_function
 from ibdiag.model import CommandRun, Device, Port
 from ibdiag.sources.interpret import runs_by_role, with_ports
 from ibdiag.sources.interpret.partner_unread import unread as why_unread
-from ibdiag.sources.interpret.perfquery import reading
 
 
 def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
-    by_role = runs_by_role(commands, roles.PARTNER_PREFIX)
+    by_role = runs_by_role(commands, "partner-")
     if not by_role:
         return {}
     devices: List[Device] = fields.get("devices") or []
@@ -62,10 +62,10 @@ def port_partner(
     """What ``target``'s runs read of its cable's far end; None when none was run for it.
     ``dev``/``port``: ours (whether it is a virtual function, which cannot query the far end).
     Every answer is range-checked (``ibdiag.facts.partner_ranges``) before it is kept."""
-    from ibdiag.sources.parsers.perfquery import parse_perfquery
+    from ibdiag.families.perfquery import parse_perfquery
     from ibdiag.sources.parsers.smpquery import parse_nodedesc, parse_nodeinfo
 
-    runs = {step: by_role.get(roles.partner(step, target)) for step in roles.PARTNER_STEPS}
+    runs = {step: by_role.get(str(roles.partner(step, target))) for step in roles.PARTNER_STEPS}
     found = {step: run for step, run in runs.items() if run is not None}
     if not found:
         return None

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, Union
 
-from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+from ibdiag.families._text import as_text, cap, quote, trim
 
 __all__ = [
     "IbstatCA",

@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple, Union
 
+from ibdiag.families._text import as_text
 from ibdiag.kernel_signatures import SIGNATURES, KernelSignature
-from ibdiag.sources.parsers._text import as_text
 
 __all__ = [
     "KernelFinding",

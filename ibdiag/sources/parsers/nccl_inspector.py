@@ -69,7 +69,7 @@ import re
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ibdiag.facts.nccl import InspectorDump, InspectorSample
-from ibdiag.sources.parsers._text import as_text, cap, quote
+from ibdiag.families._text import as_text, cap, quote
 
 __all__ = [
     "InspectorDump",

@@ -69,7 +69,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Union
 
 from ibdiag.facts.nccl import NcclRank, NcclSide, NcclTestsResult, NcclTestsRow, NcclWarning
-from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+from ibdiag.families._text import as_text, cap, quote, trim
 
 __all__ = [
     "NcclRank",

@@ -54,7 +54,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
-from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+from ibdiag.families._text import as_text, cap, quote, trim
 
 __all__ = [
     "SPEED_ORDER",

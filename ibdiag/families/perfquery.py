@@ -1,4 +1,21 @@
-"""``perfquery`` (infiniband-diags) output -> counters (its argv: ``ibdiag.sources.plan``).
+"""The perfquery family: a port's PMA counters (infiniband-diags ``perfquery``), read the way
+the subnet manager and the fabric tools read them.
+
+**What it plans** (level standard): ``perfquery -x``, ``-E`` and ``-X`` for every ACTIVE
+InfiniBand port, addressed ``-C DEV -P PORT`` (a port that is not ACTIVE has no LID to
+query), and plain ``perfquery`` at once when ``-x`` gives nothing usable (HCAs without
+extended counters). Never ``-r``/``-R``: ibdiag never resets a counter. A device or port name
+that may not go on a command line (``ibdiag.sources.names``) is planned refused, so that
+port's check says why it has no counters while every other port's commands run.
+
+**What it gives**: ``Port.perfquery`` (``ibdiag.facts.perfquery.PortPma``) on every port it
+ran for: the reading of each run that exited 0 (``PmaReading``, parsed straight from the text
+by ``parse_perfquery``) and what became of every run (``PortPma.runs``); a port with runs but
+none that succeeded gets a ``PortPma`` with no readings, so "collected and failed" differs
+from "not collected" (None). The far end's perfquery (``ibdiag.families.partner``) is parsed
+by the same ``parse_perfquery``.
+
+**The text**:
 
 What perfquery prints (ibmad's ``mad_dump_*`` field dumps, one ``Name:.....value`` per line, the
 dots padding the name to a column)::
@@ -34,17 +51,90 @@ plus ``problems``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
-from ibdiag.sources.parsers._text import as_text, cap, quote, trim
+from ibdiag import roles
+from ibdiag.facts.perfquery import PmaReading, PortPma
+from ibdiag.families import Planned, Runs, Update, outcome_of
+from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.model import Snapshot
+from ibdiag.sources import names
 
-__all__ = [
-    "OLD_COUNTER_NAMES",
-    "PerfqueryResult",
-    "parse_perfquery",
-    "parse_perfquery_blocks",
-]
+SOURCE = "perfquery"
+LEVEL = "standard"
+ORDER = 30
+
+# perfquery mode -> its flag. "basic" is perfquery's default PortCounters query, run only as
+# the fallback of "x" (HCAs without extended counters). Never a reset flag (-r/-R).
+FLAGS: Dict[str, Tuple[str, ...]] = {
+    "basic": (),
+    "x": ("-x",),  # PortCountersExtended (64-bit data counters + the error counters)
+    "E": ("-E",),  # PortRcvErrorDetails
+    "X": ("-X",),  # PortXmitDataSL (transmit data per SL)
+}
+PLANNED_MODES = ("x", "E", "X")  # "basic" only as the fallback of "x"
+
+
+def argv(device: str, port: int, mode: str) -> List[str]:
+    """The argv for one read-only perfquery of the local port ``device``/``port``; an unknown
+    ``mode`` is a KeyError (a programming error). Names are vetted by ``plan``, not here."""
+    return ["perfquery", *FLAGS[mode], "-C", device, "-P", str(port)]
+
+
+def plan(snap: Snapshot) -> List[Planned]:
+    """The perfquery runs of every ACTIVE InfiniBand port (module docstring)."""
+    planned = []
+    for dev in snap.devices:
+        for port in dev.ports:
+            if not (port.state == 4 and port.is_infiniband):
+                continue
+            why = names.device_name_problem(dev.name) or names.port_problem(port.number)
+            target = dev.target(port)
+            for mode in PLANNED_MODES:
+                command = argv(dev.name, port.number, mode)
+                fallback = None
+                if mode == "x":
+                    basic = argv(dev.name, port.number, "basic")
+                    fallback = Planned(roles.perfquery("basic", target), basic)
+                planned.append(Planned(roles.perfquery(mode, target), command, fallback, why))
+    return planned
+
+
+def interpret(snap: Snapshot, runs: Runs) -> Update:
+    """``Port.perfquery`` on every port perfquery ran for (module docstring)."""
+    found: Dict[str, Dict[str, PortPma]] = {}
+    for dev in snap.devices:
+        for port in dev.ports:
+            target = dev.target(port)
+            pma = port_pma(target, runs)
+            if pma is not None:
+                found[target] = {"perfquery": pma}
+    return Update(ports=found)
+
+
+def port_pma(target: str, runs: Runs) -> Optional[PortPma]:
+    """The readings of ``target``'s runs; None when perfquery was not run for it."""
+    by_mode = {mode: runs.get(roles.perfquery(mode, target)) for mode in roles.PERFQUERY_MODES}
+    ran = {mode: run for mode, run in by_mode.items() if run is not None}
+    if not ran:
+        return None
+    readings = {mode: reading(run) for mode, run in ran.items()}
+    return PortPma(
+        counters=readings.get("x") or readings.get("basic"),
+        rcv_error_details=readings.get("E"),
+        xmit_data_sl=readings.get("X"),
+        runs={mode: outcome_of(run) for mode, run in ran.items()},
+    )
+
+
+def reading(run) -> Optional[PmaReading]:
+    """What ``run`` printed (stdout and stderr: perfquery prints its ibwarn/iberror lines on
+    stderr), if it exited 0; None otherwise. Odd text is never an error here."""
+    if run is None or not run.succeeded:
+        return None
+    parsed = parse_perfquery(run.stdout + "\n" + run.stderr)
+    return parsed.model_copy(update={"role": run.role})
+
 
 # libibmad before 1.3 named the PortCounters fields differently.
 OLD_COUNTER_NAMES: Dict[str, str] = {
@@ -106,25 +196,7 @@ _KINDS = (
 )
 
 
-@dataclass(frozen=True)
-class PerfqueryResult:
-    """One perfquery answer. ``counters`` holds decimal counts only (see module doc)."""
-
-    header: Optional[str]
-    port_select: Optional[int]
-    lid: Optional[int]
-    counters: Dict[str, int]
-    problems: List[str]
-    mad_error: Optional[str]
-    # "port", "extended", "rcv_error_details", "xmit_data_sl", ... from the header; None without.
-    kind: Optional[str] = None
-    # The port number from the header ("... port 1"); port_select is the PortSelect field.
-    port: Optional[int] = None
-    cap_mask: Optional[int] = None
-    hex_fields: Dict[str, int] = field(default_factory=dict)
-
-
-def parse_perfquery(text: Union[str, bytes, None]) -> PerfqueryResult:
+def parse_perfquery(text: Union[str, bytes, None]) -> PmaReading:
     """Parse one perfquery run (stdout, plus stderr if you have it).
 
     Several counter blocks for the same port (e.g. a wrapper that ran -x then -E into one file)
@@ -175,21 +247,10 @@ def parse_perfquery(text: Union[str, bytes, None]) -> PerfqueryResult:
         problems.append(
             "no counters found in perfquery output" if text.strip() else "empty perfquery output"
         )
-    return PerfqueryResult(
-        header=result.header,
-        port_select=result.port_select,
-        lid=result.lid,
-        counters=counters,
-        problems=cap(problems),
-        mad_error=mad_error,
-        kind=result.kind,
-        port=result.port,
-        cap_mask=result.cap_mask,
-        hex_fields=dict(result.hex_fields),
-    )
+    return result.reading(counters, cap(problems), mad_error)
 
 
-def parse_perfquery_blocks(text: Union[str, bytes, None]) -> List[PerfqueryResult]:
+def parse_perfquery_blocks(text: Union[str, bytes, None]) -> List[PmaReading]:
     """One result per ``# ... counters:`` block (e.g. ``perfquery -l`` or concatenated runs).
 
     An error seen anywhere (ibwarn/ibpanic) is attached to every block as ``mad_error`` only
@@ -198,38 +259,16 @@ def parse_perfquery_blocks(text: Union[str, bytes, None]) -> List[PerfqueryResul
     """
     text = as_text(text)
     blocks, loose_problems, error_lines = _parse(text)
-    results: List[PerfqueryResult] = []
+    results: List[PmaReading] = []
     if not blocks and (error_lines or loose_problems):
         mad_error = _mad_error(error_lines, False, [])
-        return [
-            PerfqueryResult(
-                header=None,
-                port_select=None,
-                lid=None,
-                counters={},
-                problems=cap(loose_problems),
-                mad_error=mad_error,
-            )
-        ]
+        return [PmaReading(problems=cap(loose_problems), mad_error=mad_error)]
     for index, block in enumerate(blocks):
         problems = list(block.problems)
         if index == 0:
             problems[:0] = loose_problems
         mad_error = _mad_error(error_lines, bool(block.counters), problems)
-        results.append(
-            PerfqueryResult(
-                header=block.header,
-                port_select=block.port_select,
-                lid=block.lid,
-                counters=dict(block.counters),
-                problems=cap(problems),
-                mad_error=mad_error,
-                kind=block.kind,
-                port=block.port,
-                cap_mask=block.cap_mask,
-                hex_fields=dict(block.hex_fields),
-            )
-        )
+        results.append(block.reading(dict(block.counters), cap(problems), mad_error))
     return results
 
 
@@ -257,6 +296,15 @@ class _Block:
 
     def empty(self) -> bool:
         return self.header is None and not self.counters and self.port_select is None
+
+    def reading(
+        self, counters: Dict[str, int], problems: List[str], mad_error: Optional[str]
+    ) -> PmaReading:
+        return PmaReading(
+            header=self.header, kind=self.kind, lid=self.lid, port=self.port,
+            port_select=self.port_select, cap_mask=self.cap_mask, counters=counters,
+            hex_fields=dict(self.hex_fields), problems=problems, mad_error=mad_error,
+        )  # fmt: skip
 
 
 def _parse(text: str) -> Tuple[List[_Block], List[str], List[str]]:

@@ -1,0 +1,83 @@
+"""Upgrading what an older ibdiag wrote, in one versioned step at load time.
+
+Every saved Snapshot (a baseline, a state file, a saved report's, a bundle's replay) passes
+through ``upgrade`` before anything reads it, so no other module keeps an older format alive.
+``SCHEMA_VERSION`` (``ibdiag.model``) says what today's format is; each step below says what
+one version changed.
+
+- **1 -> 2**: ``Snapshot.commands`` is keyed by each run's role (it was keyed by argv), and
+  every planned run has a role. Runs recorded before roles were kept (``role`` None) get the
+  role today's plan gives the same argv on the same devices (each family's ``plan``, its
+  fallbacks included); the ib_write_bw runs are read together (a server and its client share a
+  TCP port, attempts go in TCP port order: ``active.loopback_roles_before_roles``); the
+  nccl-tests run is the one whose argv holds the program the recorded thresholds configured
+  (``nccl_program``; ibdiag put it in the argv as is, after any launcher). A run that matches
+  none keeps no role, filed by its argv, and the checks treat what it was for as not
+  collected.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from ibdiag import roles
+from ibdiag.model import SCHEMA_VERSION, CommandRun, Snapshot, command_key
+
+
+def upgrade(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
+    """``snapshot`` in today's format (the same object when it is already)."""
+    if snapshot.schema_version >= SCHEMA_VERSION and all(
+        run.role is not None and key == run.key for key, run in snapshot.commands.items()
+    ):
+        return snapshot
+    commands = _with_roles(snapshot, nccl_program)
+    return snapshot.model_copy(
+        update={
+            "schema_version": SCHEMA_VERSION,
+            "commands": {run.key: run for run in commands.values()},
+        }
+    )
+
+
+def _with_roles(snapshot: Snapshot, nccl_program: Optional[str]) -> Dict[str, CommandRun]:
+    """The runs, each without a role given the one its argv had in today's plan."""
+    unnamed = [run for run in snapshot.commands.values() if run.role is None]
+    if not unnamed:
+        return snapshot.commands
+    from ibdiag.sources.active import loopback_roles_before_roles
+
+    planned = roles_by_argv(snapshot)
+    planned.update(loopback_roles_before_roles(run.argv for run in unnamed))
+    restored = {}
+    for key, run in snapshot.commands.items():
+        role = _role_of(run, planned, nccl_program) if run.role is None else None
+        restored[key] = run if role is None else run.model_copy(update={"role": role})
+    return restored
+
+
+def roles_by_argv(snapshot: Snapshot) -> Dict[str, roles.Role]:
+    """command key -> role of every read-only command this node's families would plan, their
+    fallbacks included."""
+    from ibdiag import families
+    from ibdiag.sources import plan as legacy_plan
+
+    found: Dict[str, roles.Role] = {}
+    for item in families.plan(snapshot, snapshot.sources):
+        for one in (item, item.fallback):
+            if one is not None:
+                found[command_key(one.argv)] = one.role
+    sources = set(snapshot.sources)
+    for key, role in legacy_plan.roles_by_argv(snapshot.devices, sources, snapshot.gpus).items():
+        found.setdefault(key, role)
+    return found
+
+
+def _role_of(
+    run: CommandRun, planned: Dict[str, roles.Role], nccl_program: Optional[str]
+) -> Optional[roles.Role]:
+    role = planned.get(run.key)
+    if role is not None:
+        return role
+    if isinstance(nccl_program, str) and nccl_program and nccl_program in run.argv:
+        return roles.NCCL_TESTS
+    return None
