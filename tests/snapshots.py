@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional
 
 from ibdiag import __version__
 from ibdiag.grade import run_check
-from ibdiag.model import Device, LinkRate, NetDev, Pci, Port, Result, Snapshot
+from ibdiag.model import CommandRun, Device, LinkRate, NetDev, Pci, Port, Result, Snapshot
 from ibdiag.registry import Registry, load_registry
 from ibdiag.sources.parsers.sysfs_values import parse_rate
 from ibdiag.thresholds import Thresholds
@@ -269,8 +269,13 @@ def statuses(results: Iterable[Result]) -> Dict[str, str]:
 
 def interpreted(snap: Snapshot) -> Snapshot:
     """``snap`` with its typed command fields set from its runs and dump files, as collect and
-    replay set them (``ibdiag.sources.interpret``): for hand-built snapshots with commands."""
-    from ibdiag.sources.interpret import interpret
+    replay set them (``ibdiag.families.interpret``): for hand-built snapshots with commands."""
+    from ibdiag.families import interpret
 
-    fields = {name: getattr(snap, name) for name in type(snap).model_fields if name != "commands"}
-    return snap.model_copy(update=interpret(fields, dict(snap.commands)))
+    return interpret(snap)
+
+
+def with_runs(snap: Snapshot, *runs: CommandRun) -> Snapshot:
+    """``snap`` with ``runs`` recorded (by role, as collect records them) and interpreted."""
+    commands = {**snap.commands, **{item.key: item for item in runs}}
+    return interpreted(snap.model_copy(update={"commands": commands}))

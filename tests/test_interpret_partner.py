@@ -19,7 +19,8 @@ from ibdiag import roles
 from ibdiag.facts.partner import Partner, PortInfo
 from ibdiag.model import CommandRun, Port, Snapshot
 from ibdiag.sources import partner as source
-from ibdiag.sources.interpret import FAMILIES, interpret, without_facts
+from ibdiag.families import without_facts
+from ibdiag.sources.interpret import FAMILIES, interpret
 
 TARGET = "mlx5_0:1"
 SWITCH_GUID = "0x0000000000200000"
@@ -185,7 +186,7 @@ def test_a_saved_snapshot_round_trips_and_drops_its_stale_partner():
     snap = snapshot([device("mlx5_0", ports=[port0])])
     again = Snapshot.model_validate_json(snap.model_dump_json())
     assert again.devices[0].ports[0].partner == port0.partner
-    assert without_facts(snap)["devices"][0].ports[0].partner is None
+    assert without_facts(snap).devices[0].ports[0].partner is None
 
 
 def test_a_partner_role_names_its_step_and_port():

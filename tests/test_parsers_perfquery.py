@@ -18,7 +18,8 @@ from ibdiag.families.perfquery import (
     parse_perfquery,
     parse_perfquery_blocks,
 )
-from ibdiag.sources.plan import PERFQUERY_FLAGS, perfquery_argv
+from ibdiag.families.perfquery import FLAGS as PERFQUERY_FLAGS
+from ibdiag.families.perfquery import argv as perfquery_argv
 
 FIXTURES = Path(FIXTURES_DIR)
 KIND = "perfquery"

@@ -24,8 +24,8 @@ def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[s
         return {}
     return {
         "inventory": Inventory(
-            ibstat=_listing(by_role.get(str(roles.IBSTAT))),
-            ibv_devinfo=_listing(by_role.get(str(roles.IBV_DEVINFO))),
+            ibstat=_listing(by_role.get(roles.IBSTAT)),
+            ibv_devinfo=_listing(by_role.get(roles.IBV_DEVINFO)),
         )
     }
 

@@ -28,13 +28,13 @@ def read_loopback(
     the retries, each in ``devices``' port order (``active.plan_loopback``'s; a port not among
     them after, by name). None when no loopback test ran (below level full, no ACTIVE
     InfiniBand port, an older bundle). A server whose client was not recorded is left out."""
-    clients: Dict[Tuple[str, int], Tuple[roles.LoopbackRole, CommandRun]] = {}
-    servers: Dict[Tuple[str, int], Tuple[roles.LoopbackRole, CommandRun]] = {}
+    clients: Dict[Tuple[str, Optional[int]], Tuple[roles.Role, CommandRun]] = {}
+    servers: Dict[Tuple[str, Optional[int]], Tuple[roles.Role, CommandRun]] = {}
     for run in commands.values():
-        role = roles.read_loopback(run.role)
-        if role is not None:
-            side = clients if role.side == "client" else servers
-            side.setdefault((role.client, role.attempt), (role, run))
+        role = run.role
+        if role is not None and role.family == "loopback":
+            side = clients if role.step == "client" else servers
+            side.setdefault((role.target, role.attempt), (role, run))
     if not clients and not servers:
         return None
     attempts = [
@@ -47,15 +47,17 @@ def read_loopback(
 
 
 def attempt_of(
-    role: roles.LoopbackRole,
+    role: roles.Role,
     client: CommandRun,
-    server_role: Optional[roles.LoopbackRole] = None,
+    server_role: Optional[roles.Role] = None,
     server: Optional[CommandRun] = None,
 ) -> LoopbackAttempt:
     """One attempt from its client run and the server run it wrote to (None: not recorded),
     each with what its role says."""
-    device, port = _port(role.client)
-    server_device, server_port = _port(server_role.server) if server_role else (None, None)
+    device, port = _port(role.target)
+    server_device, server_port = (None, None)
+    if server_role is not None and server_role.server:
+        server_device, server_port = _port(server_role.server)
     parsed = perftest_output(client)
     gbps = parsed.average_gbps
     why_not = None

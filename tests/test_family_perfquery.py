@@ -1,9 +1,10 @@
-"""perfquery runs -> ``Port.perfquery``, on the real captures in tests/fixtures/perfquery.
+"""The perfquery family (``ibdiag.families.perfquery``): what it plans, and its runs ->
+``Port.perfquery``, on the real captures in tests/fixtures/perfquery.
 
-Each test records CommandRuns as collect would (argv from ``ibdiag.sources.plan``, the role from
-``ibdiag.roles``, the capture as stdout), runs the interpret step shared by collect and replay,
-and reads the typed fields. The checks then grade from those fields alone: a baseline that holds
-typed readings and no command text at all is graded on change.
+Each test records CommandRuns as collect would (argv and role from the family's plan, the
+capture as stdout), runs the interpret step shared by collect and replay, and reads the typed
+fields. The checks then grade from those fields alone: a baseline that holds typed readings and
+no command text at all is graded on change.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Dict, Optional
 import pytest
 import stubs as S
 from conftest import captures_without_facts, read_capture
-from snapshots import builtin_registry, device, port, run, snapshot
+from snapshots import builtin_registry, device, port, run, snapshot, with_runs
 
-from ibdiag import roles
+from ibdiag import families, roles
+from ibdiag.facts.outcome import NoData
 from ibdiag.facts.perfquery import PmaReading, PortPma
+from ibdiag.families import perfquery
 from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Port, Snapshot, Status
-from ibdiag.sources import plan
-from ibdiag.sources.interpret import FAMILIES, interpret
 from ibdiag.thresholds import Thresholds
 
 KIND = "perfquery"
@@ -73,7 +74,7 @@ FIELD = {"x": "counters", "basic": "counters", "E": "rcv_error_details", "X": "x
 
 def pq(mode: str, stdout: str = "", stderr: str = "", rc: Optional[int] = 0, **kw) -> CommandRun:
     """The run of ``mode`` on mlx5_0 port 1, recorded as collect records it."""
-    argv = plan.perfquery_argv("mlx5_0", 1, mode)
+    argv = perfquery.argv("mlx5_0", 1, mode)
     return CommandRun(
         argv=argv, role=roles.perfquery(mode, TARGET), rc=rc, stdout=stdout, stderr=stderr, **kw
     )
@@ -81,14 +82,38 @@ def pq(mode: str, stdout: str = "", stderr: str = "", rc: Optional[int] = 0, **k
 
 def interpreted(*runs: CommandRun) -> Port:
     """mlx5_0 port 1 after the interpret step, given these runs."""
-    fields = {"devices": [device("mlx5_0")], "problems": {}}
-    out = interpret(fields, {item.key: item for item in runs})
-    assert out["problems"] == {}, out["problems"]
-    return out["devices"][0].ports[0]
+    out = with_runs(snapshot([device("mlx5_0")]), *runs)
+    assert out.problems == {}, out.problems
+    return out.devices[0].ports[0]
 
 
-def test_the_family_is_interpreted():
-    assert "perfquery" in FAMILIES
+def test_the_family_is_found_with_its_level():
+    assert perfquery in families.families()
+    assert families.source_levels()["perfquery"] == "standard"
+
+
+def test_it_plans_three_queries_per_active_infiniband_port_and_the_fallback_of_x():
+    down = port(2, state=1)
+    roce = port(3, link_layer="Ethernet")
+    snap = snapshot([device("mlx5_0", ports=[port(1), down, roce])])
+    planned = perfquery.plan(snap)
+    assert [(str(p.role), " ".join(p.argv), p.refused) for p in planned] == [
+        ("perfquery-x mlx5_0:1", "perfquery -x -C mlx5_0 -P 1", None),
+        ("perfquery-E mlx5_0:1", "perfquery -E -C mlx5_0 -P 1", None),
+        ("perfquery-X mlx5_0:1", "perfquery -X -C mlx5_0 -P 1", None),
+    ]
+    assert planned[0].fallback == families.Planned(
+        roles.perfquery("basic", "mlx5_0:1"), perfquery.argv("mlx5_0", 1, "basic")
+    )
+    assert all("-r" not in p.argv and "-R" not in p.argv for p in planned)
+
+
+def test_a_name_that_may_not_go_on_a_command_line_is_planned_refused():
+    snap = snapshot([device("mlx5_0;rm", ports=[port(1)])])
+    planned = perfquery.plan(snap)
+    assert len(planned) == 3 and all(p.refused for p in planned)
+    run_ = families.refused_run(planned[0])
+    assert run_.skipped == planned[0].refused and run_.key == "perfquery-x mlx5_0;rm:1"
 
 
 def test_every_capture_has_facts():
@@ -124,7 +149,7 @@ def test_all_three_runs_of_a_port():
     ).perfquery
     assert pma.counters.counters["PortXmitDiscards"] == 20046
     assert pma.rcv_error_details.counters["PortLocalPhysicalErrors"] == 0
-    assert pma.xmit_data_sl.role == "perfquery-X mlx5_0:1"
+    assert str(pma.xmit_data_sl.role) == "perfquery-X mlx5_0:1"
     assert pma.xmit_data_sl.counters["XmtDataSL0"] == 9281738471
     assert pma.xmit_data_sl.counters["XmtDataSL3"] == 1204877
     assert len(pma.xmit_data_sl.counters) == 16
@@ -135,7 +160,7 @@ def test_plain_perfquery_stands_in_when_x_failed():
         pq("x", rc=5, stderr="ibwarn: [2421] _do_madrpc: recv failed: Connection timed out"),
         pq("basic", stdout=read_capture(*S.PERFQUERY_X_HEALTHY)),
     ).perfquery
-    assert pma.counters.role == "perfquery-basic mlx5_0:1"
+    assert str(pma.counters.role) == "perfquery-basic mlx5_0:1"
     assert pma.counters.counters["PortXmitData"] == 37108676853855
 
 
@@ -144,7 +169,7 @@ def test_x_that_succeeded_is_the_reading_even_beside_a_fallback():
         pq("x", stdout=read_capture(*S.PERFQUERY_X_FAULT)),
         pq("basic", stdout=read_capture(*S.PERFQUERY_X_HEALTHY)),
     ).perfquery
-    assert pma.counters.role == "perfquery-x mlx5_0:1"
+    assert str(pma.counters.role) == "perfquery-x mlx5_0:1"
     assert pma.counters.counters["LinkDownedCounter"] == 1
 
 
@@ -178,9 +203,27 @@ def test_a_mad_error_printed_with_exit_0_is_kept():
     ],
     ids=["exit-5", "timed-out", "never-started", "not-installed"],
 )
-def test_a_run_that_did_not_succeed_has_no_reading(failed):
+def test_a_run_that_did_not_succeed_has_no_reading_and_says_why(failed):
     pma = interpreted(pq("x", **failed), pq("E", **failed), pq("X", **failed)).perfquery
-    assert pma == PortPma(counters=None, rcv_error_details=None, xmit_data_sl=None)
+    assert (pma.counters, pma.rcv_error_details, pma.xmit_data_sl) == (None, None, None)
+    assert set(pma.runs) == {"x", "E", "X"}
+    expected = {
+        "exit-5": NoData.NO_DEVICE,  # can't open UMAD port: not reachable from here
+        "timed-out": NoData.TIMED_OUT,
+        "never-started": NoData.NOT_STARTED,
+        "not-installed": NoData.NOT_INSTALLED,
+    }
+    kind = (
+        "exit-5" if failed.get("rc") == 5 else "timed-out" if failed.get("timed_out")
+        else "never-started" if failed.get("skipped") else "not-installed"
+    )  # fmt: skip
+    assert pma.runs["x"].no_data == expected[kind]
+    assert pma.runs["x"].command == "perfquery -x -C mlx5_0 -P 1"
+
+
+def test_a_run_that_gave_data_has_no_reason():
+    pma = interpreted(pq("x", stdout=read_capture(*S.PERFQUERY_X_HEALTHY))).perfquery
+    assert pma.runs["x"].no_data is None and pma.runs["x"].reason is None
 
 
 def test_no_run_is_not_collected():
@@ -190,9 +233,8 @@ def test_no_run_is_not_collected():
 
 
 def test_the_runs_of_another_port_stay_there():
-    fields = {"devices": [device("mlx5_0", ports=[port(1), port(2)])], "problems": {}}
-    runs = [pq("x", stdout=read_capture(*S.PERFQUERY_X_FAULT))]
-    [dev] = interpret(fields, {item.key: item for item in runs})["devices"]
+    base = snapshot([device("mlx5_0", ports=[port(1), port(2)])])
+    [dev] = with_runs(base, pq("x", stdout=read_capture(*S.PERFQUERY_X_FAULT))).devices
     assert dev.ports[0].perfquery.counters.counters["PortXmitDiscards"] == 20046
     assert dev.ports[1].perfquery is None
 
@@ -202,15 +244,8 @@ def run_with_baseline(check_id: str, snap: Snapshot, baseline: Snapshot):
 
 
 def _snapshot(*runs: CommandRun) -> Snapshot:
-    base = snapshot([device("mlx5_0")])
-    fields = interpret({"devices": base.devices, "problems": {}}, {r.key: r for r in runs})
-    return base.model_copy(
-        update={
-            "devices": fields["devices"],
-            "commands": {r.key: r for r in runs},
-            "sources": ["sysfs", "perfquery"],
-        }
-    )
+    base = snapshot([device("mlx5_0")]).model_copy(update={"sources": ["sysfs", "perfquery"]})
+    return with_runs(base, *runs)
 
 
 def test_typed_fields_survive_json():

@@ -1,8 +1,10 @@
-"""Runs recorded before roles were kept get them back from today's plan, and nothing else does.
+"""Schema 1 -> 2 (``ibdiag.migrate``): commands keyed by role, and runs recorded before roles
+were kept get them back from today's plan, and nothing else does.
 
-A state file or bundle from an older ibdiag holds runs with ``role`` None; re-grading it with
-today's code must find perfquery's run of ``mlx5_0:1`` as ``perfquery-x mlx5_0:1`` although it
-is known only by its argv there (``ibdiag.sources.legacy_roles``, the one place that may).
+A state file or bundle from an older ibdiag holds runs with ``role`` None, keyed by argv;
+re-grading it with today's code must find perfquery's run of ``mlx5_0:1`` as ``perfquery-x
+mlx5_0:1`` although it is known only by its argv there (``ibdiag.migrate``, the one place
+that may).
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ from datetime import datetime, timezone
 from conftest import read_capture
 
 from ibdiag import baseline, roles
-from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
-from ibdiag.sources.legacy_roles import restore_roles
-from ibdiag.sources.plan import commands_for, fallback_for
+from ibdiag.migrate import upgrade
+from ibdiag.model import SCHEMA_VERSION, CommandRun, Device, NetDev, Port, Snapshot
 
 
 def _devices():
@@ -27,23 +28,45 @@ HEALTHY_BW = "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-int
 NEEDS = {"sysfs", "perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo"}
 
 
+# What ibdiag 0.1 ran at level standard on _devices(), fallbacks included, as it recorded them.
+OLD_ARGVS = (
+    "perfquery -x -C mlx5_0 -P 1",
+    "perfquery -C mlx5_0 -P 1",
+    "perfquery -E -C mlx5_0 -P 1",
+    "perfquery -X -C mlx5_0 -P 1",
+    "ethtool -S ib0",
+    "dmesg --kernel --nopager",
+    "journalctl -k -b --no-pager -o short-monotonic",
+    "ibstat",
+    "ibv_devinfo",
+)
+
+
 def _old_runs():
-    """Every planned run and its fallback, recorded without a role, plus two foreign runs."""
+    """Every planned run and its fallback, recorded without a role, keyed by argv (schema 1),
+    plus two foreign runs."""
     runs = {}
-    for planned in commands_for(_devices(), NEEDS):
-        for item in (planned, fallback_for(planned)):
-            if item is not None:
-                run = CommandRun(argv=item.argv, rc=0, stdout="x")
-                runs[run.key] = run
+    for line in OLD_ARGVS:
+        runs[line] = CommandRun(argv=line.split(), rc=0, stdout="x")
     for argv in (["/opt/site/nccl.sh", "-g", "8"], ["perfquery", "-x", "-C", "mlx5_9", "-P", "1"]):
-        run = CommandRun(argv=argv, rc=0)
-        runs[run.key] = run
+        runs[" ".join(argv)] = CommandRun(argv=argv, rc=0)
     return runs
 
 
+def _old_snapshot(commands):
+    return Snapshot(
+        schema_version=1, tool_version="0.1.0", sysfs_root="/sys", procfs_root="/proc",
+        collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc), sources=sorted(NEEDS),
+        devices=_devices(), commands=commands,
+    )  # fmt: skip
+
+
 def test_every_planned_argv_gets_its_role_back_and_foreign_runs_get_none():
-    restored = restore_roles(_old_runs(), _devices(), NEEDS, nccl_program="/opt/site/nccl.sh")
-    by_role = {run.role: key for key, run in restored.items()}
+    upgraded = upgrade(_old_snapshot(_old_runs()), nccl_program="/opt/site/nccl.sh")
+    assert upgraded.schema_version == SCHEMA_VERSION == 2
+    restored = upgraded.commands
+    assert all(key == run.key for key, run in restored.items())  # keyed by role now
+    by_role = {run.role: " ".join(run.argv) for run in restored.values()}
     assert by_role[roles.perfquery("x", "mlx5_0:1")] == "perfquery -x -C mlx5_0 -P 1"
     assert by_role[roles.perfquery("basic", "mlx5_0:1")] == "perfquery -C mlx5_0 -P 1"
     assert by_role[roles.perfquery("E", "mlx5_0:1")] == "perfquery -E -C mlx5_0 -P 1"
@@ -54,8 +77,9 @@ def test_every_planned_argv_gets_its_role_back_and_foreign_runs_get_none():
     assert by_role[roles.IBSTAT] == "ibstat"
     assert by_role[roles.IBV_DEVINFO] == "ibv_devinfo"
     assert by_role[roles.NCCL_TESTS] == "/opt/site/nccl.sh -g 8"
-    # a port this node does not have is not given one of its roles
+    # a port this node does not have is not given one of its roles (kept, filed by argv)
     assert restored["perfquery -x -C mlx5_9 -P 1"].role is None
+    assert len(restored) == len(OLD_ARGVS) + 2
 
 
 def test_runs_recorded_with_roles_are_kept_and_the_others_restored_run_by_run():
@@ -64,25 +88,27 @@ def test_runs_recorded_with_roles_are_kept_and_the_others_restored_run_by_run():
     site = CommandRun(argv=["/opt/site/nccl.sh"], role=roles.NCCL_TESTS, rc=0)
     planned = CommandRun(argv=["ibv_devinfo"], rc=0)
     foreign = CommandRun(argv=["ibv_devinfo", "-v"], rc=0)
-    commands = {run.key: run for run in (site, planned, foreign)}
-    restored = restore_roles(commands, _devices(), NEEDS)
-    assert restored[site.key] is site
-    assert restored[planned.key].role == roles.IBV_DEVINFO
-    assert restored[foreign.key] is foreign  # not a command today's plan would run
-    named = {key: run.model_copy(update={"role": "x"}) for key, run in commands.items()}
-    assert restore_roles(named, _devices(), NEEDS) is named
+    commands = {" ".join(run.argv): run for run in (site, planned, foreign)}
+    restored = upgrade(_old_snapshot(commands)).commands
+    assert restored[str(roles.NCCL_TESTS)] is site
+    assert restored[str(roles.IBV_DEVINFO)].argv == ["ibv_devinfo"]
+    assert restored["ibv_devinfo -v"] is foreign  # not a command today's plan would run
+    today = upgrade(_old_snapshot({site.key: site}))
+    assert upgrade(today) is today  # today's format: nothing to do
 
 
 def test_a_saved_snapshot_is_parsed_anew_and_stale_facts_are_dropped():
     """reinterpret: typed fields come from today's parsers only; an older ibdiag's value of a
     field no run supports any more is not kept."""
+    from ibdiag.facts import fact_fields
     from ibdiag.facts.kernel_log import KernelLog
-    from ibdiag.sources.interpret import fact_fields, reinterpret
+    from ibdiag.families import reinterpret
 
     assert "kernel_log" in fact_fields(Snapshot) and "perfquery" in fact_fields(Port)
     assert fact_fields(NetDev) == ["ethtool"]
     stale = KernelLog(role=roles.KERNEL_LOG, unusable=["from an older ibdiag"])
     runs = {key: run for key, run in _old_runs().items() if run.argv[0] == "ibstat"}
+    runs = {run.key: run.model_copy(update={"role": roles.IBSTAT}) for run in runs.values()}
     snapshot = Snapshot(
         tool_version="0.0-old", collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
         sysfs_root="/sys", procfs_root="/proc", sources=sorted(NEEDS), devices=_devices(),
@@ -150,8 +176,8 @@ def test_loopback_runs_recorded_before_roles_keep_their_gpu(tmp_path):
     path.write_text(json.dumps(data))
     loaded, problem = baseline.load(str(path))
     assert problem is None
-    assert loaded.run("loopback client mlx5_0:1 attempt 1 gpu 3").argv[:3] == list(pin)
-    assert loaded.run("loopback server mlx5_0:1 for mlx5_0:1 attempt 2 gpu 3") is not None
+    assert loaded.run(roles.loopback_client("mlx5_0:1", 1, 3)).argv[:3] == list(pin)
+    assert loaded.run(roles.loopback_server("mlx5_0:1", "mlx5_0:1", 2, 3)) is not None
     assert [(a.client, a.server, a.attempt, a.gpu, a.server_gpu) for a in loaded.loopback] == [
         ("mlx5_0:1", "mlx5_0:1", 1, 3, 3),
         ("mlx5_0:1", "mlx5_0:1", 2, 3, 3),
