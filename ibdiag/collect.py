@@ -208,7 +208,7 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     from ibdiag.sources.commands import Runner  # subprocess and threads from level standard on
 
     runner = Runner(**runner_options, budget=budget)
-    planned = families.plan(snap, needs) + _legacy_plan(snap, needs)
+    planned = families.plan(snap, needs)
     runs = {str(item.role): families.refused_run(item) for item in planned if item.refused}
     runnable = [item for item in planned if not item.refused]
     chained = [item for item in runnable if item.fallback is not None]
@@ -227,23 +227,6 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
 
         runs.update(partner.refused_runs(snap.devices))
     return runs
-
-
-def _legacy_plan(snap, needs) -> list:
-    """The commands of the families not yet in ``ibdiag.families`` (``ibdiag.sources.plan``)."""
-    from ibdiag.families import Planned
-    from ibdiag.sources import plan
-
-    found = []
-    for item in plan.commands_for(snap.devices, needs, snap.gpus):
-        then = plan.fallback_for(item)
-        fallback = None if then is None else Planned(then.role, then.argv)
-        found.append(Planned(item.role, item.argv, fallback))
-    found += [
-        Planned(run.role, run.argv, refused=run.skipped)
-        for run in plan.refused_runs(snap.devices, needs).values()
-    ]
-    return found
 
 
 def _with_fallback(runner, item) -> Dict[str, CommandRun]:

@@ -59,16 +59,12 @@ def roles_by_argv(snapshot: Snapshot) -> Dict[str, roles.Role]:
     """command key -> role of every read-only command this node's families would plan, their
     fallbacks included."""
     from ibdiag import families
-    from ibdiag.sources import plan as legacy_plan
 
     found: Dict[str, roles.Role] = {}
     for item in families.plan(snapshot, snapshot.sources):
         for one in (item, item.fallback):
-            if one is not None:
+            if one is not None and not one.refused:
                 found[command_key(one.argv)] = one.role
-    sources = set(snapshot.sources)
-    for key, role in legacy_plan.roles_by_argv(snapshot.devices, sources, snapshot.gpus).items():
-        found.setdefault(key, role)
     return found
 
 

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import List
 
@@ -23,8 +24,8 @@ import pytest
 import stubs as S
 from sysfs_builder import HcaSpec, PortSpec, write_node
 
-from ibdiag.model import CommandRun, Device, NetDev, Port
-from ibdiag.sources import plan
+from ibdiag import families
+from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
 
 STANDARD = ["--level", "standard", "--deadline", "8", "--command-timeout", "4"]
 # (the name as listed, as the Snapshot shows it: ibdiag.sources.names.shown)
@@ -144,7 +145,8 @@ def test_standard_with_an_odd_device_name_runs_the_rest(node, odd, shown):
     assert pma["message"] == f"perfquery not run: {odd_dev['problems']['name']}"
     [healthy] = results(report, "perfquery.errors", "mlx5_1:1")
     assert healthy["status"] == "pass"
-    run = report["snapshot"]["commands"][f"perfquery -x -C {shown} -P 1"]
+    run = report["snapshot"]["commands"][f"perfquery-x {shown}:1"]
+    assert run["argv"] == ["perfquery", "-x", "-C", shown, "-P", "1"]
     assert run["skipped"] == odd_dev["problems"]["name"] and run["rc"] is None
 
 
@@ -249,8 +251,13 @@ def test_the_plan_runs_only_safe_names_and_records_the_rest():
         Device(name="mlx5 1", path="b", ports=[_port(1, "ib1")]),
     ]
     needs = {"perfquery", "ethtool"}
-    planned = plan.commands_for(devices, needs)
-    assert [item.role for item in planned] == [
+    snap = Snapshot(
+        tool_version="t", collected_at=datetime.now(timezone.utc), sysfs_root="/sys",
+        procfs_root="/proc", devices=devices,
+    )  # fmt: skip
+    every = families.plan(snap, needs)
+    planned = [item for item in every if not item.refused]
+    assert [str(item.role) for item in planned] == [
         "perfquery-x mlx5_0:1",
         "perfquery-E mlx5_0:1",
         "perfquery-X mlx5_0:1",
@@ -266,7 +273,7 @@ def test_the_plan_runs_only_safe_names_and_records_the_rest():
         ["ethtool", "-S", "ib1"],
         ["ethtool", "-S", "ib2"],
     ]
-    refused = plan.refused_runs(devices, needs)
+    refused = {" ".join(item.argv): families.refused_run(item) for item in every if item.refused}
     assert sorted(refused) == sorted(
         [f"perfquery -{m} -C mlx5_0 -P 0" for m in "xEX"]
         + [f"perfquery -{m} -C mlx5_0 -P 255" for m in "xEX"]
@@ -274,8 +281,8 @@ def test_the_plan_runs_only_safe_names_and_records_the_rest():
         + ["ethtool -S ib 9"]
     )
     assert all(isinstance(run, CommandRun) and run.rc is None for run in refused.values())
-    assert refused["perfquery -x -C mlx5 1 -P 1"].role == "perfquery-x mlx5 1:1"
-    assert refused["ethtool -S ib 9"].role == "ethtool-S ib 9"
+    assert str(refused["perfquery -x -C mlx5 1 -P 1"].role) == "perfquery-x mlx5 1:1"
+    assert str(refused["ethtool -S ib 9"].role) == "ethtool-S ib 9"
     assert refused["perfquery -x -C mlx5_0 -P 0"].skipped == (
         "port 0: not a port number (1..254): no command is run for it"
     )

@@ -108,20 +108,3 @@ def fallback_for(planned: Planned) -> Optional[Planned]:
     if planned.role == roles.KERNEL_LOG:
         return Planned(roles.KERNEL_LOG_FALLBACK, journalctl_argv())
     return None
-
-
-def roles_by_argv(
-    devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
-) -> Dict[str, roles.Role]:
-    """command key -> role for every read-only command this node would plan, fallbacks
-    included: how a run recorded before runs kept their role gets it back
-    (``ibdiag.migrate``, the only caller)."""
-    from ibdiag.model import command_key
-
-    found: Dict[str, roles.Role] = {}
-    for planned in commands_for(devices, needs, gpus):
-        found[command_key(planned.argv)] = planned.role
-        fallback = fallback_for(planned)
-        if fallback is not None:
-            found[command_key(fallback.argv)] = fallback.role
-    return found
