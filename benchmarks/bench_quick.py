@@ -50,9 +50,9 @@ FORBIDDEN_IBDIAG = (
     "ibdiag.render.html",
     "ibdiag.sources.commands",
     "ibdiag.bundle",
-    "ibdiag.bundle_write",
-    "ibdiag.bundle_open",
-    "ibdiag.bundle_replay",
+    "ibdiag.bundle.write",
+    "ibdiag.bundle.opener",
+    "ibdiag.bundle.replay",
 )
 
 TARGET_FLOOR_RATIO = 1.5

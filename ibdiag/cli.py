@@ -214,7 +214,7 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
     """
     from pydantic import ValidationError
 
-    from ibdiag.bundle_manifest import describe_validation_error
+    from ibdiag.bundle.manifest import describe_validation_error
     from ibdiag.pipeline import Pipeline
     from ibdiag.thresholds import Thresholds
 
@@ -244,7 +244,8 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
 
 def _replay_bundle(path, accept_altered=False):
     """(snapshot, level, thresholds, altered files, the stored baseline or None) of a bundle."""
-    from ibdiag.bundle import BundleError, open_bundle, replay, replay_baseline
+    from ibdiag.bundle.opener import BundleError, open_bundle
+    from ibdiag.bundle.replay import replay, replay_baseline
 
     try:
         with open_bundle(path, accept_altered=accept_altered) as opened:
@@ -385,7 +386,7 @@ def collect_command(
     Exits 0 once the bundle is written, whatever the verdict (the first line says it); with
     --exit-verdict, with the verdict's code. 3: nothing could be written, or a bad setting.
     """
-    from ibdiag.bundle import write_bundle
+    from ibdiag.bundle.write import write_bundle
     from ibdiag.sources.sysfs import Recording
 
     redact_kinds = _redact_kinds(redact)
@@ -400,8 +401,8 @@ def collect_command(
     snapshot = report.snapshot
     redactor = None
     if redact_kinds:
+        from ibdiag.bundle.redact import Redactor
         from ibdiag.hostlist import named_in_launcher_args
-        from ibdiag.redact import Redactor
 
         # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
         peers = named_in_launcher_args(thresholds.nccl_launcher_args)
@@ -451,7 +452,7 @@ def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
     else:
         return None
     if loaded.snapshot is not None:
-        from ibdiag.bundle_limits import KEPT_AREAS, size_text
+        from ibdiag.bundle.limits import KEPT_AREAS, size_text
 
         most = next(area[1] for area in KEPT_AREAS if area[0] == "baseline/")
         size = len(loaded.snapshot.model_dump_json(indent=1).encode("utf-8", "surrogatepass"))

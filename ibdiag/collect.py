@@ -55,7 +55,7 @@ def collect(
     ``recording``: pass an empty ``sysfs.Recording`` to have every file read (its exact bytes,
     or why it could not be read), every directory listing, ``exists`` answer and resolved
     symlink noted in it, keyed ``sys/<path>`` / ``proc/<path>`` - what a support bundle stores
-    (``ibdiag.bundle.write_bundle``). Commands are recorded in the Snapshot itself.
+    (``ibdiag.bundle.write.write_bundle``). Commands are recorded in the Snapshot itself.
 
     Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
     ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
@@ -112,8 +112,8 @@ def read_node(
 ) -> Dict[str, Any]:
     """The Snapshot fields that come from files, read through the two readers.
 
-    Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay`` (readers over a bundle),
-    so a replayed bundle is parsed by exactly the code a live run uses.
+    Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay.replay`` (readers over a
+    bundle), so a replayed bundle is parsed by exactly the code a live run uses.
     """
     problems: Problems = {}
     procfs_root = proc_reader.root

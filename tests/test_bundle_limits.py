@@ -29,9 +29,12 @@ import pytest
 from conftest import REPO
 from sysfs_builder import mlx5_node, write_node
 
-from ibdiag import bundle_archive, bundle_limits, bundle_manifest, registry
-from ibdiag.bundle import write_bundle
-from ibdiag.bundle_archive import ArchiveError, CorruptArchive, read_archive
+from ibdiag import registry
+from ibdiag.bundle import archive as bundle_archive
+from ibdiag.bundle import limits as bundle_limits
+from ibdiag.bundle import manifest as bundle_manifest
+from ibdiag.bundle.archive import ArchiveError, CorruptArchive, read_archive
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry

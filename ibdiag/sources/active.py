@@ -242,7 +242,7 @@ def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
 
 def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str]:
     """command key -> role of every ib_write_bw run among ``argvs``: the recorded runs of a
-    bundle written before runs kept their role (``ibdiag.bundle.replay``).
+    bundle written before runs kept their role (``ibdiag.bundle.replay.replay``).
 
     One argv alone cannot say its role: a server's argv does not name the client it served
     (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's

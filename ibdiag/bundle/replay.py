@@ -1,6 +1,6 @@
 """Replaying a support bundle: the Snapshot the live run built, rebuilt from its raw files.
 
-``replay(opened)`` (an ``ibdiag.bundle_open.OpenedBundle``) parses the bundle's recorded sysfs
+``replay(opened)`` (an ``ibdiag.bundle.opener.OpenedBundle``) parses the bundle's recorded sysfs
 and procfs files with the code a live collection uses (``collect.read_node``, through a
 ``BundleReader`` that answers from the bundle and never follows a link out of it), turns its
 recorded command runs into typed fields with today's ``ibdiag.sources.interpret`` (so a bundle
@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from ibdiag.bundle_manifest import RUN_FIELDS
-from ibdiag.bundle_open import OpenedBundle
+from ibdiag.bundle.manifest import RUN_FIELDS
+from ibdiag.bundle.opener import OpenedBundle
 from ibdiag.model import CommandRun, InspectorFile, Snapshot
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import SysfsReader, decode_attribute

@@ -3,7 +3,7 @@
 Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that directory in a
 ``.tar.gz`` with a ``.sha256`` beside it):
 
-    manifest.json    an ``ibdiag.bundle_manifest.Manifest`` (its JSON Schema is published as
+    manifest.json    an ``ibdiag.bundle.manifest.Manifest`` (its JSON Schema is published as
                      schema/manifest.schema.json): schema_version, tool, host, level,
                      created_utc, effective thresholds, the snapshot's header; every file
                      (size, sha256); every command (argv, rc, role, duration_s, timed_out,
@@ -28,8 +28,8 @@ as stored, so a redacted bundle opens without missing or unlisted files and repl
 A bundle is built in a temporary directory beside its destination and renamed into place (a
 directory) or streamed into the one atomic writer (``ibdiag.files.atomic_file``, linked into
 place, never over an existing file: the tarball, then its ``.sha256``), so an interrupted or
-failed write leaves nothing under the final name. ``ibdiag.bundle_open`` opens one,
-``ibdiag.bundle_replay`` replays it.
+failed write leaves nothing under the final name. ``ibdiag.bundle.opener`` opens one,
+``ibdiag.bundle.replay`` replays it.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, List, Mapping, Optional
 
 from ibdiag import __version__
-from ibdiag.bundle_manifest import (
+from ibdiag.bundle.manifest import (
     BASELINE_FILE,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -65,7 +65,7 @@ from ibdiag.render.options import RenderOptions
 from ibdiag.sources.sysfs import Recording, natural_key
 
 if TYPE_CHECKING:  # only for annotations: redaction loads when asked for
-    from ibdiag.redact import Redactor
+    from ibdiag.bundle.redact import Redactor
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -359,7 +359,7 @@ def write_bundle(
     the final name until it is complete; any exception (KeyboardInterrupt included) removes
     the temporary directory and whatever final path this call had created, then propagates.
     ``baseline``: the snapshot ``report`` graded counters against, stored in the bundle so
-    that replaying it grades the same way (``ibdiag.bundle_replay.replay_baseline``).
+    that replaying it grades the same way (``ibdiag.bundle.replay.replay_baseline``).
     """
     renderers = default_renderers() if renderers is None else renderers
     os.makedirs(outdir, exist_ok=True)

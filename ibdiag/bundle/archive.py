@@ -1,4 +1,4 @@
-"""Reading a bundle tarball in one pass, within ``bundle_limits``, writing nothing to disk.
+"""Reading a bundle tarball in one pass, within ``ibdiag.bundle.limits``, writing nothing to disk.
 
 The archive is read as a stream (gzip, bzip2, xz or plain tar): each header is parsed and judged
 *before* any of its data is read - a path that is absolute or has ``..``, a link, a device, a
@@ -22,8 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO, Dict, Mapping, Optional, Tuple
 
-from ibdiag import bundle_limits as limits
-from ibdiag.bundle_limits import size_text
+from ibdiag.bundle import limits
+from ibdiag.bundle.limits import size_text
 
 BLOCK = 512
 _ZERO_BLOCK = bytes(BLOCK)
@@ -180,7 +180,7 @@ def member_limit(rel: str) -> Tuple[int, str]:
 
 
 def kept_area(rel: str) -> Optional[Tuple[str, int, int, str]]:
-    """The ``bundle_limits.KEPT_AREAS`` entry of a file replay reads; None for the others."""
+    """The ``limits.KEPT_AREAS`` entry of a file replay reads; None for the others."""
     return next((area for area in limits.KEPT_AREAS if rel.startswith(area[0])), None)
 
 
