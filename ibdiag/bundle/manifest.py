@@ -26,7 +26,7 @@ _NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 _DEPTH_STEP = [0] * 256  # byte -> change of nesting depth
 _DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
 _DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
-_INFINIBAND = "sys/class/infiniband"  # ibdiag.sources.sysfs.INFINIBAND_CLASS under root/sys
+_INFINIBAND = "sys/class/infiniband"  # ibdiag.model.INFINIBAND_CLASS under root/sys
 _PORTS_LISTING = re.compile(r"sys/class/infiniband/[^/]+/ports")
 
 

@@ -61,8 +61,9 @@ from ibdiag.bundle.manifest import (
 )
 from ibdiag.files import atomic_file
 from ibdiag.model import Report, Snapshot
+from ibdiag.natural import natural_key
 from ibdiag.render.options import RenderOptions
-from ibdiag.sources.sysfs import Recording, natural_key
+from ibdiag.sources.sysfs import Recording
 
 if TYPE_CHECKING:  # only for annotations: redaction loads when asked for
     from ibdiag.bundle.redact import Redactor

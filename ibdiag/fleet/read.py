@@ -78,7 +78,7 @@ from ibdiag.fleet.identity import TARBALL_SUFFIXES, Machines, is_future, unreada
 from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NODE_NAME, NodeSummary, NotAReport, summarize
 from ibdiag.hostlist import compress
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.natural import natural_key
 
 MiB = 1 << 20
 # The largest report ibdiag writes is a level-full run's: every command's output (each kept to

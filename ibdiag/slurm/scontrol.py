@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ibdiag.grade import REASON_PREFIX
+from ibdiag.drain_reason import REASON_PREFIX
 from ibdiag.held import clean_reason, is_held
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
 

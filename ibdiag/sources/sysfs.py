@@ -21,8 +21,8 @@ import re
 import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
-from ibdiag.model import Device, NetDev, Pci, Port, Problems
-from ibdiag.natural import natural_key  # also imported from here by others
+from ibdiag.model import INFINIBAND_CLASS, Device, NetDev, Pci, Port, Problems
+from ibdiag.natural import natural_key
 from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
 from ibdiag.sources.names import shown
@@ -30,7 +30,6 @@ from ibdiag.sources.parsers import sysfs_values as parse
 
 T = TypeVar("T")
 
-INFINIBAND_CLASS = "class/infiniband"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", re.IGNORECASE)
 _MAX_ATTRIBUTE_BYTES = 64 * 1024  # sysfs attributes are at most a page; guard against odd files
 _COUNTER_DIRS = ("counters", "counters_ext")
