@@ -26,7 +26,7 @@ from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Report, Snapshot
 from ibdiag.registry import load_registry
 from ibdiag.render.options import RenderOptions
-from ibdiag.sources.commands import Runner
+from ibdiag.runner.command_runner import Runner
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
 

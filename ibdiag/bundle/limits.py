@@ -37,7 +37,7 @@ KEPT_AREAS = (
     # sysfs and procfs files are read up to 64 KiB each (sources.sysfs); a 64-HCA node's
     # ~5,000 come to well under 1 MiB.
     ("root/", 256 * KiB, 32 * MiB, "a raw sysfs or procfs file"),
-    # each command's stdout and stderr are kept to their last 1 MiB (sources.commands
+    # each command's stdout and stderr are kept to their last 1 MiB (runner.command_runner
     # OUTPUT_CAP_BYTES); most are a few KB, a level-full run's all together a few MB.
     ("commands/", 2 * MiB, 32 * MiB, "a command's output"),
     # NCCL Inspector dumps: at most 4 MiB each and 64 MiB in all (sources.inspector_files).

@@ -103,7 +103,7 @@ class Scontrol:
         self._run(["update", f"NodeName={self.node}", "State=RESUME"])
 
     def _run(self, args: List[str]) -> str:
-        from ibdiag.sources.commands import Runner
+        from ibdiag.runner.command_runner import Runner
 
         timeout = self.timeout_s
         if self.until is not None:

@@ -52,7 +52,7 @@ class SysfsReader:
     Only regular files are read (``ibdiag.regular_files``): a FIFO, device or socket in place of
     an attribute is recorded as such, never waited on.
 
-    ``watch``: set by ``ibdiag.sources.watchdog`` while a bounded read is in progress; every
+    ``watch``: set by ``ibdiag.runner.watchdog`` while a bounded read is in progress; every
     file read, listing, ``exists`` and link resolution then goes through it.
     """
 
