@@ -303,7 +303,7 @@ def _emit(report, fmt, as_json, output, quiet, verbose, held_checks=None) -> int
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, RenderOptions(color=color, verbose=verbose))
     if output and output != "-":
-        from ibdiag.files import write_output
+        from ibdiag.write_files import write_output
 
         try:
             write_output(output, text)
@@ -407,7 +407,7 @@ def collect_command(
         # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
         peers = named_in_launcher_args(thresholds.nccl_launcher_args)
         redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or "", *peers])
-    from ibdiag.files import remove_stale_temps
+    from ibdiag.write_files import remove_stale_temps
 
     remove_stale_temps(output_dir)  # what a SIGKILLed collect left here, once old enough
     try:
@@ -485,7 +485,7 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
     """original -> replacement, 0600 beside the bundle: for the admin, never for the ticket."""
     import json
 
-    from ibdiag.files import write_output
+    from ibdiag.write_files import write_output
 
     base = bundle_path[: -len(".tar.gz")] if bundle_path.endswith(".tar.gz") else bundle_path
     path = f"{base}.redaction-map.json"
@@ -568,9 +568,9 @@ def _reporter(settings):
 def export_command(textfile, compat, **settings) -> int:
     """Write the check's counters, gauges and results as Prometheus metrics (level quick
     unless --level standard or full)."""
-    from ibdiag.files import write_output
     from ibdiag.render import prometheus
     from ibdiag.render.options import RenderOptions
+    from ibdiag.write_files import write_output
 
     report, duration = _reporter(settings)()
     options = RenderOptions(duration_s=duration, compat=compat)
@@ -809,7 +809,7 @@ def schema(name, output) -> int:
 
     text = schema_text(name)
     if output and output != "-":
-        from ibdiag.files import write_output
+        from ibdiag.write_files import write_output
 
         try:
             write_output(output, text)

@@ -311,7 +311,7 @@ def test_500_failing_execs_and_500_timeouts_leave_no_descriptor_nor_child(stubs,
 
 
 def test_stale_hidden_temp_files_are_removed_once_old_enough(tmp_path):
-    from ibdiag.files import remove_stale_temps
+    from ibdiag.write_files import remove_stale_temps
 
     old = time.time() - 7200
     stale_file = tmp_path / ".ibdiag-abc123.tmp"

@@ -26,7 +26,7 @@ With a redactor, contents and member names alike pass through its one mapping (a
 as stored, so a redacted bundle opens without missing or unlisted files and replays whole.
 
 A bundle is built in a temporary directory beside its destination and renamed into place (a
-directory) or streamed into the one atomic writer (``ibdiag.files.atomic_file``, linked into
+directory) or streamed into the one atomic writer (``ibdiag.write_files.atomic_file``, linked into
 place, never over an existing file: the tarball, then its ``.sha256``), so an interrupted or
 failed write leaves nothing under the final name. ``ibdiag.bundle.opener`` opens one,
 ``ibdiag.bundle.replay`` replays it.
@@ -59,11 +59,11 @@ from ibdiag.bundle.manifest import (
     SnapshotHeader,
     safe_relpath,
 )
-from ibdiag.files import atomic_file
 from ibdiag.model import Report, Snapshot
 from ibdiag.natural import natural_key
 from ibdiag.render.options import RenderOptions
 from ibdiag.sources.sysfs import Recording
+from ibdiag.write_files import atomic_file
 
 if TYPE_CHECKING:  # only for annotations: redaction loads when asked for
     from ibdiag.bundle.redact import Redactor

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ibdiag.model import INFINIBAND_CLASS, Device, NetDev, Pci, Port, Problems
 from ibdiag.natural import natural_key
-from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, not_regular
+from ibdiag.read_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
 from ibdiag.sources.names import shown
 from ibdiag.sources.parsers import sysfs_values as parse
@@ -49,7 +49,7 @@ class SysfsReader:
     or a bundle. The links sysfs is made of (``class/infiniband/<dev>`` ->
     ``../../devices/...``, ``device`` -> the PCI function) stay inside the root and are followed.
 
-    Only regular files are read (``ibdiag.regular_files``): a FIFO, device or socket in place of
+    Only regular files are read (``ibdiag.read_files``): a FIFO, device or socket in place of
     an attribute is recorded as such, never waited on.
 
     ``watch``: set by ``ibdiag.runner.watchdog`` while a bounded read is in progress; every

@@ -6,7 +6,7 @@ Opening a FIFO for reading waits for a writer, forever; a character device such 
 through here: it is opened ``O_NONBLOCK`` (opening a FIFO then returns at once), ``fstat``-ed,
 and read only when it is a regular file - sysfs attributes, procfs files, snapshots and Python
 modules all are - and never more than a bound. (The site config loader does the same with a
-``stat`` first: ``ibdiag.config``.)
+``stat`` first: ``ibdiag.config``.) Writing one atomically is ``ibdiag.write_files``.
 """
 
 from __future__ import annotations
