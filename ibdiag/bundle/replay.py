@@ -22,6 +22,10 @@ from ibdiag.sources.sysfs import SysfsReader, decode_attribute
 if TYPE_CHECKING:  # annotations only
     from ibdiag.baseline import Loaded
 
+# What the replayed Snapshot takes from the manifest's header as it is recorded (what the
+# readers build from the stored files gives the rest).
+_FROM_HEADER = ("schema_version", "tool_version", "collected_at", "sysfs_root", "procfs_root")
+
 
 class BundleReader(SysfsReader):
     """Answers the SysfsReader calls from a bundle: files from ``root/<prefix>/``, listings,
@@ -151,18 +155,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
         fields["problems"] = {**fields["problems"], **manifest.baseline.problems}
     # Validated: the header came from outside. What the readers and interpret built (devices,
     # typed command fields) are model instances already, which pydantic takes as they are.
-    return Snapshot.model_validate(
-        dict(
-            schema_version=header.schema_version,
-            tool_version=header.tool_version,
-            collected_at=header.collected_at,
-            sysfs_root=header.sysfs_root,
-            procfs_root=header.procfs_root,
-            sources=sources,
-            commands=commands,
-            **fields,
-        )
-    )
+    carried = {name: getattr(header, name) for name in _FROM_HEADER}
+    return Snapshot.model_validate(dict(carried, sources=sources, commands=commands, **fields))
 
 
 def replay_baseline(opened: OpenedBundle) -> Optional[Loaded]:

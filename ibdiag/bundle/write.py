@@ -165,18 +165,8 @@ class _Stage:
 
 
 def _snapshot_header(snapshot: Snapshot) -> SnapshotHeader:
-    return SnapshotHeader(
-        schema_version=snapshot.schema_version,
-        tool_version=snapshot.tool_version,
-        host=snapshot.host,
-        boot_id=snapshot.boot_id,
-        boot_time=snapshot.boot_time,
-        collected_at=snapshot.collected_at,
-        sysfs_root=snapshot.sysfs_root,
-        procfs_root=snapshot.procfs_root,
-        sources=list(snapshot.sources),
-        nccl_inspector_dir=snapshot.nccl_inspector_dir,
-    )
+    """The manifest's ``snapshot``: the Snapshot's fields of the same names (each one is one)."""
+    return SnapshotHeader(**{name: getattr(snapshot, name) for name in SnapshotHeader.model_fields})
 
 
 def _encode(text: str) -> bytes:

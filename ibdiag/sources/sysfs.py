@@ -449,7 +449,9 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
         sm_lid=attrs.get("sm_lid", parse.parse_hex_or_int, required=False),
         counters=counters,
         hw_counters=hw_counters,
-        netdev=read_port_netdev(reader, device_path, number, port_count, problems),
+        netdev=read_port_netdev(
+            reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)
+        ),
         problems=problems,  # last: every attribute above has had its say
     )
 
@@ -522,15 +524,11 @@ def find_netdev_name(
 
 
 def read_port_netdev(
-    reader: SysfsReader,
-    device_path: str,
-    number: int,
-    port_count: int,
-    port_problems: Optional[Problems] = None,
+    reader: SysfsReader, device_path: str, name: Optional[str]
 ) -> Optional[NetDev]:
-    """The port's netdev, named as shown; a name that may not go on a command line is one
-    problem on it ("name"), and its attributes are read all the same."""
-    name = find_netdev_name(reader, device_path, number, port_count, port_problems)
+    """The port's netdev ``name`` (``find_netdev_name``; None: no netdev), named as shown; a
+    name that may not go on a command line is one problem on it ("name"), and its attributes
+    are read all the same."""
     if name is None:
         return None
     directory = f"class/net/{name}"
