@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 20
@@ -65,7 +65,7 @@ def read_fd(fd: int, limit: int, whole: bool) -> Tuple[Optional[bytes], Optional
             return None, why
         if not whole:
             return os.read(fd, limit), None
-        chunks = []
+        chunks: List[bytes] = []
         size = 0
         while size <= limit:
             chunk = os.read(fd, min(_CHUNK, limit + 1 - size))

@@ -32,7 +32,7 @@ import errno
 import os
 import stat
 import tempfile
-from typing import BinaryIO, Iterator, Union
+from typing import BinaryIO, Iterator, List, Union
 
 TEMP_PREFIX = ".ibdiag-"
 TEMP_SUFFIX = ".tmp"
@@ -127,7 +127,7 @@ def remove_stale_temps(directory: str, max_age_s: float = STALE_TEMP_AGE_S) -> l
     import shutil
     import time
 
-    removed = []
+    removed: List[str] = []
     try:
         names = os.listdir(directory)
     except OSError:

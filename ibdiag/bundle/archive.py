@@ -20,7 +20,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, Mapping, Optional, Tuple
+from typing import BinaryIO, Dict, Mapping, Optional, Tuple, Type
 
 from ibdiag.bundle import limits
 from ibdiag.bundle.limits import size_text
@@ -336,10 +336,10 @@ def read_archive(raw: BinaryIO, keep: Optional[Mapping[str, int]] = None) -> Arc
         raise CorruptArchive(str(exc) or type(exc).__name__) from None
 
 
-def _stream_errors() -> Tuple[type, ...]:
+def _stream_errors() -> Tuple[Type[BaseException], ...]:
     """What a damaged or truncated compressed stream raises (gzip.BadGzipFile and bz2's
     "Invalid data stream" are OSErrors; a stream cut short is an EOFError)."""
-    errors: Tuple[type, ...] = (EOFError, OSError, zlib.error)
+    errors: Tuple[Type[BaseException], ...] = (EOFError, OSError, zlib.error)
     try:
         import lzma
     except ImportError:  # Python built without liblzma: no .xz bundles either

@@ -30,7 +30,7 @@ _RESET = "\033[0m"
 _ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
 
 
-def _paint(text: str, key: object, color: bool) -> str:
+def _paint(text: str, key: str, color: bool) -> str:
     return f"{_ANSI[key]}{text}{_RESET}" if color else text
 
 

@@ -65,7 +65,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from ibdiag.model import CommandRun, command_key
 from ibdiag.runner import interruptible, proctree
@@ -480,7 +480,7 @@ class Runner:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _record(self, args: List[str], started: float, **fields: object) -> CommandRun:
+    def _record(self, args: List[str], started: float, **fields: Any) -> CommandRun:
         duration = round(time.monotonic() - started, 6)
         return CommandRun.model_construct(argv=args, duration_s=duration, **fields)
 

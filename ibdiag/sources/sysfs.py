@@ -229,7 +229,7 @@ class SysfsReader:
         if problem is not None:
             return [], problem
         try:
-            names = os.listdir(directory)  # type: ignore[arg-type]
+            names = os.listdir(directory)
         except OSError as exc:
             return [], describe_os_error(exc)
         return sorted(names, key=natural_key), None
@@ -359,7 +359,7 @@ class _AttributeReader:
         directory = f"{self.directory}/{subdir}"
         entries, problem = self.reader.listdir(directory)
         if problem not in (None, "missing"):
-            self.problems[subdir] = problem  # type: ignore[assignment]
+            self.problems[subdir] = problem
         read_text, problems = self.reader.read_text, self.problems
         for name in entries:  # self.get(f"{subdir}/{name}", parse_counter), unrolled: the
             # hundreds of counters are most of a node's files, read on every scrape
