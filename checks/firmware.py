@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Dict, Iterator, List
 
-from ibdiag import hca_models
+from ibdiag import hca_capabilities
 from ibdiag.model import Device, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import evidence, graded_devices
@@ -25,7 +25,7 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     groups: Dict[str, List[Device]] = defaultdict(list)
     for dev in graded_devices(snap, th):
         if dev.fw_ver is not None:
-            groups[hca_models.model_key(dev)].append(dev)
+            groups[hca_capabilities.model_key(dev)].append(dev)
         else:
             yield Result(
                 target=dev.name,

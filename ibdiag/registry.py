@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence
 
 from ibdiag import resources
-from ibdiag.regular_files import regular_file_problem
+from ibdiag.read_files import regular_file_problem
 from ibdiag.sources import SOURCE_LEVELS
 
 LEVELS = ("quick", "standard", "full")

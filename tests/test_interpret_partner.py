@@ -17,9 +17,9 @@ from snapshots import device, port
 
 from ibdiag import roles
 from ibdiag.facts.partner import Partner, PortInfo
+from ibdiag.families import without_facts
 from ibdiag.model import CommandRun, Port, Snapshot
 from ibdiag.sources import partner as source
-from ibdiag.families import without_facts
 from ibdiag.sources.interpret import FAMILIES, interpret
 
 TARGET = "mlx5_0:1"

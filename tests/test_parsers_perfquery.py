@@ -13,12 +13,12 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ibdiag.families.perfquery import FLAGS as PERFQUERY_FLAGS
 from ibdiag.families.perfquery import (
     OLD_COUNTER_NAMES,
     parse_perfquery,
     parse_perfquery_blocks,
 )
-from ibdiag.families.perfquery import FLAGS as PERFQUERY_FLAGS
 from ibdiag.families.perfquery import argv as perfquery_argv
 
 FIXTURES = Path(FIXTURES_DIR)
