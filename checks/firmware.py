@@ -34,7 +34,7 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=evidence(dev.path, "fw_ver"),
             )
     for model, devices in groups.items():
-        versions = Counter(dev.fw_ver for dev in devices)
+        versions = Counter(str(dev.fw_ver) for dev in devices)  # fw_ver read: grouped so
         common, common_count = versions.most_common(1)[0]
         tied = sum(1 for count in versions.values() if count == common_count) > 1
         for dev in devices:
@@ -53,7 +53,7 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                     evidence=source,
                 )
             elif dev.fw_ver != common or tied:
-                others = ", ".join(sorted(v for v in versions if v != dev.fw_ver))
+                others = ", ".join(sorted(v for v in versions if v and v != dev.fw_ver))
                 yield Result(
                     target=dev.name,
                     status=Status.WARN,
