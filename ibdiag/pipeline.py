@@ -1,7 +1,7 @@
 """Grading a node, written once: collect -> baseline -> (save the state) -> grade.
 
 ``ibdiag check``, ``collect``, ``report``/``check --from``, ``export``, ``serve`` and the Slurm
-hooks (``ibdiag.slurm.commands``) all grade through a :class:`Pipeline`, made from one frozen
+hooks (``ibdiag.cli.slurm``) all grade through a :class:`Pipeline`, made from one frozen
 :class:`PipelineOptions` - what the command line said: where to read, the level, the
 expectations (profile, config, --expect-*, --ignore-hca), the checks directories and the time
 limits. ``Pipeline.prepare`` settles the thresholds and the registry once (``serve`` grades

@@ -10,7 +10,7 @@ import os
 import pytest
 from conftest import SCENARIOS_DIR
 
-from ibdiag.cli_options import pipeline_options
+from ibdiag.cli.options import pipeline_options
 from ibdiag.model import Status
 from ibdiag.pipeline import Pipeline, PipelineOptions, SetupError, effective_config
 

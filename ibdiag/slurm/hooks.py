@@ -18,7 +18,7 @@ shared with ``check --reason`` and NHC). No hook replaces or resumes a held reas
 (``ibdiag.slurm.scontrol``), whichever wrote it first.
 
 Every hook returns ``GO_ON`` (0) or ``SICK`` (2), the exit contract of
-``ibdiag.slurm.commands`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
+``ibdiag.cli.slurm`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
 for Slurm to do (healthy, a warning, not judged, or sick and drained by the epilog or health
 check itself), ``SICK`` when Slurm must see a failure (the prolog's job must not start here; the
 epilog or health check could not drain the node). A hook that cannot run as configured raises

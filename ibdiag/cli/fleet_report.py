@@ -19,7 +19,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 import click
 
-from ibdiag.cli_options import FORMATS, UsageFailure
+from ibdiag.cli.options import FORMATS, UsageFailure
 
 # FleetSettings field -> (type, metavar, help). The defaults (and why) are FleetSettings's.
 _SETTINGS: Dict[str, Tuple[Any, str, str]] = {

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 import click
 
-from ibdiag.cli_options import (
+from ibdiag.cli.options import (
     UsageFailure,
     checks_dir_option,
     command_timeout_option,

@@ -10,7 +10,7 @@ from typing import Dict, Sequence, Tuple
 
 import click
 
-from ibdiag.cli_options import UsageFailure
+from ibdiag.cli.options import UsageFailure
 
 # check's options that fleet run sets itself, or that would change what a node prints.
 _SET_BY_FLEET_RUN = frozenset(

@@ -6,8 +6,8 @@ check`` on a prolog's path pays nothing for the fleet.
 
 import click
 
-from ibdiag.fleet.report_cli import report_command
-from ibdiag.fleet.run_cli import node_task_command, run_command
+from ibdiag.cli.fleet_report import report_command
+from ibdiag.cli.fleet_run import node_task_command, run_command
 
 
 @click.group("fleet")

@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Tuple
 import click
 
 from ibdiag import __version__
-from ibdiag.cli_options import (
+from ibdiag.cli.options import (
     EXIT_UNKNOWN,
     UsageFailure,
     checks_dir_option,
@@ -821,7 +821,7 @@ def schema(name, output) -> int:
 
 def _add_slurm_commands() -> None:
     """`ibdiag slurm ...` lives in its own module (it shares ``ibdiag.cli_options``)."""
-    from ibdiag.slurm.commands import slurm_group
+    from ibdiag.cli.slurm import slurm_group
 
     cli.add_command(slurm_group)
 
@@ -831,7 +831,7 @@ _add_slurm_commands()
 
 def _add_fleet_commands() -> None:
     """`ibdiag fleet ...` (ibdiag.fleet): click only until a fleet command runs."""
-    from ibdiag.fleet.commands import fleet_group
+    from ibdiag.cli.fleet import fleet_group
 
     cli.add_command(fleet_group)
 
