@@ -40,20 +40,22 @@ import time
 from dataclasses import dataclass
 from typing import Callable, FrozenSet, Optional
 
+from ibdiag.errors import IbdiagError
+from ibdiag.exit_codes import ExitCode
 from ibdiag.held import epilog_reason, report_reason
 from ibdiag.model import Report, Verdict
 from ibdiag.slurm.scontrol import Scontrol, SlurmError, mark_healthy, mark_unhealthy
 
 HEALTHCHECK_STATE = "healthcheck.json"
-GO_ON = 0  # exit code: nothing left for Slurm to do
-SICK = 2  # exit code: sick and Slurm must see a failure; the hook script turns it into Slurm's 1
+GO_ON = ExitCode.OK  # exit code: nothing left for Slurm to do
+SICK = ExitCode.CRITICAL  # exit code: sick and Slurm must see a failure (the script: Slurm's 1)
 
 # grade(baseline_path or None, save_path or None, seconds) -> Report: collect this node, grade
 # it (against the baseline when given), save its snapshot to save_path; commands stop in time.
 Grader = Callable[[Optional[str], Optional[str], float], Report]
 
 
-class HookError(Exception):
+class HookError(IbdiagError):
     """The hook cannot run as configured (bad job id, unusable state dir): one line."""
 
 
