@@ -13,13 +13,13 @@ analysis mirror ``FleetSettings``'s fields one for one (``_SETTINGS``; a test ke
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import click
 
 from ibdiag.cli.options import FORMATS, UsageFailure
+from ibdiag.cli.output import format_for, write_or_print
 
 # FleetSettings field -> (type, metavar, help). The defaults (and why) are FleetSettings's.
 _SETTINGS: Dict[str, Tuple[Any, str, str]] = {
@@ -56,8 +56,6 @@ _SETTINGS: Dict[str, Tuple[Any, str, str]] = {
         "node ports cabled to it [default: 0.5].",
     ),
 }
-
-_EXTENSIONS = {".json": "json", ".html": "html", ".htm": "html", ".txt": "text"}
 
 
 def _settings_options(command):
@@ -125,7 +123,7 @@ def report_command(
     own DIR/<node>.json answers for a node then."""
     settings = _settings(given)
     expected = _expected(expect_nodes)
-    form = _format_for(output, fmt, as_json)
+    form = format_for(output, fmt, as_json)
     from ibdiag.fleet.analyze import analyze
     from ibdiag.fleet.read import RunExpectations, fleet_run_expectations, read_fleet
 
@@ -150,20 +148,10 @@ def report_command(
     )
     if read.notes:
         report = report.model_copy(update={"read_notes": [*read.notes, *report.read_notes]})
-    text = render(report, form)
-    if output and output != "-":
-        from ibdiag.files import write_output
+    if write_or_print(render(report, form), output, quiet) and not quiet:
+        from ibdiag.fleet.render_text import verdict_line
 
-        try:
-            write_output(output, text)
-        except OSError as exc:
-            raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from exc
-        if not quiet:
-            from ibdiag.fleet.render_text import verdict_line
-
-            click.echo(verdict_line(report))
-    elif not quiet:
-        click.echo(text, nl=False)
+        click.echo(verdict_line(report))
     return report.exit_code
 
 
@@ -184,14 +172,6 @@ def render(report, form: str) -> str:
     from ibdiag.fleet.render_text import render_text
 
     return render_text(report)
-
-
-def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str:
-    if as_json:
-        return "json"
-    if fmt:
-        return fmt
-    return _EXTENSIONS.get(os.path.splitext(output or "")[1].lower(), "text")
 
 
 def _settings(given: Dict[str, Any]):
