@@ -1,7 +1,7 @@
 """``ibdiag fleet run|report``: the fleet's commands (``ibdiag.fleet``).
 
-Only click is imported here; each command imports what it needs when it runs, so ``ibdiag
-check`` on a prolog's path pays nothing for the fleet.
+Only click and the command line's own modules are imported here; each command imports what it
+needs when it runs, so ``ibdiag check`` on a prolog's path pays nothing for the fleet.
 """
 
 import click

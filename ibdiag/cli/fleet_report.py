@@ -7,8 +7,9 @@ Reads its inputs as a stream (``ibdiag.fleet.read``), analyses the nodes
 the node's: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no node could be read) - and 3 for a usage
 error (a bad option, a host list that cannot be expanded), one line on stderr.
 
-Only click is imported here; the rest when the command runs. The options that tune the
-analysis mirror ``FleetSettings``'s fields one for one (``_SETTINGS``; a test keeps them in step).
+Only click and the command line's own modules are imported here; the rest when the command
+runs. The options that tune the analysis mirror ``FleetSettings``'s fields one for one
+(``_SETTINGS``; a test keeps them in step).
 """
 
 from __future__ import annotations

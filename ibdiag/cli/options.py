@@ -2,7 +2,7 @@
 from one factory each), the ``ibdiag.pipeline`` options they give, and the usage failure
 (an ``IbdiagError``: one line, exit 3) a value that cannot be used becomes.
 
-Only click is imported here: every command module of the package uses these.
+Only click (and ``ibdiag.errors``) is imported here: every command module uses these.
 """
 
 from __future__ import annotations
