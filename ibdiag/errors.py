@@ -3,7 +3,7 @@
 A bad profile or config file (``ibdiag.config.ConfigError``), a check that cannot be loaded
 (``ibdiag.registry.RegistryError``), a setting the pipeline cannot use
 (``ibdiag.pipeline.SetupError``), a support bundle that cannot be read
-(``ibdiag.bundle_open.BundleError``), a Slurm hook or fleet run that cannot start, a file the
+(``ibdiag.bundle.opener.BundleError``), a Slurm hook or fleet run that cannot start, a file the
 command line cannot write (``ibdiag.cli.options.UsageFailure``): each is an ``IbdiagError``
 whose ``str()`` is one line naming what and why. The command line (``ibdiag.cli``) prints it as
 ``ibdiag: error: LINE`` and exits UNKNOWN (3), in one place; no traceback.

@@ -40,7 +40,7 @@ from typing import (
 
 from ibdiag.errors import IbdiagError
 from ibdiag.model import Report, Snapshot
-from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S
+from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S
 from ibdiag.thresholds import Thresholds
 
 if TYPE_CHECKING:  # annotations only: each loads when used
@@ -267,7 +267,7 @@ def grade_recorded(
     """
     from pydantic import ValidationError
 
-    from ibdiag.bundle_manifest import describe_validation_error
+    from ibdiag.bundle.manifest import describe_validation_error
 
     registry = load_checks(options.checks_dirs)
     altered: List[str] = []
@@ -296,7 +296,8 @@ def grade_recorded(
 
 def _replay_bundle(path: str, accept_altered: bool, warn: Optional[Callable[[str], None]]):
     """(snapshot, level, thresholds, altered files, the stored baseline or None) of a bundle."""
-    from ibdiag.bundle import open_bundle, replay, replay_baseline
+    from ibdiag.bundle.opener import open_bundle
+    from ibdiag.bundle.replay import replay, replay_baseline
 
     with open_bundle(path, accept_altered=accept_altered) as opened:
         for warning in opened.warnings():

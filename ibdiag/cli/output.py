@@ -1,5 +1,5 @@
-"""Where a command's text goes: a file the user named (atomically, ``ibdiag.files``) or stdout,
-and a status line on a terminal while level full runs.
+"""Where a command's text goes: a file the user named (atomically: ``ibdiag.write_files``) or
+stdout, and a status line on a terminal while level full runs.
 
 One helper writes or prints for every command (check, report, snapshot, schema, fleet report,
 export's textfile, fleet run's summary): a file that cannot be written is one line naming it and
@@ -30,9 +30,9 @@ def format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str:
 
 
 def write_file(path: str, data: Union[str, bytes], mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` (``ibdiag.files.write_output``: atomically, a device or FIFO
+    """Write ``data`` to ``path`` (``ibdiag.write_files.write_output``: atomically, a device or FIFO
     written into); one that cannot be written is ``UsageFailure`` 'cannot write PATH: why'."""
-    from ibdiag.files import write_output
+    from ibdiag.write_files import write_output
 
     try:
         write_output(path, data, mode=mode)

@@ -75,7 +75,7 @@ def collect_command(
     Exits 0 once the bundle is written, whatever the verdict (the first line says it); with
     --exit-verdict, with the verdict's code. 3: nothing could be written, or a bad setting.
     """
-    from ibdiag.bundle import write_bundle
+    from ibdiag.bundle.write import write_bundle
     from ibdiag.pipeline import Pipeline
     from ibdiag.sources.sysfs import Recording
 
@@ -91,13 +91,13 @@ def collect_command(
     snapshot = report.snapshot
     redactor = None
     if redact_kinds:
+        from ibdiag.bundle.redact import Redactor
         from ibdiag.hostlist import named_in_launcher_args
-        from ibdiag.redact import Redactor
 
         # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
         peers = named_in_launcher_args(thresholds.nccl_launcher_args)
         redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or "", *peers])
-    from ibdiag.files import remove_stale_temps
+    from ibdiag.write_files import remove_stale_temps
 
     remove_stale_temps(output_dir)  # what a SIGKILLed collect left here, once old enough
     try:
@@ -142,7 +142,7 @@ def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
     else:
         return None
     if loaded.snapshot is not None:
-        from ibdiag.bundle_limits import KEPT_AREAS, size_text
+        from ibdiag.bundle.limits import KEPT_AREAS, size_text
 
         most = next(area[1] for area in KEPT_AREAS if area[0] == "baseline/")
         size = len(loaded.snapshot.model_dump_json(indent=1).encode("utf-8", "surrogatepass"))
@@ -175,7 +175,7 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
     """original -> replacement, 0600 beside the bundle: for the admin, never for the ticket."""
     import json
 
-    from ibdiag.files import write_output
+    from ibdiag.write_files import write_output
 
     base = bundle_path[: -len(".tar.gz")] if bundle_path.endswith(".tar.gz") else bundle_path
     path = f"{base}.redaction-map.json"

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from pydantic import BaseModel, ConfigDict
 
-from ibdiag.grade import reason_of
+from ibdiag.drain_reason import reason_of
 from ibdiag.rails import infiniband_port, rail_numbers
 
 ATTENTION = ("fail", "error", "warn")

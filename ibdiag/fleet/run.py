@@ -64,7 +64,6 @@ from typing import (
 from pydantic import ValidationError
 
 from ibdiag.errors import IbdiagError
-from ibdiag.files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temps
 from ibdiag.fleet.node_task import GIVE_UP_S, KILL_GRACE_S
 from ibdiag.fleet.run_model import (
     EXIT_ALL_ANSWERED,
@@ -76,6 +75,7 @@ from ibdiag.fleet.run_model import (
     NodeOutcome,
     NodeStatus,
 )
+from ibdiag.write_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temps
 
 # Per-node time limit by level, when --node-timeout is not given: quick reads files (seconds,
 # its reads bounded by 2 x --read-timeout); standard adds commands under check's 25 s deadline;
