@@ -212,20 +212,6 @@ def _legacy_interpret(snap: Snapshot) -> Snapshot:
     return snap.model_copy(update=changed) if changed else snap
 
 
-def reinterpret(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
-    """A saved snapshot (a baseline, a state file, a saved report's, a replayed bundle's)
-    upgraded to today's format (``ibdiag.migrate``) with its facts parsed anew from its
-    recorded runs by today's parsers, exactly as a live run would: what an older ibdiag stored
-    in those fields is dropped first. ``nccl_program``: the ``nccl_tests`` of the thresholds
-    the snapshot was graded with, when known. A snapshot without runs keeps its facts."""
-    from ibdiag.migrate import upgrade
-
-    snapshot = upgrade(snapshot, nccl_program)
-    if not snapshot.commands and snapshot.nccl_inspector is None:
-        return snapshot
-    return interpret(without_facts(snapshot))
-
-
 def without_facts(snapshot: Snapshot) -> Snapshot:
     """``snapshot`` with every typed fact (on the Snapshot, its ports and their netdevs) unset,
     as the files alone give them; its runs are kept."""
