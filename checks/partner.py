@@ -1,5 +1,5 @@
 """The far end of each cable: the switch port (or the other HCA) an ACTIVE InfiniBand port is
-plugged into, as read from this node (``Port.partner``, ``ibdiag.sources.partner``).
+plugged into, as read from this node (``Port.partner``, ``ibdiag.families.partner``).
 
 Results name the cable by both ends - ``mlx5_3:1<->leaf07/21``: our device and port, the
 partner's short name (``leaf07`` from the node description ``MF0;leaf07:MQM9700/U1``; else the
@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
-from ibdiag.command_results import command_line
 from ibdiag.counter_grading import grade_errors, saturated
 from ibdiag.deltas import Comparison, compare, previous_partner, read_far_ends
 from ibdiag.facts.partner import (
@@ -55,8 +54,8 @@ def _active_ib_ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, P
 
 
 # --- why the far end is unknown ----------------------------------------------------------------
-# Judged where the runs are interpreted (Partner.unread, ibdiag.sources.interpret.partner_unread):
-# here only read. A symptom (a local hang, a far end that does not answer, an implausible answer)
+# Judged where the runs are interpreted (Partner.unread, ibdiag.families.partner.unread): here
+# only read. A symptom (a local hang, a far end that does not answer, an implausible answer)
 # warns in the check whose steps it belongs to - link.partner the SMP steps, counters.partner
 # the PMA steps - and is a skip naming it in the other.
 
@@ -82,7 +81,7 @@ def not_collected(target: str) -> Result:
         "not-collected",
         f"the far end of {target} was not read (`{role}` not collected: level quick, an older "
         "bundle, or a port not ACTIVE then)",
-        role,
+        str(role),
     )
 
 
@@ -140,9 +139,9 @@ def _ours(port: Port, local: Optional[PortInfo]) -> Tuple[Optional[str], Optiona
     where = f"{port.path}/rate"
     if local is not None:
         if width is None:
-            width, where = local.width_active, local.role
+            width, where = local.width_active, str(local.role)
         if speed is None:
-            speed, where = link_speed(local.speed_active), local.role
+            speed, where = link_speed(local.speed_active), str(local.role)
     return width, speed, where
 
 
@@ -159,12 +158,10 @@ def _below(order: Sequence[str], active: Optional[str], best: Optional[str]) -> 
     return active in order and best in order and order.index(active) < order.index(best)
 
 
-def _link_result(
-    target: str, dev: Device, port: Port, partner: Partner, info: PortInfo, snap: Snapshot
-) -> Result:
+def _link_result(target: str, dev: Device, port: Port, partner: Partner, info: PortInfo) -> Result:
     far = f"{short_name(partner)}/{partner.port}"
     local = dev.target(port)
-    evidence = [command_line(snap, info.role)]
+    evidence = [partner.evidence(info.role)]
     state = f"{info.link_state or '?'}/{info.phys_link_state or '?'}"
     if (info.link_state, info.phys_link_state) != ACTIVE_STATE:
         return Result(
@@ -279,7 +276,7 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             if found is not None:
                 yield found
             continue
-        yield _link_result(target, dev, port, partner, info, snap)
+        yield _link_result(target, dev, port, partner, info)
 
 
 # --- counters.partner --------------------------------------------------------------------------
@@ -340,7 +337,7 @@ def counters_partner(
             if found is not None:
                 yield found
             continue
-        evidence = command_line(snap, partner.counters.role)
+        evidence = partner.evidence(partner.counters.role)
         if partner.counters.mad_error:
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue

@@ -72,14 +72,14 @@ from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 from ibdiag import __version__, roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
+from ibdiag.families.partner import chain as partner_source
+from ibdiag.families.partner import port_info_of
 from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
 from ibdiag.sources import SOURCE_LEVELS, active, plan
-from ibdiag.sources import partner as partner_source
 from ibdiag.sources.interpret import interpret
-from ibdiag.sources.interpret.partner import port_info_of
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -355,7 +355,7 @@ def _switch_counters(rng: random.Random) -> Dict[str, int]:
 
 
 def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str, int]):
-    """The far-end chain of one port as ``ibdiag.sources.partner`` records it."""
+    """The far-end chain of one port as ``ibdiag.families.partner.chain`` records it."""
     target = f"{dev}:{number}"
     guid = leaf_guid(far.su, far.rail)
     switch_lid = leaf_lid(far.su, far.rail)
@@ -765,7 +765,7 @@ def _read_only_runs(
     node: NodePlan, devices: List[Device], gpus: List[Pci], fars: List[_Far], rng: random.Random
 ) -> List[CommandRun]:
     """Level standard's commands as collect plans them (``plan.commands_for``, the far-end
-    chain of ``ibdiag.sources.partner``), each with its capture as stdout."""
+    chain of ``ibdiag.families.partner.chain``), each with its capture as stdout."""
     fixed = {
         "perfquery-x": _capture(*S.PERFQUERY_X_HEALTHY),
         "perfquery-E": _capture(*S.PERFQUERY_E),

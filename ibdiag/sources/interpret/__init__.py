@@ -29,7 +29,6 @@ from ibdiag.model import CommandRun, Device, Port
 FAMILIES: tuple = (
     "kernel_log",
     "inventory",
-    "partner",
     "ethtool",
     "topology",
     "loopback",

@@ -1,14 +1,29 @@
-"""The far end's runs -> ``Port.partner`` (``ibdiag.facts.partner.Partner``) on every port they
-were run for.
+"""The far end of each cable: the switch port (or the other HCA of a back-to-back cable) an
+ACTIVE InfiniBand port is plugged into, read from this node with the read-only infiniband-diags
+tools (``smpquery``, ``perfquery``) over the direct route out of our port.
 
-A port's runs are found by role (``partner-nodeinfo mlx5_0:1``, ``partner-nodedesc``,
-``partner-portinfo``, ``partner-portinfo0``, ``partner-local-portinfo``, ``partner-perfquery-x``,
-``partner-perfquery``, ``partner-perfquery-E``; ``ibdiag.sources.partner`` runs them). Each run
-that exited 0 is parsed (stdout and stderr); a port with runs but none that succeeded gets a
-``Partner`` with nothing read, so "collected and failed" differs from "not collected" (None).
-A step the chain did not need (``local-portinfo``, plain ``perfquery``, ``perfquery-E``: run
-only on an earlier answer) has no run: its field is None, as for a bundle recorded before the
-chain read them only where needed, and nothing here treats it as a failure.
+**What it plans** (level standard, source ``partner``): a chain per ACTIVE InfiniBand port,
+each step depending on an earlier one's answer (``chain``: nodeinfo, nodedesc, portinfo0;
+portinfo and perfquery -x; our own PortInfo, plain perfquery and -E only where an earlier
+answer asks for them). So the family plans through ``collect(snap, runner)``, which the
+collector calls in its thread pool beside the other commands, all under the one runner and
+deadline, each run recorded with its typed role (``ibdiag.roles.partner``). ``plan(snap)``
+gives only the chains of ports whose names may not go on a command line: planned refused, so
+that port's checks say why its far end is unknown.
+
+**What it gives**: ``Port.partner`` (``ibdiag.facts.partner.Partner``) on every port a chain
+was run for. A port's runs are found by role (``partner-nodeinfo mlx5_0:1``,
+``partner-nodedesc``, ``partner-portinfo``, ``partner-portinfo0``, ``partner-local-portinfo``,
+``partner-perfquery-x``, ``partner-perfquery``, ``partner-perfquery-E``). Each run that exited
+0 is parsed (stdout and stderr: ``smpquery`` here, perfquery by
+``ibdiag.families.perfquery.parse_perfquery``); a port with runs but none that succeeded gets
+a ``Partner`` with nothing read, so "collected and failed" differs from "not collected"
+(None). What became of every run is ``Partner.runs`` (``RunOutcome``, by step), and why each
+step gave nothing usable is judged once, here (``unread``), as ``Partner.unread``: the checks
+read those and never a run. A step the chain did not need (``local-portinfo``, plain
+``perfquery``, ``perfquery-E``: run only on an earlier answer) has no run: its field is None,
+as for a bundle recorded before the chain read them only where needed, and nothing here treats
+it as a failure.
 """
 
 from __future__ import annotations
@@ -16,6 +31,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ibdiag import roles
+from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.facts.partner import (
     ERROR_COUNTER,
     IMPLAUSIBLE,
@@ -26,49 +42,64 @@ from ibdiag.facts.partner import (
 )
 from ibdiag.facts.partner_ranges import answer_problem, guid_value, lid_problem, local_port_problem
 from ibdiag.facts.perfquery import PmaReading
+from ibdiag.families import Planned, Runs, Update, outcome_of
+from ibdiag.families.partner.unread import judged
+from ibdiag.families.partner.unread import unread as why_unread
 from ibdiag.families.perfquery import reading
 from ibdiag.hca_capabilities import is_virtual_function
-from ibdiag.model import CommandRun, Device, Port
-from ibdiag.sources.interpret import runs_by_role, with_ports
-from ibdiag.sources.interpret.partner_unread import unread as why_unread
+from ibdiag.model import CommandRun, Device, Port, Snapshot
+
+SOURCE = "partner"
+LEVEL = "standard"
+ORDER = 40  # after perfquery: nothing depends on it, it depends on nothing
 
 
-def interpret(fields: Dict[str, Any], commands: Dict[str, CommandRun]) -> Dict[str, Any]:
-    by_role = runs_by_role(commands, "partner-")
-    if not by_role:
-        return {}
-    devices: List[Device] = fields.get("devices") or []
+def plan(snap: Snapshot) -> List[Planned]:
+    """The chains that may not run: those of ports whose names may not go on a command line,
+    planned refused (``chain.refused``). The others run through ``collect``."""
+    from ibdiag.families.partner import chain
+
+    return chain.refused(snap.devices)
+
+
+def collect(snap: Snapshot, runner) -> Dict[str, CommandRun]:
+    """Every runnable port's chain, all at once, through ``runner`` (the collection's one
+    ``ibdiag.runner.command_runner.Runner``); the runs by ``CommandRun.key``."""
+    from ibdiag.families.partner import chain
+
+    return chain.read_partners(runner, snap.devices)
+
+
+def interpret(snap: Snapshot, runs: Runs) -> Update:
+    """``Port.partner`` on every port a chain was run for (module docstring)."""
+    if not runs.of(SOURCE):
+        return Update()
     found: Dict[str, Partner] = {}
-    for dev in devices:
+    for dev in snap.devices:
         for port in dev.ports:
-            partner = port_partner(dev.target(port), by_role, dev, port)
+            partner = port_partner(dev.target(port), runs, dev, port)
             if partner is not None:
                 found[dev.target(port)] = partner
-    found = across_ports(devices, found)
-
-    def partner_of(dev: Device, port: Port) -> Optional[Dict[str, Any]]:
-        partner = found.get(dev.target(port))
-        return None if partner is None else {"partner": partner}
-
-    return {"devices": with_ports(devices, partner_of)}
+    found = across_ports(snap.devices, found)
+    return Update(ports={target: {"partner": partner} for target, partner in found.items()})
 
 
 def port_partner(
     target: str,
-    by_role: Dict[str, CommandRun],
+    runs: Runs,
     dev: Optional[Device] = None,
     port: Optional[Port] = None,
 ) -> Optional[Partner]:
     """What ``target``'s runs read of its cable's far end; None when none was run for it.
     ``dev``/``port``: ours (whether it is a virtual function, which cannot query the far end).
     Every answer is range-checked (``ibdiag.facts.partner_ranges``) before it is kept."""
-    from ibdiag.families.perfquery import parse_perfquery
-    from ibdiag.sources.parsers.smpquery import parse_nodedesc, parse_nodeinfo
+    from ibdiag.families.partner.smpquery import parse_nodedesc, parse_nodeinfo
 
-    runs = {step: by_role.get(str(roles.partner(step, target))) for step in roles.PARTNER_STEPS}
-    found = {step: run for step, run in runs.items() if run is not None}
+    by_step = {step: runs.get(roles.partner(step, target)) for step in roles.PARTNER_STEPS}
+    found = {step: run for step, run in by_step.items() if run is not None}
     if not found:
         return None
+    outcomes = {step: outcome_of(run) for step, run in found.items()}
     problems: List[str] = []
     update: Dict[str, Any] = {}
     unread: List[Unread] = []
@@ -88,11 +119,11 @@ def port_partner(
         if nodeinfo.local_port is not None:
             wrong = local_port_problem(nodeinfo.local_port, nodeinfo.num_ports)
         if wrong is not None:
-            unread.append(_implausible("nodeinfo", found["nodeinfo"], target, wrong))
+            unread.append(_implausible("nodeinfo", outcomes["nodeinfo"], target, wrong))
             update["port"], trusted = None, False
         elif nodeinfo.local_port is None or nodeinfo.node_type is None:
             why = "nodeinfo succeeded but named no LocalPort or NodeType"
-            unread.append(_said("nodeinfo", found["nodeinfo"], "unread", why))
+            unread.append(judged("nodeinfo", outcomes["nodeinfo"], "unread", why))
     nodedesc = _parsed(found.get("nodedesc"), parse_nodedesc)
     if nodedesc is not None:
         problems += [f"nodedesc: {problem}" for problem in nodedesc.problems]
@@ -103,21 +134,19 @@ def port_partner(
     lid_from = port0 if lid_step == "portinfo0" else port_info
     lid = lid_from.lid if lid_from is not None else None
     if lid is not None and lid_problem(lid) is not None:
-        unread.append(_implausible(lid_step, found[lid_step], target, str(lid_problem(lid))))
+        unread.append(_implausible(lid_step, outcomes[lid_step], target, str(lid_problem(lid))))
         lid = None
     elif lid == 0:
         why = "no subnet manager has configured the far end yet (LID 0): no PMA to ask"
-        unread.append(_said(lid_step, found[lid_step], "no-sm", why))
+        unread.append(judged(lid_step, outcomes[lid_step], "no-sm", why))
     readings: Dict[str, Optional[PmaReading]] = {}
     for step in PMA_STEPS:
-        run = found.get(step)
-        readings[step] = reading(run)
+        said = readings[step] = reading(found.get(step))
         wrong = None
-        if run is not None and run.succeeded:
-            said = parse_perfquery(run.stdout + "\n" + run.stderr)
+        if said is not None:
             wrong = answer_problem(said.lid, said.port, said.port_select, lid, update.get("port"))
-        if wrong is not None and run is not None:
-            unread.append(_implausible(step, run, target, wrong))
+        if wrong is not None:
+            unread.append(_implausible(step, outcomes[step], target, wrong))
             readings[step] = None
     virtual = dev is not None and (is_virtual_function(dev) or not _has_pma(port))
     smp_answered = bool(found.get("nodeinfo") and found["nodeinfo"].succeeded)
@@ -133,6 +162,7 @@ def port_partner(
         counters=pma_counters(readings["perfquery-x"], readings["perfquery"]),
         rcv_error_details=readings["perfquery-E"],
         roles=[run.role for run in found.values()],
+        runs=outcomes,
         problems=problems,
         unread=_in_chain_order(unread),
     )
@@ -175,7 +205,8 @@ def across_ports(devices: List[Device], partners: Dict[str, Partner]) -> Dict[st
     for target, why in wrong.items():
         partner = partners[target]
         command = _command(partner, "nodeinfo")
-        said = Unread(step="nodeinfo", kind=IMPLAUSIBLE, symptom=True, command=command,
+        said = Unread(step="nodeinfo", kind=IMPLAUSIBLE, no_data=NoData.IMPLAUSIBLE, symptom=True,
+                      command=command,
                       reason=f"the far end of {target} answered what cannot be: {why}")  # fmt: skip
         update = {"unread": _in_chain_order([*partner.unread, said])}
         fixed[target] = _ungraded(partner.model_copy(update=update))
@@ -217,16 +248,10 @@ def _command(partner: Partner, step: str) -> str:
     return next((why.command for why in partner.unread if why.step == step), "") or step
 
 
-def _said(step: str, run: CommandRun, kind: str, why: str) -> Unread:
-    return Unread(step=step, kind=kind, reason=why, command=" ".join(run.argv))
-
-
-def _implausible(step: str, run: CommandRun, target: str, wrong: str) -> Unread:
-    command = " ".join(run.argv)
-    return Unread(
-        step=step, kind=IMPLAUSIBLE, symptom=True, command=command,
-        reason=f"the far end of {target} answered what cannot be: {wrong} (`{command}`)",
-    )  # fmt: skip
+def _implausible(step: str, outcome: RunOutcome, target: str, wrong: str) -> Unread:
+    command = outcome.command
+    why = f"the far end of {target} answered what cannot be: {wrong} (`{command}`)"
+    return judged(step, outcome, IMPLAUSIBLE, why, True)
 
 
 def _has_pma(port: Optional[Port]) -> bool:
@@ -236,7 +261,7 @@ def _has_pma(port: Optional[Port]) -> bool:
 
 def port_info_of(run: Optional[CommandRun]) -> Optional[PortInfo]:
     """The PortInfo ``run`` printed, if it exited 0 (None otherwise)."""
-    from ibdiag.sources.parsers.smpquery import parse_portinfo
+    from ibdiag.families.partner.smpquery import parse_portinfo
 
     parsed = _parsed(run, parse_portinfo)
     if parsed is None or run is None:

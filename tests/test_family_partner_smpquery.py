@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ibdiag.families.partner.smpquery import parse_nodedesc, parse_nodeinfo, parse_portinfo
 from ibdiag.families.perfquery import parse_perfquery
-from ibdiag.sources.parsers.smpquery import parse_nodedesc, parse_nodeinfo, parse_portinfo
 
 CAPTURES = Path(__file__).resolve().parent / "captures" / "ibsim-partner"
 

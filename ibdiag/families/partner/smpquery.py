@@ -1,4 +1,4 @@
-"""``smpquery`` (infiniband-diags) output -> the far end of a cable (``ibdiag.sources.partner``).
+"""``smpquery`` (infiniband-diags) output -> the far end of a cable (``ibdiag.families.partner``).
 
 smpquery prints libibmad's field dumps, one ``Name:.....value`` per line, the dots padding the
 name to column 33 (captures: ``tests/captures/ibsim-partner``)::
