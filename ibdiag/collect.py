@@ -15,7 +15,7 @@ from typing import AbstractSet, Callable, Dict, List, NamedTuple, Optional
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
 from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
-from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, drivers, procfs, sysfs, topology
+from ibdiag.sources import ACTIVE_SOURCES, FILE_SOURCE_LEVELS, drivers, procfs, sysfs, topology
 from ibdiag.thresholds import Thresholds
 
 
@@ -85,11 +85,12 @@ def collect(
     )
     commands: Dict[str, CommandRun] = {}
     budget = None
-    if needs & (COMMAND_SOURCES | ACTIVE_SOURCES):
+    read_only = _read_only_sources(needs)
+    if read_only or needs & ACTIVE_SOURCES:
         from ibdiag.runner.command_runner import OutputBudget
 
         budget = OutputBudget()
-    if needs & COMMAND_SOURCES:
+    if read_only:
         commands = _run_commands(snap, needs, {**options, "started_at": started}, budget)
     if needs & ACTIVE_SOURCES and thresholds is not None:
         limits = _traffic_limits(options, thresholds, needs, started)
@@ -189,6 +190,16 @@ def read_node(
         kernel_modules=modules,
         problems=problems,
     )
+
+
+def _read_only_sources(needs: AbstractSet[str]) -> AbstractSet[str]:
+    """The sources in ``needs`` that the command families collect at level standard; the
+    families are imported only when ``needs`` has a source that is not a file."""
+    if not set(needs) - set(FILE_SOURCE_LEVELS):
+        return frozenset()
+    from ibdiag import families
+
+    return set(needs) & families.sources_at("standard")
 
 
 def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
