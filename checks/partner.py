@@ -217,7 +217,7 @@ def _link_result(target: str, dev: Device, port: Port, partner: Partner, info: P
     could = [
         best
         for order, active, best in ((WIDTHS, width, best_width), (SPEEDS, speed, best_speed))
-        if _below(order, active, best)
+        if best is not None and _below(order, active, best)
     ]
     if could:
         return Result(

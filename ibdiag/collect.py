@@ -212,7 +212,7 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     of its own, through the same runner. A command planned refused (a name that may not go on
     a command line) is recorded as never started, with why.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from ibdiag import families
     from ibdiag.runner import interruptible
@@ -226,11 +226,14 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
     collectors = families.collectors(needs)
     with ThreadPoolExecutor(max_workers=len(chained) + len(collectors) + 1) as pool:
-        chains = [pool.submit(_with_fallback, runner, item) for item in chained]
+        chains: List[Future[Dict[str, CommandRun]]] = [
+            pool.submit(_with_fallback, runner, item) for item in chained
+        ]
         chains += [pool.submit(collect, snap, runner) for collect in collectors]
         runs.update(runner.run_planned(alone))
         for chain in chains:
-            runs.update(interruptible.result(chain))
+            done: Dict[str, CommandRun] = interruptible.result(chain)
+            runs.update(done)
     return runs
 
 

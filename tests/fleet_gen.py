@@ -73,7 +73,7 @@ from ibdiag import __version__, roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
 from ibdiag.families.partner import chain as partner_source
-from ibdiag.families.partner import port_info_of
+from ibdiag.families.partner.readings import port_info_of
 from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot

@@ -51,10 +51,11 @@ class PortInfo(Fact):
     names them the same way; FDR10 reads QDR here). ``speed_active`` is the highest speed
     field in use (the extended ones override the base one); ``*_enabled`` and ``*_supported``
     list every value the port enables / supports, slowest first. Values the tool printed that
-    are none of these are left out, with a problem.
+    are none of these are left out, with a problem. Parsed straight from the text by
+    ``ibdiag.families.partner.smpquery.parse_portinfo``.
     """
 
-    role: RoleField  # the run it came from (ibdiag.roles.partner)
+    role: Optional[RoleField] = None  # the run it came from (ibdiag.roles.partner)
     port: Optional[int] = None  # the port number queried (0: a switch's management port)
     lid: Optional[int] = None  # 0: no subnet manager has configured it (or a switch's ports)
     sm_lid: Optional[int] = None
@@ -66,7 +67,9 @@ class PortInfo(Fact):
     speed_active: Optional[str] = None  # "HDR"
     speed_enabled: List[str] = Field(default_factory=list)
     speed_supported: List[str] = Field(default_factory=list)
+    capabilities: List[str] = Field(default_factory=list)  # under CapMask/CapabilityMask2: IsSM..
     problems: List[str] = Field(default_factory=list)
+    mad_error: Optional[str] = None  # what the tool said when the query failed
 
 
 # The steps that ask the far end's subnet management agent (link.partner judges what they did),
@@ -157,7 +160,8 @@ class Partner(Fact):
         usable; else the first never started (its reason names the step it needed)."""
         found = [why for why in self.unread if why.step in steps]
         ran = [why for why in found if why.kind != NEVER_RUN]
-        return (ran or found or [None])[0]
+        first = ran or found
+        return first[0] if first else None
 
     def symptoms(self, steps: Sequence[str]) -> List[Unread]:
         """The ``unread`` of ``steps`` that are findings (a warn), in chain order."""

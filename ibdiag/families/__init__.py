@@ -142,10 +142,8 @@ def sources_at(level: str) -> frozenset:
     return found | (_LEGACY_STANDARD if level == "standard" else frozenset())
 
 
-# The read-only sources not yet moved here (``ibdiag.sources.plan``, ``sources.partner``).
-_LEGACY_STANDARD = frozenset(
-    {"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology", "partner"}
-)
+# The read-only sources not yet moved here (``ibdiag.sources.plan``).
+_LEGACY_STANDARD = frozenset({"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology"})
 
 
 def by_source(needs: Sequence[str]) -> List[ModuleType]:

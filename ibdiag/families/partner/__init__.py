@@ -32,17 +32,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ibdiag import roles
 from ibdiag.facts.outcome import NoData, RunOutcome
-from ibdiag.facts.partner import (
-    ERROR_COUNTER,
-    IMPLAUSIBLE,
-    PMA_STEPS,
-    Partner,
-    PortInfo,
-    Unread,
-)
+from ibdiag.facts.partner import IMPLAUSIBLE, PMA_STEPS, Partner, Unread
 from ibdiag.facts.partner_ranges import answer_problem, guid_value, lid_problem, local_port_problem
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.families import Planned, Runs, Update, outcome_of
+from ibdiag.families.partner.readings import parsed, pma_counters, port_info_of
 from ibdiag.families.partner.unread import judged
 from ibdiag.families.partner.unread import unread as why_unread
 from ibdiag.families.perfquery import reading
@@ -103,7 +97,7 @@ def port_partner(
     problems: List[str] = []
     update: Dict[str, Any] = {}
     unread: List[Unread] = []
-    nodeinfo = _parsed(found.get("nodeinfo"), parse_nodeinfo)
+    nodeinfo = parsed(found.get("nodeinfo"), parse_nodeinfo)
     trusted = True
     if nodeinfo is not None:
         problems += [f"nodeinfo: {problem}" for problem in nodeinfo.problems]
@@ -124,7 +118,7 @@ def port_partner(
         elif nodeinfo.local_port is None or nodeinfo.node_type is None:
             why = "nodeinfo succeeded but named no LocalPort or NodeType"
             unread.append(judged("nodeinfo", outcomes["nodeinfo"], "unread", why))
-    nodedesc = _parsed(found.get("nodedesc"), parse_nodedesc)
+    nodedesc = parsed(found.get("nodedesc"), parse_nodedesc)
     if nodedesc is not None:
         problems += [f"nodedesc: {problem}" for problem in nodedesc.problems]
         update["description"] = nodedesc.description
@@ -151,9 +145,11 @@ def port_partner(
     virtual = dev is not None and (is_virtual_function(dev) or not _has_pma(port))
     smp_answered = bool(found.get("nodeinfo") and found["nodeinfo"].succeeded)
     for step, run in found.items():
-        why = why_unread(step, run, target, virtual_function=virtual, smp_answered=smp_answered)
-        if why is not None:
-            unread.append(why)
+        judgement = why_unread(
+            step, run, target, virtual_function=virtual, smp_answered=smp_answered
+        )
+        if judgement is not None:
+            unread.append(judgement)
     partner = Partner.model_construct(
         **update,
         lid=lid,
@@ -161,7 +157,7 @@ def port_partner(
         local_port_info=port_info_of(found.get("local-portinfo")),
         counters=pma_counters(readings["perfquery-x"], readings["perfquery"]),
         rcv_error_details=readings["perfquery-E"],
-        roles=[run.role for run in found.values()],
+        roles=[run.role for run in found.values() if run.role is not None],
         runs=outcomes,
         problems=problems,
         unread=_in_chain_order(unread),
@@ -195,10 +191,10 @@ def across_ports(devices: List[Device], partners: Dict[str, Partner]) -> Dict[st
     for dev in devices:
         for port in dev.ports:
             target = dev.target(port)
-            partner = partners.get(target)
-            owner = ours.get(guid_value(partner.node_guid)) if partner is not None else None
-            if partner is not None and owner is not None and target not in wrong:
-                why = _own_guid_problem(dev, port, owner, partner, partners)
+            far = partners.get(target)
+            owner = ours.get(guid_value(far.node_guid)) if far is not None else None
+            if far is not None and owner is not None and target not in wrong:
+                why = _own_guid_problem(dev, port, owner, far, partners)
                 if why is not None:
                     wrong[target] = why
     fixed = dict(partners)
@@ -257,43 +253,3 @@ def _implausible(step: str, outcome: RunOutcome, target: str, wrong: str) -> Unr
 def _has_pma(port: Optional[Port]) -> bool:
     """False when sysfs says the port has no PMA ('N/A (no PMA)': a VM's virtual function)."""
     return port is None or not any("no PMA" in str(why) for why in port.problems.values())
-
-
-def port_info_of(run: Optional[CommandRun]) -> Optional[PortInfo]:
-    """The PortInfo ``run`` printed, if it exited 0 (None otherwise)."""
-    from ibdiag.families.partner.smpquery import parse_portinfo
-
-    parsed = _parsed(run, parse_portinfo)
-    if parsed is None or run is None:
-        return None
-    return PortInfo.model_construct(
-        role=run.role,
-        port=parsed.port,
-        lid=parsed.lid,
-        sm_lid=parsed.sm_lid,
-        link_state=parsed.link_state,
-        phys_link_state=parsed.phys_link_state,
-        width_active=parsed.width_active,
-        width_enabled=list(parsed.width_enabled),
-        width_supported=list(parsed.width_supported),
-        speed_active=parsed.speed_active,
-        speed_enabled=list(parsed.speed_enabled),
-        speed_supported=list(parsed.speed_supported),
-        problems=list(parsed.problems),
-    )
-
-
-def _parsed(run: Optional[CommandRun], parse):
-    if run is None or not run.succeeded:
-        return None
-    return parse(run.stdout + "\n" + run.stderr)
-
-
-def pma_counters(
-    extended: Optional[PmaReading], basic: Optional[PmaReading]
-) -> Optional[PmaReading]:
-    """The reading the error counters are graded from: -x's when it carries them, else plain
-    perfquery's; -x's data counters alone when that is all there is."""
-    if extended is not None and ERROR_COUNTER in extended.counters:
-        return extended
-    return basic if basic is not None else extended

@@ -185,7 +185,7 @@ def read_partner(
         rcv_error_details_matter,
     )
     from ibdiag.facts.partner_ranges import local_port_problem
-    from ibdiag.families.partner import pma_counters, port_info_of
+    from ibdiag.families.partner.readings import output, pma_counters, port_info_of
     from ibdiag.families.partner.smpquery import parse_nodeinfo
     from ibdiag.families.perfquery import reading
 
@@ -193,11 +193,13 @@ def read_partner(
     chain = _Chain(runner, target)
     planned = steps(device, number, mad_ms)
     nodeinfo, _, port0 = chain.run(planned["nodeinfo"], planned["nodedesc"], planned["portinfo0"])
-    who = parse_nodeinfo(_output(nodeinfo)) if nodeinfo.succeeded else None
+    who = parse_nodeinfo(output(nodeinfo)) if nodeinfo.succeeded else None
     why = chain.failed("nodeinfo", nodeinfo)
     if why is None and (who is None or who.local_port is None or who.node_type is None):
         why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
-    wrong = local_port_problem(who.local_port, who.num_ports) if why is None and who else None
+    wrong = None
+    if why is None and who is not None and who.local_port is not None:
+        wrong = local_port_problem(who.local_port, who.num_ports)
     if wrong is not None:  # nonsense is never used to plan the next command
         why = chain.unusable("nodeinfo", f"its answer cannot be: {wrong}")
     if why is not None or who is None:
@@ -246,10 +248,11 @@ def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Opti
     """(the partner's LID, None) from ``run`` of ``step`` (portinfo0 for a switch, portinfo
     for a CA); (None, why the PMA steps cannot run) when it failed or named no LID."""
     from ibdiag.facts.partner_ranges import lid_problem
+    from ibdiag.families.partner.readings import output
     from ibdiag.families.partner.smpquery import parse_portinfo
 
     why = chain.failed(step, run)
-    lid = parse_portinfo(_output(run)).lid if why is None else None
+    lid = parse_portinfo(output(run)).lid if why is None else None
     wrong = lid_problem(lid) if lid is not None else None
     if why is None and wrong is not None:
         why = chain.unusable(step, f"its answer cannot be: {wrong}")
@@ -261,11 +264,6 @@ def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Opti
             else "it named no LID",
         )
     return (lid, None) if why is None else (None, why)
-
-
-def _output(run: CommandRun) -> str:
-    """What a run printed, as the parsers take it (the tools print errors on both streams)."""
-    return run.stdout + "\n" + run.stderr
 
 
 def _planned(step: Step, target: str, refused: Optional[str] = None) -> Planned:
