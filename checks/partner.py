@@ -85,6 +85,18 @@ def not_collected(target: str) -> Result:
     )
 
 
+def _opening(
+    dev: Device, port: Port, mine: Sequence[str]
+) -> Tuple[str, Optional[Partner], List[Result]]:
+    """(the cable's name, its far end, the results that come first): not collected when no
+    chain ran for the port, else the warns of the symptoms among ``mine`` (this check's steps)."""
+    partner = port.partner
+    target = cable_target(dev, port, partner)
+    if partner is None:
+        return target, None, [not_collected(dev.target(port))]
+    return target, partner, list(_warns(target, partner.symptoms(mine)))
+
+
 def _warns(target: str, symptoms: List[Unread]) -> Iterator[Result]:
     """One warn per kind of symptom (a far end that answers nothing fails nodeinfo, nodedesc
     and portinfo0 alike: one finding), naming its first command and the other steps."""
@@ -263,12 +275,10 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     the tools missing) is a skip with its reason: run as root with infiniband-diags installed.
     """
     for dev, port in _active_ib_ports(snap, th):
-        partner = port.partner
-        target = cable_target(dev, port, partner)
+        target, partner, first = _opening(dev, port, SMP_STEPS)  # a hung nodedesc warns too
+        yield from first
         if partner is None:
-            yield not_collected(dev.target(port))
             continue
-        yield from _warns(target, partner.symptoms(SMP_STEPS))  # a hung nodedesc warns too
         info = partner.port_info
         if info is None:
             stopped = partner.first_unread(_LINK_STEPS) or partner.first_unread(SMP_STEPS)
@@ -325,12 +335,10 @@ def counters_partner(
             rebooted=False, reset_cause="the far end rebooted or its counters were cleared"
         )
     for dev, port in _active_ib_ports(snap, th):
-        partner = port.partner
-        target = cable_target(dev, port, partner)
+        target, partner, first = _opening(dev, port, PMA_STEPS)  # a hung -x though plain read
+        yield from first
         if partner is None:
-            yield not_collected(dev.target(port))
             continue
-        yield from _warns(target, partner.symptoms(PMA_STEPS))  # a hung -x though plain read
         if partner.counters is None:
             stopped = partner.first_unread(_COUNTER_STEPS)
             found = _unread_result(target, stopped, dev.target(port), PMA_STEPS)

@@ -204,3 +204,42 @@ def test_a_partner_role_names_its_step_and_port():
     assert roles.partner("perfquery-x", TARGET).family != "perfquery"  # not the local's
     with pytest.raises(ValueError, match="unknown partner step"):
         roles.partner("portinfo 1", TARGET)
+
+
+@pytest.mark.parametrize(
+    "step, fields, flags, kind, no_data, symptom",
+    [
+        ("nodeinfo", dict(rc=255, stderr="ibwarn: [9] _do_madrpc failed; dport (DR path 0,1)"),
+         {}, "no-answer", NoData.NO_ANSWER, True),
+        ("perfquery-x", dict(rc=255, stderr="perfquery: iberror: failed: query failed"),
+         dict(smp_answered=True), "no-pma", NoData.NO_PMA, True),
+        ("nodeinfo", dict(rc=255, stderr="ibwarn: _do_madrpc failed"),
+         dict(virtual_function=True), "virtual-function", NoData.VIRTUAL_FUNCTION, False),
+        ("nodeinfo", dict(rc=255, stderr="ibwarn: umad_init: can't read ABI version "
+                                         "(is ib_umad module loaded?)"),
+         {}, "no-umad", NoData.NO_UMAD, False),
+        ("perfquery-x", dict(rc=255, stderr="ibwarn: can't resolve destination port 0"),
+         {}, "no-sm", NoData.NO_SM, False),
+        ("nodeinfo", dict(rc=255, stderr="smpquery: Operation not permitted"),
+         {}, "no-access", NoData.NO_PERMISSION, False),
+        ("nodeinfo", dict(rc=None, not_found=True), {}, "not-installed", NoData.NOT_INSTALLED,
+         False),
+        ("nodeinfo", dict(rc=-11), {}, "killed-by-SIGSEGV", NoData.KILLED, True),
+        ("nodeinfo", dict(rc=1, stderr="something odd"), {}, "unread", NoData.FAILED, False),
+    ],
+)  # fmt: skip
+def test_why_a_step_gave_nothing_is_judged_once_onto_typed_words(
+    step, fields, flags, kind, no_data, symptom
+):
+    """``Unread.kind`` keeps the far end's words (what results show as ``observed``) and
+    ``no_data`` says the same in the ``NoData`` every family's ``RunOutcome`` uses."""
+    from ibdiag.families.partner.unread import unread
+
+    judged = unread(step, step_run(step, **fields), TARGET,
+                    **{"virtual_function": False, "smp_answered": False, **flags})  # fmt: skip
+    assert (judged.kind, judged.no_data, judged.symptom) == (kind, no_data, symptom)
+    assert judged.command == " ".join(step_run(step).argv) and judged.reason
+
+
+def step_run(name: str, **fields) -> CommandRun:
+    return step(name).model_copy(update={"rc": 0, "stdout": "", **fields})

@@ -432,3 +432,32 @@ def test_the_real_smpquery_without_a_device_fails_in_its_own_words(tmp_path):
                               "smpquery exited 255: "), why  # fmt: skip
         found = snap.device(name).ports[0].partner
         assert found is not None and found.node_type is None and found.counters is None
+
+
+def test_the_collector_runs_any_familys_collect_hook_through_its_runner(tmp_path, monkeypatch):
+    """The collector names no family: any family with ``collect(snap, runner)`` (commands that
+    depend on earlier answers, as the far end's chain does) is called in the collector's pool
+    with the collection's one runner, and what it ran is recorded and interpreted."""
+    import types
+
+    from ibdiag import families
+    from ibdiag.families import partner as partner_family
+
+    seen = {}
+
+    def collect_hook(snap, runner):
+        seen["runner"], seen["ports"] = runner, [dev.name for dev in snap.devices]
+        run = runner.run(["smpquery", "-h"], roles.Role("planted", "probe", "mlx5_0:1"))
+        return {run.key: run}
+
+    planted = types.ModuleType("ibdiag.families.planted")
+    planted.SOURCE, planted.LEVEL, planted.ORDER = "planted", "standard", 90
+    planted.collect = collect_hook
+    planted.interpret = lambda snap, runs: families.Update()
+    monkeypatch.setattr(families, "families", lambda: (partner_family, planted))
+    node = Node(tmp_path, count=1)
+    node.tools()
+    snap = node.collect(needs=("sysfs", "planted"))
+    assert seen["ports"] == ["mlx5_0"] and seen["runner"].timeout_s == 10.0
+    assert [str(run.role) for run in snap.commands.values()] == ["planted-probe mlx5_0:1"]
+    assert not [call for call in node.stubs.calls() if "0,1" in call]  # partner not needed

@@ -48,6 +48,10 @@ LEVEL = "standard"
 ORDER = 40  # after perfquery: nothing depends on it, it depends on nothing
 
 
+# What nodeinfo says of who is there, by the same names on Partner.
+_IDENTITY = ("node_type", "node_guid", "port_guid", "system_guid", "num_ports")
+
+
 def plan(snap: Snapshot) -> List[Planned]:
     """The chains that may not run: those of ports whose names may not go on a command line,
     planned refused (``chain.refused``). The others run through ``collect``."""
@@ -101,14 +105,8 @@ def port_partner(
     trusted = True
     if nodeinfo is not None:
         problems += [f"nodeinfo: {problem}" for problem in nodeinfo.problems]
-        update.update(
-            node_type=nodeinfo.node_type,
-            node_guid=nodeinfo.node_guid,
-            port_guid=nodeinfo.port_guid,
-            system_guid=nodeinfo.system_guid,
-            num_ports=nodeinfo.num_ports,
-            port=nodeinfo.local_port,
-        )
+        update.update({name: getattr(nodeinfo, name) for name in _IDENTITY})
+        update["port"] = nodeinfo.local_port
         wrong = None
         if nodeinfo.local_port is not None:
             wrong = local_port_problem(nodeinfo.local_port, nodeinfo.num_ports)

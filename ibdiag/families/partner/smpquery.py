@@ -181,24 +181,24 @@ def _read(text: Union[str, bytes, None], tool: str = "smpquery") -> _Dump:
     return dump
 
 
-def _guid(dump: _Dump, name: str) -> Optional[str]:
+def _checked(dump: _Dump, name: str, pattern: re.Pattern, what: str) -> Optional[str]:
+    """Field ``name`` as printed when it matches ``pattern``; else None (a problem when it was
+    printed but is not ``what``)."""
     value = dump.fields.get(name)
-    if value is None:
+    if value is not None and not pattern.match(value):
+        dump.problems.append(f"{name} is not {what}: {quote(value)}")
         return None
-    if not _GUID.match(value):
-        dump.problems.append(f"{name} is not a GUID: {quote(value)}")
-        return None
-    return f"0x{int(value, 16):016x}"
+    return value
+
+
+def _guid(dump: _Dump, name: str) -> Optional[str]:
+    value = _checked(dump, name, _GUID, "a GUID")
+    return None if value is None else f"0x{int(value, 16):016x}"
 
 
 def _int(dump: _Dump, name: str) -> Optional[int]:
-    value = dump.fields.get(name)
-    if value is None:
-        return None
-    if not _DECIMAL.match(value):
-        dump.problems.append(f"{name} is not a number: {quote(value)}")
-        return None
-    return int(value)
+    value = _checked(dump, name, _DECIMAL, "a number")
+    return None if value is None else int(value)
 
 
 def _require(dump: _Dump, names: Tuple[str, ...], what: str) -> None:
