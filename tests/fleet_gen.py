@@ -69,17 +69,16 @@ import stubs as S
 from snapshots import builtin_registry, device, netdev, pci, port
 from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 
-from ibdiag import __version__, roles
+from ibdiag import __version__, families, roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
+from ibdiag.families.partner import chain as partner_source
+from ibdiag.families.partner.readings import port_info_of
 from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
-from ibdiag.sources import SOURCE_LEVELS, active, plan
-from ibdiag.sources import partner as partner_source
-from ibdiag.sources.interpret import interpret
-from ibdiag.sources.interpret.partner import port_info_of
+from ibdiag.sources import SOURCE_LEVELS, active
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -355,7 +354,7 @@ def _switch_counters(rng: random.Random) -> Dict[str, int]:
 
 
 def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str, int]):
-    """The far-end chain of one port as ``ibdiag.sources.partner`` records it."""
+    """The far-end chain of one port as ``ibdiag.families.partner.chain`` records it."""
     target = f"{dev}:{number}"
     guid = leaf_guid(far.su, far.rail)
     switch_lid = leaf_lid(far.su, far.rail)
@@ -628,14 +627,16 @@ def graded_node(fleet: FleetPlan, index: int) -> Report:
         "problems": {},
     }
     commands = {run.key: run for run in runs}
-    snap = Snapshot(
-        tool_version=__version__,
-        collected_at=collected,
-        sysfs_root="/sys",
-        procfs_root="/proc",
-        sources=sorted({"procfs"} | set(_needs())),
-        commands=commands,
-        **interpret(fields, commands),
+    snap = families.interpret(
+        Snapshot(
+            tool_version=__version__,
+            collected_at=collected,
+            sysfs_root="/sys",
+            procfs_root="/proc",
+            sources=sorted({"procfs"} | set(_needs())),
+            commands=commands,
+            **fields,
+        )
     )
     baseline = _baseline(snap, _devices(node, then_counters), fars)
     return grade(snap, builtin_registry(), SITE_THRESHOLDS, LEVEL, baseline=baseline)
@@ -764,8 +765,8 @@ def _gpus() -> List[Pci]:
 def _read_only_runs(
     node: NodePlan, devices: List[Device], gpus: List[Pci], fars: List[_Far], rng: random.Random
 ) -> List[CommandRun]:
-    """Level standard's commands as collect plans them (``plan.commands_for``, the far-end
-    chain of ``ibdiag.sources.partner``), each with its capture as stdout."""
+    """Level standard's commands as collect plans them (``ibdiag.families.plan``, the far-end
+    chain of ``ibdiag.families.partner.chain``), each with its capture as stdout."""
     fixed = {
         "perfquery-x": _capture(*S.PERFQUERY_X_HEALTHY),
         "perfquery-E": _capture(*S.PERFQUERY_E),
@@ -776,8 +777,11 @@ def _read_only_runs(
         ),
     }
     runs = []
-    for planned in plan.commands_for(devices, _needs(), gpus):
-        kind = planned.role.split(" ", 1)[0]
+    files = Snapshot.model_construct(devices=devices, gpus=gpus)
+    for planned in families.plan(files, _needs()):
+        kind = str(planned.role).split(" ", 1)[0]
+        if planned.refused or planned.role.family == "partner":
+            continue  # no name is refused here; the far-end chains are _partner_runs'
         if kind in fixed or planned.role in fixed:
             stdout = fixed.get(kind) or fixed[planned.role]
         elif planned.role == roles.KERNEL_LOG:
@@ -926,7 +930,8 @@ def _memoize_parsers() -> None:
     """In a generating process only: every node prints the same perfquery and ethtool -S
     captures, so each text is parsed once, not 32 times a node (the parsers are pure functions
     of the text, and their callers copy what they keep). A third of the generation time."""
-    from ibdiag.sources.parsers import ethtool, perfquery
+    from ibdiag.families import perfquery
+    from ibdiag.sources.parsers import ethtool
 
     for module, name in ((ethtool, "parse_ethtool_stats"), (perfquery, "parse_perfquery")):
         parser = getattr(module, name)

@@ -12,6 +12,8 @@ declares::
 
     def plan(snap) -> List[Planned]            # what to run: argv + typed role (+ fallback)
     def interpret(snap, runs) -> Update         # parse its runs into its frozen facts
+    def collect(snap, runner) -> Dict[str, CommandRun]   # optional: commands that depend on
+                                                # earlier answers, run through the runner
 
 ``plan`` gets the Snapshot as the files gave it (devices, ports, netdevs, GPUs) and returns
 each command with its role (``ibdiag.roles.Role``); a name sysfs gave that may not go on a
@@ -140,10 +142,8 @@ def sources_at(level: str) -> frozenset:
     return found | (_LEGACY_STANDARD if level == "standard" else frozenset())
 
 
-# The read-only sources not yet moved here (``ibdiag.sources.plan``, ``sources.partner``).
-_LEGACY_STANDARD = frozenset(
-    {"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology", "partner"}
-)
+# The read-only sources not yet moved here (``ibdiag.sources.plan``).
+_LEGACY_STANDARD = frozenset({"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology"})
 
 
 def by_source(needs: Sequence[str]) -> List[ModuleType]:
@@ -160,6 +160,17 @@ def plan(snap: Snapshot, needs: Sequence[str], level: str = "standard") -> List[
     if level == "standard":
         planned += _legacy_plan(snap, needs)
     return planned
+
+
+def collectors(needs: Sequence[str], level: str = "standard") -> List[Any]:
+    """The ``collect(snap, runner) -> {key: CommandRun}`` of each family ``needs`` names at
+    ``level`` that plans through one: commands that depend on earlier answers (the far end's
+    chain), run by the family through the collection's runner while the planned ones run."""
+    return [
+        module.collect
+        for module in by_source(needs)
+        if module.LEVEL == level and callable(getattr(module, "collect", None))
+    ]
 
 
 def _legacy_plan(snap: Snapshot, needs: Sequence[str]) -> List[Planned]:
