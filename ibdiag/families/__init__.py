@@ -156,9 +156,6 @@ def _legacy_plan(snap: Snapshot, needs: Sequence[str]) -> List[Planned]:
         then = legacy.fallback_for(item)
         fallback = None if then is None else Planned(then.role, then.argv)
         found.append(Planned(item.role, item.argv, fallback))
-    for run in legacy.refused_runs(snap.devices, set(needs)).values():
-        if run.role is not None:
-            found.append(Planned(run.role, run.argv, refused=run.skipped))
     return found
 
 

@@ -30,7 +30,6 @@ FAMILIES: tuple = (
     "kernel_log",
     "inventory",
     "partner",
-    "ethtool",
     "topology",
     "loopback",
     "nccl_tests",
