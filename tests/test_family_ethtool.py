@@ -206,3 +206,15 @@ def test_not_supported_on_an_active_port_is_a_skip_other_failures_warn():
     [warn] = run("ethtool.errors", _snapshot(broken))
     assert warn.status == Status.WARN and warn.observed == "exit-1"
     assert warn.evidence == ["ethtool -S ib0"]
+
+
+def test_no_run_is_a_skip_saying_it_was_not_collected_and_the_fact_alone_is_graded():
+    [skip] = run("ethtool.errors", _snapshot())
+    assert skip.status == Status.SKIP
+    assert skip.message == "`ethtool-S ib0` was not collected (level quick, or not planned here)"
+    assert skip.evidence == ["ethtool-S ib0"]
+    hung = _snapshot(es(rc=None, timed_out=True, duration_s=4.0))
+    alone = hung.model_copy(update={"commands": {}})  # the fact alone: no run to read
+    [warn] = run("ethtool.errors", alone)
+    assert warn.status == Status.WARN and warn.observed == "timed-out"
+    assert warn.evidence == ["ethtool -S ib0"]
