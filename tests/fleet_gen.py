@@ -11,7 +11,7 @@ graded against the node's snapshot of a day earlier (``--state``):
 
 - the Snapshot holds what collect records: the sysfs devices (``tests/snapshots.py``'s
   factories), and every command of levels standard and full as a ``CommandRun`` with the argv
-  and role collect plans for it (``ibdiag.sources.plan``, ``.partner``, ``.active``) and, as
+  and role collect plans for it (``ibdiag.families``, ``sources.partner``, ``.active``) and, as
   stdout, a real capture with this node's values written in (GUIDs, LIDs, far end, bandwidth):
   ``tests/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
   nccl-tests; ibstat/ibv_devinfo in their layout) and ``tests/captures/ibsim-partner`` (the
@@ -772,18 +772,27 @@ def _read_only_runs(
         "perfquery-E": _capture(*S.PERFQUERY_E),
         "perfquery-X": S.PERFQUERY_XMIT_SL,
         "ethtool-S": _capture(*S.ETHTOOL_S),
-        roles.GPU_TOPOLOGY: _capture(
+        str(roles.GPU_TOPOLOGY): _capture(
             "nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt"
         ),
     }
     runs = []
-    files = Snapshot.model_construct(devices=devices, gpus=gpus)
-    for planned in families.plan(files, _needs()):
-        kind = str(planned.role).split(" ", 1)[0]
-        if planned.refused or planned.role.family == "partner":
+    files = Snapshot(  # what sysfs gave: all a family plans from
+        tool_version=__version__,
+        host=node.host,
+        collected_at=EPOCH,
+        sysfs_root="/sys",
+        procfs_root="/proc",
+        devices=devices,
+        gpus=gpus,
+    )
+    for planned in families.plan(files, sorted(_needs())):
+        role = planned.role
+        if planned.refused or role.family == "partner":
             continue  # no name is refused here; the far-end chains are _partner_runs'
-        if kind in fixed or planned.role in fixed:
-            stdout = fixed.get(kind) or fixed[planned.role]
+        kind = f"{role.family}-{role.step}" if role.step else role.family
+        if kind in fixed or str(role) in fixed:
+            stdout = fixed.get(kind) or fixed[str(role)]
         elif planned.role == roles.KERNEL_LOG:
             stdout = _dmesg(node.host, node.kernel, node.fw_ver, node.ofed, rng)
         elif planned.role == roles.IBSTAT:
@@ -930,8 +939,7 @@ def _memoize_parsers() -> None:
     """In a generating process only: every node prints the same perfquery and ethtool -S
     captures, so each text is parsed once, not 32 times a node (the parsers are pure functions
     of the text, and their callers copy what they keep). A third of the generation time."""
-    from ibdiag.families import perfquery
-    from ibdiag.sources.parsers import ethtool
+    from ibdiag.families import ethtool, perfquery
 
     for module, name in ((ethtool, "parse_ethtool_stats"), (perfquery, "parse_perfquery")):
         parser = getattr(module, name)

@@ -177,15 +177,10 @@ def _legacy_plan(snap: Snapshot, needs: Sequence[str]) -> List[Planned]:
     """The commands of the families not yet moved here (``ibdiag.sources.plan``)."""
     from ibdiag.sources import plan as legacy
 
-    found = []
-    for item in legacy.commands_for(snap.devices, set(needs), snap.gpus):
-        then = legacy.fallback_for(item)
-        fallback = None if then is None else Planned(then.role, then.argv)
-        found.append(Planned(item.role, item.argv, fallback))
-    for run in legacy.refused_runs(snap.devices, set(needs)).values():
-        if run.role is not None:
-            found.append(Planned(run.role, run.argv, refused=run.skipped))
-    return found
+    return [
+        Planned(item.role, item.argv)
+        for item in legacy.commands_for(snap.devices, set(needs), snap.gpus)
+    ]
 
 
 def refused_run(item: Planned) -> CommandRun:

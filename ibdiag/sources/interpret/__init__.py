@@ -1,8 +1,8 @@
 """Parse once: the recorded command runs become typed Snapshot fields.
 
 After the command phase, ``interpret`` hands every family of runs not yet in
-``ibdiag.families`` (ethtool per netdev, the kernel log, the inventory tools, the GPU
-topology, the loopback tests, nccl-tests, NCCL Inspector dumps) to its interpreter, which
+``ibdiag.families`` (the GPU topology, the loopback tests, nccl-tests, NCCL Inspector
+dumps) to its interpreter, which
 finds its runs by role (``ibdiag.roles``), parses their text with ``ibdiag.sources.parsers``
 and returns the typed fields (``ibdiag.facts``) to set on the Snapshot, its devices, ports
 and netdevs. Checks read those fields only; the raw text stays in ``Snapshot.commands`` for
@@ -27,9 +27,6 @@ from ibdiag.model import CommandRun, Device, Port
 
 # Modules of this package, each with ``interpret(fields, commands) -> Dict[str, Any]``.
 FAMILIES: tuple = (
-    "kernel_log",
-    "inventory",
-    "ethtool",
     "topology",
     "loopback",
     "nccl_tests",

@@ -1,4 +1,19 @@
-"""``ethtool -S IFACE`` statistics and ``ethtool IFACE`` link settings.
+"""The ethtool family: ``ethtool -S`` per netdev - the statistics of the physical port behind
+each port's netdev (IPoIB and RoCE), and the parsers of ethtool's text.
+
+**What it plans** (level standard): ``ethtool -S NETDEV`` (read-only statistics) once for every
+netdev a port has. A netdev name that may not go on a command line (``ibdiag.sources.names``)
+is planned refused: recorded as never started with why, so that port's check says why it has no
+counters while every other netdev's command runs.
+
+**What it gives**: ``NetDev.ethtool`` (``ibdiag.facts.ethtool.EthtoolStats``) on every netdev it
+ran for: the counters of a run that exited 0 (parsed straight from the text by
+``parse_ethtool_stats``) and what became of the run (``EthtoolStats.outcome``); a run that gave no
+data leaves the counters empty and says why. ethtool's "Operation not supported" / "no stats
+available" from a driver without statistics is judged here as ``NoData.NOT_SUPPORTED`` (no
+finding about the node), not a failure.
+
+**The text**: ``ethtool -S IFACE`` statistics and ``ethtool IFACE`` link settings.
 
 ``ethtool -S`` prints a ``NIC statistics:`` header and one ``     name: value`` per counter. Names
 are the driver's: mlx5 uses ``rx_packets``, per-queue ``rx0_packets``/``ch3_events``, physical
@@ -23,15 +38,66 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
+from ibdiag import roles
+from ibdiag.facts.ethtool import EthtoolStats
+from ibdiag.facts.outcome import NoData, RunOutcome
+from ibdiag.families import Planned, Runs, Update, outcome_of
 from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.model import CommandRun, Snapshot
+from ibdiag.sources import names
 
-__all__ = [
-    "EthtoolSettings",
-    "EthtoolStats",
-    "parse_ethtool_settings",
-    "parse_ethtool_stats",
-    "pfc_pause_by_priority",
-]
+SOURCE = "ethtool"
+LEVEL = "standard"
+ORDER = 40
+
+
+def argv(netdev: str) -> List[str]:
+    """``ethtool -S NETDEV`` (read-only statistics); the name is vetted by ``plan``."""
+    return ["ethtool", "-S", netdev]
+
+
+def plan(snap: Snapshot) -> List[Planned]:
+    """One ``ethtool -S`` per netdev of any port, by name (module docstring)."""
+    found = {port.netdev.name for dev in snap.devices for port in dev.ports if port.netdev}
+    return [
+        Planned(roles.ethtool_stats(name), argv(name), refused=names.netdev_name_problem(name))
+        for name in sorted(found)
+    ]
+
+
+def interpret(snap: Snapshot, runs: Runs) -> Update:
+    """``NetDev.ethtool`` on every netdev ethtool -S ran for (module docstring)."""
+    found: Dict[str, Dict[str, EthtoolStats]] = {}
+    for dev in snap.devices:
+        for port in dev.ports:
+            if port.netdev is None or port.netdev.name in found:
+                continue
+            run = runs.get(roles.ethtool_stats(port.netdev.name))
+            if run is not None:
+                found[port.netdev.name] = {"ethtool": stats_of(run)}
+    return Update(netdevs=found)
+
+
+def stats_of(run: CommandRun) -> EthtoolStats:
+    """What ``run`` printed if it exited 0 (odd text is never an error here: the parser returns
+    what it could read and says what it could not in ``problems``); no counters otherwise."""
+    parsed = parse_ethtool_stats(run.stdout) if run.succeeded else EthtoolStats()
+    return parsed.model_copy(update={"role": run.role, "outcome": outcome(run)})
+
+
+# What ethtool prints when the driver has no statistics to give (not an mlx5 netdev).
+_NOT_SUPPORTED = ("Operation not supported", "no stats available", "not supported")
+
+
+def outcome(run: CommandRun) -> RunOutcome:
+    """``outcome_of(run)``, with ethtool's own word: a failure saying the driver has no
+    statistics ("Operation not supported", "no stats available") is ``NOT_SUPPORTED``."""
+    found = outcome_of(run)
+    text = f"{run.stderr}\n{run.stdout}"
+    if found.no_data == NoData.FAILED and any(phrase in text for phrase in _NOT_SUPPORTED):
+        return found.model_copy(update={"no_data": NoData.NOT_SUPPORTED})
+    return found
+
 
 _U64_MAX = 2**64 - 1
 
@@ -51,15 +117,6 @@ _SETTING = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ._/-]*?)\s*:\s*(?P<value>.*)
 
 
 @dataclass(frozen=True)
-class EthtoolStats:
-    """``ethtool -S`` counters by the driver's names."""
-
-    counters: Dict[str, int]
-    problems: List[str]
-    error: Optional[str] = None
-
-
-@dataclass(frozen=True)
 class EthtoolSettings:
     """The parts of ``ethtool IFACE`` that a health check reads."""
 
@@ -75,6 +132,7 @@ class EthtoolSettings:
 
 
 def parse_ethtool_stats(text: Union[str, bytes, None]) -> EthtoolStats:
+    """The counters of one ``ethtool -S`` run's stdout (no role, no outcome: ``stats_of``)."""
     text = as_text(text)
     counters: Dict[str, int] = {}
     problems: List[str] = []

@@ -1,5 +1,6 @@
-"""The kernel-log interpreter: recorded dmesg / journalctl runs -> ``Snapshot.kernel_log``,
-on every capture in tests/fixtures/dmesg (facts hand-read in test_parsers_kernel_log)."""
+"""The kernel-log family (``ibdiag.families.kernel_log``): what it plans, and its recorded dmesg
+/ journalctl runs -> ``Snapshot.kernel_log``, on every capture in tests/fixtures/dmesg (facts
+hand-read in test_family_kernel_log_parser)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from typing import Dict, List, Optional
 
 import pytest
 from conftest import capture_names, read_capture
-from snapshots import device, netdev, pci, port, snapshot
-from test_parsers_kernel_log import FACTS
+from snapshots import device, netdev, pci, port, snapshot, with_runs
+from test_family_kernel_log_parser import FACTS
 
-from ibdiag import roles
+from ibdiag import families, roles
 from ibdiag.facts.kernel_log import KernelFinding, KernelLog
+from ibdiag.facts.outcome import NoData
+from ibdiag.families import Runs, kernel_log
 from ibdiag.model import CommandRun, Device, Snapshot
-from ibdiag.sources.interpret import FAMILIES, interpret
-from ibdiag.sources.interpret import kernel_log as interpreter
 
 DMESG = ["dmesg", "--kernel", "--nopager"]
 JOURNALCTL = ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
@@ -37,8 +38,8 @@ def journalctl(stdout: str = "", rc: int = 0, stderr: str = "") -> CommandRun:
 
 
 def log_of(*runs: CommandRun, devices: Optional[List[Device]] = None) -> KernelLog:
-    updates = interpreter.interpret({"devices": devices or []}, {run.key: run for run in runs})
-    return updates["kernel_log"]
+    update = kernel_log.interpret(snapshot(devices or []), Runs({run.key: run for run in runs}))
+    return update.node["kernel_log"]
 
 
 def _full(address: str) -> str:
@@ -61,8 +62,15 @@ def devices_of(bdfs: Dict[str, str], netdevs: Dict[str, str]) -> List[Device]:
     ]
 
 
-def test_the_family_is_registered():
-    assert "kernel_log" in FAMILIES
+def test_the_family_is_found_with_its_level():
+    assert kernel_log in families.families()
+    assert families.source_levels()["kernel_log"] == "standard"
+
+
+def test_it_plans_dmesg_with_journalctl_as_its_fallback():
+    (planned,) = kernel_log.plan(snapshot([]))
+    assert (planned.role, planned.argv, planned.refused) == (roles.KERNEL_LOG, DMESG, None)
+    assert planned.fallback == families.Planned(roles.KERNEL_LOG_FALLBACK, JOURNALCTL)
 
 
 @pytest.mark.parametrize("name", capture_names("dmesg"))
@@ -147,6 +155,10 @@ def test_journalctl_stands_in_when_dmesg_is_restricted():
     assert log.unusable == [
         "dmesg exited 1: dmesg: read kernel buffer failed: Operation not permitted"
     ]
+    assert [(str(run.role), run.no_data) for run in log.runs] == [
+        ("kernel-log dmesg", NoData.NO_PERMISSION),
+        ("kernel-log journalctl", None),
+    ]
     assert len(log.dated) == 42 and log.undated == 0
     assert Counter(f.device for f in log.findings if f.signature == "mlx5.fw_fatal") == {
         "mlx5_0": 5,
@@ -172,8 +184,9 @@ def test_a_fallback_never_run_is_said_to_be_not_collected():
     assert log.role is None
     assert log.unusable == [
         f"`{' '.join(DMESG)}` printed nothing",
-        f"`{' '.join(JOURNALCTL)}` was not collected (level quick, or an older bundle)",
+        f"`{' '.join(JOURNALCTL)}` was not collected (level quick, or not planned here)",
     ]
+    assert [run.command for run in log.runs] == [" ".join(DMESG)]
 
 
 def test_a_journal_warning_on_a_usable_run_and_a_cut_log_are_recorded_problems():
@@ -213,17 +226,15 @@ def test_garbage_output_is_a_recorded_problem_not_a_crash(junk):
 
 def test_no_kernel_log_run_leaves_the_field_unset():
     other = CommandRun(argv=["ibstat"], role=roles.IBSTAT, rc=0, stdout="")
-    assert interpreter.interpret({"devices": []}, {other.key: other}) == {}
+    assert kernel_log.interpret(snapshot([]), Runs({other.key: other})).node == {}
+    assert with_runs(snapshot([]), other).kernel_log is None
 
 
 def test_interpret_sets_the_snapshot_field_and_it_round_trips():
     capture = read_capture("dmesg", S390)
     devices = devices_of({"0000:00:00.0": "mlx5_0"}, {})
-    run = dmesg(capture)
-    fields = interpret({"devices": devices, "problems": {}}, {run.key: run})
-    assert "interpret.kernel_log" not in fields["problems"]
-    base = snapshot(devices)
-    snap = base.model_copy(update={"commands": {run.key: run}, "kernel_log": fields["kernel_log"]})
+    snap = with_runs(snapshot(devices), dmesg(capture))
+    assert "interpret.kernel_log" not in snap.problems
     again = Snapshot.model_validate_json(snap.model_dump_json())
     assert again.kernel_log == snap.kernel_log
     assert isinstance(again.kernel_log, KernelLog)

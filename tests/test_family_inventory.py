@@ -1,6 +1,7 @@
-"""The inventory interpreter: recorded ibstat / ibv_devinfo runs -> ``Snapshot.inventory``, on
-every capture in tests/fixtures/{ibstat,ibv_devinfo} (facts hand-read in
-test_parsers_inventory), and what it records for the ibstatus captures, garbage and failures."""
+"""The inventory families (``ibdiag.families.ibstat``, ``.ibv_devinfo``): what they plan, and
+their recorded runs -> ``Snapshot.inventory``, on every capture in
+tests/fixtures/{ibstat,ibv_devinfo} (facts hand-read in test_family_inventory_parser), and what
+they record for the ibstatus captures, garbage and failures."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from typing import Optional
 
 import pytest
 from conftest import capture_names, read_capture
-from snapshots import snapshot
-from test_parsers_inventory import IBSTAT_FACTS, IBV_FACTS
+from snapshots import snapshot, with_runs
+from test_family_inventory_parser import IBSTAT_FACTS, IBV_FACTS
 
-from ibdiag import roles
+from ibdiag import families, roles
 from ibdiag.facts.inventory import Inventory, ListedCA, ListedPort, Listing
+from ibdiag.facts.outcome import NoData
+from ibdiag.families import ibstat as ibstat_family
+from ibdiag.families import ibv_devinfo as ibv_devinfo_family
 from ibdiag.model import CommandRun, Snapshot
-from ibdiag.sources.interpret import FAMILIES, interpret
-from ibdiag.sources.interpret import inventory as interpreter
 
 
 def ibstat(stdout: str = "", rc: Optional[int] = 0, **kwargs) -> CommandRun:
@@ -27,11 +29,21 @@ def ibv_devinfo(stdout: str = "", rc: Optional[int] = 0, **kwargs) -> CommandRun
 
 
 def inventory_of(*runs: CommandRun) -> Inventory:
-    return interpreter.interpret({"devices": []}, {run.key: run for run in runs})["inventory"]
+    snap = with_runs(snapshot([]), *runs)
+    assert snap.problems == {}, snap.problems
+    return snap.inventory
 
 
-def test_the_family_is_registered():
-    assert "inventory" in FAMILIES
+def test_the_families_are_found_with_their_level():
+    for family in (ibstat_family, ibv_devinfo_family):
+        assert family in families.families()
+        assert families.source_levels()[family.SOURCE] == "standard"
+
+
+def test_each_plans_its_tool_once():
+    snap = snapshot([])
+    assert ibstat_family.plan(snap) == [families.Planned(roles.IBSTAT, ["ibstat"])]
+    assert ibv_devinfo_family.plan(snap) == [families.Planned(roles.IBV_DEVINFO, ["ibv_devinfo"])]
 
 
 @pytest.mark.parametrize("name", capture_names("ibstat"))
@@ -40,6 +52,7 @@ def test_every_ibstat_capture_becomes_a_typed_listing(name):
     listing = inventory_of(ibstat(read_capture("ibstat", name))).ibstat
     assert isinstance(listing, Listing)
     assert listing.role == roles.IBSTAT
+    assert listing.outcome is not None and listing.outcome.no_data is None
     assert (listing.unusable, listing.error, listing.problems) == (None, None, [])
     assert [ca.name for ca in listing.cas] == facts["names"]
     cas = {ca.name: ca for ca in listing.cas}
@@ -47,7 +60,9 @@ def test_every_ibstat_capture_becomes_a_typed_listing(name):
         ca = cas[ca_name]
         assert (ca.firmware, ca.node_guid) == (firmware, guid)
         for number, (state, _phys, _rate, link_layer, _lid, _sm) in ports.items():
-            assert ListedPort(number=number, state=state, link_layer=link_layer) in ca.ports
+            assert (number, state, link_layer) in [
+                (port.number, port.state, port.link_layer) for port in ca.ports
+            ]
     for ca in listing.cas:
         assert ca.ports and [p.number for p in ca.ports] == sorted(p.number for p in ca.ports)
 
@@ -82,11 +97,19 @@ def test_one_ca_typed_in_full():
             firmware="2.9.1000",
             node_guid="0x0002c90300002f78",
             ports=[
-                ListedPort(number=1, state="Active", link_layer="InfiniBand"),
-                ListedPort(number=2, state="Down", link_layer="InfiniBand"),
+                ListedPort(number=1, state="Active", link_layer="InfiniBand",
+                           physical_state="LinkUp", rate=20.0, lid=3, sm_lid=3, lmc=0,
+                           port_guid="0x0002c90300002f79", capability_mask="0x0251086a"),
+                ListedPort(number=2, state="Down", link_layer="InfiniBand",
+                           physical_state="Polling", rate=10.0, lid=0, sm_lid=0, lmc=0,
+                           port_guid="0x0002c90300002f7a", capability_mask="0x02510868"),
             ],
+            number_of_ports=2,
+            hardware_version="a0",
+            system_image_guid="0x0002c90300002f7b",
+            ca_type="MT25418",
         )
-    ]
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", capture_names("ibstatus"))
@@ -128,13 +151,19 @@ def test_a_failed_run_is_unusable_and_not_parsed():
     assert found.ibstat.unusable == "ibstat timed out after 10.0 s and was killed"
     assert found.ibstat.cas == []  # whatever it printed before it hung is no listing
     assert found.ibv_devinfo.unusable == "ibv_devinfo: permission denied"
+    assert (found.ibstat.outcome.no_data, found.ibv_devinfo.outcome.no_data) == (
+        NoData.TIMED_OUT,
+        NoData.NO_PERMISSION,
+    )
+    assert found.ibstat.outcome.command == "ibstat" and found.ibstat.role == roles.IBSTAT
 
 
 def test_a_tool_not_run_has_no_listing_and_no_tool_no_field():
     found = inventory_of(ibstat(read_capture("ibstat", "gpud-ibstat-h100-cx7-roce-all-active.txt")))
     assert found.ibstat is not None and found.ibv_devinfo is None
+    assert inventory_of(ibv_devinfo("No IB devices found\n")).ibstat is None
     other = CommandRun(argv=["dmesg"], role=roles.KERNEL_LOG, rc=0, stdout="x")
-    assert interpreter.interpret({"devices": []}, {other.key: other}) == {}
+    assert with_runs(snapshot([]), other).inventory is None
 
 
 def test_interpret_sets_the_snapshot_field_and_it_round_trips():
@@ -146,10 +175,8 @@ def test_interpret_sets_the_snapshot_field_and_it_round_trips():
             read_capture("ibv_devinfo", "linux-rdma-2024-cx5-roce-mlx5_bond_0-after-lag.txt")
         ),
     ]
-    commands = {run.key: run for run in runs}
-    fields = interpret({"devices": [], "problems": {}}, commands)
-    assert "interpret.inventory" not in fields["problems"]
-    snap = snapshot([]).model_copy(update={"commands": commands, "inventory": fields["inventory"]})
+    snap = with_runs(snapshot([]), *runs)
+    assert snap.problems == {}
     again = Snapshot.model_validate_json(snap.model_dump_json())
     assert again.inventory == snap.inventory
     assert [ca.name for ca in again.inventory.ibv_devinfo.cas] == ["mlx5_bond_0"]

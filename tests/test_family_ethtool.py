@@ -1,8 +1,9 @@
-"""ethtool -S runs -> ``NetDev.ethtool``, on the real captures in tests/fixtures/ethtool.
+"""The ethtool family (``ibdiag.families.ethtool``): what it plans, and its runs ->
+``NetDev.ethtool``, on the real captures in tests/fixtures/ethtool.
 
-Each test records CommandRuns as collect would (argv from ``ibdiag.sources.plan``, the role from
-``ibdiag.roles``, the capture as stdout), runs the interpret step shared by collect and replay,
-and reads the typed field. The checks then grade from it alone: a baseline that holds typed
+Each test records CommandRuns as collect would (argv and role from the family's plan, the
+capture as stdout), runs the interpret step shared by collect and replay, and reads the typed
+field. The checks then grade from it alone: a baseline that holds typed
 statistics and no command text at all is graded on change.
 """
 
@@ -13,14 +14,14 @@ from typing import Dict, Optional
 
 import pytest
 from conftest import captures_without_facts, read_capture
-from snapshots import builtin_registry, device, netdev, port, run, snapshot
+from snapshots import builtin_registry, device, netdev, port, run, snapshot, with_runs
 
-from ibdiag import roles
+from ibdiag import families, roles
 from ibdiag.facts.ethtool import EthtoolStats
+from ibdiag.facts.outcome import NoData
+from ibdiag.families import ethtool
 from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Port, Snapshot, Status
-from ibdiag.sources import plan
-from ibdiag.sources.interpret import FAMILIES, interpret
 from ibdiag.thresholds import Thresholds
 
 KIND = "ethtool"
@@ -54,20 +55,32 @@ FACTS: Dict[str, dict] = {
 def es(name: str = "ib0", stdout: str = "", rc: Optional[int] = 0, **kw) -> CommandRun:
     """The ethtool -S run of netdev ``name``, recorded as collect records it."""
     return CommandRun(
-        argv=plan.ethtool_argv(name), role=roles.ethtool_stats(name), rc=rc, stdout=stdout, **kw
+        argv=ethtool.argv(name), role=roles.ethtool_stats(name), rc=rc, stdout=stdout, **kw
     )
 
 
 def interpreted(*runs: CommandRun, ports=None) -> Port:
     """mlx5_0's first port after the interpret step, given these runs."""
-    fields = {"devices": [device("mlx5_0", ports=ports)], "problems": {}}
-    out = interpret(fields, {item.key: item for item in runs})
-    assert out["problems"] == {}, out["problems"]
-    return out["devices"][0].ports[0]
+    out = with_runs(snapshot([device("mlx5_0", ports=ports)]), *runs)
+    assert out.problems == {}, out.problems
+    return out.devices[0].ports[0]
 
 
-def test_the_family_is_interpreted():
-    assert "ethtool" in FAMILIES
+def test_the_family_is_found_with_its_level():
+    assert ethtool in families.families()
+    assert families.source_levels()["ethtool"] == "standard"
+
+
+def test_it_plans_one_run_per_netdev_and_refuses_a_name_that_may_not_run():
+    names = ["ib1", "ib0", "ib0", "-ib9", None]  # ib0 twice (a bond); a name that may not run
+    ports = [port(n, netdev=netdev(name) if name else None) for n, name in enumerate(names, 1)]
+    planned = ethtool.plan(snapshot([device("mlx5_0", ports=ports)]))
+    assert [(str(p.role), p.argv, p.refused is not None) for p in planned] == [
+        ("ethtool-S -ib9", ["ethtool", "-S", "-ib9"], True),
+        ("ethtool-S ib0", ["ethtool", "-S", "ib0"], False),
+        ("ethtool-S ib1", ["ethtool", "-S", "ib1"], False),
+    ]
+    assert all(p.fallback is None for p in planned)
 
 
 def test_every_capture_has_facts():
@@ -79,8 +92,8 @@ def test_a_capture_becomes_typed_statistics(name):
     facts = FACTS[name]
     stats = interpreted(es(stdout=read_capture(KIND, name))).netdev.ethtool
     assert isinstance(stats, EthtoolStats)
-    assert stats.role == "ethtool-S ib0"
-    assert stats.error is None
+    assert stats.role == roles.ethtool_stats("ib0") and str(stats.role) == "ethtool-S ib0"
+    assert stats.error is None and stats.outcome.no_data is None
     if "problem" in facts:
         assert any(facts["problem"] in problem for problem in stats.problems), stats.problems
         return
@@ -105,43 +118,39 @@ def test_an_error_printed_with_exit_0_is_kept():
 
 
 @pytest.mark.parametrize(
-    "failed",
+    "failed, no_data",
     [
-        {"rc": 94, "stdout": "Cannot get stats information: Operation not supported"},
-        {"rc": None, "timed_out": True, "duration_s": 4.0},
-        {"rc": None, "skipped": "name 'ib 0' is not safe on a command line"},
-        {"rc": None, "not_found": True},
+        ({"rc": 94, "stdout": "Cannot get stats information: Operation not supported"},
+         NoData.NOT_SUPPORTED),
+        ({"rc": 94, "stderr": "no stats available"}, NoData.NOT_SUPPORTED),
+        ({"rc": 1, "stderr": "Cannot get stats information: Input/output error"}, NoData.FAILED),
+        ({"rc": None, "timed_out": True, "duration_s": 4.0}, NoData.TIMED_OUT),
+        ({"rc": None, "skipped": "name 'ib 0' is not safe on a command line"},
+         NoData.NOT_STARTED),
+        ({"rc": None, "not_found": True}, NoData.NOT_INSTALLED),
     ],
-    ids=["exit-94", "timed-out", "never-started", "not-installed"],
-)
-def test_a_run_that_did_not_succeed_has_no_statistics(failed):
-    assert interpreted(es(**failed)).netdev.ethtool is None
+    ids=["exit-94", "no-stats", "exit-1", "timed-out", "never-started", "not-installed"],
+)  # fmt: skip
+def test_a_run_that_did_not_succeed_has_no_statistics_and_says_why(failed, no_data):
+    stats = interpreted(es(**failed)).netdev.ethtool
+    assert stats.counters == {} and stats.role == roles.ethtool_stats("ib0")
+    assert stats.outcome.no_data == no_data
+    assert stats.outcome.reason == es(**failed).failure()
 
 
 def test_each_netdev_gets_its_own_run():
-    fields = {
-        "devices": [device("mlx5_0", ports=[port(1, netdev=netdev("ib0")),
-                                            port(2, netdev=netdev("ib1")), port(3, netdev=None)])],
-        "problems": {},
-    }  # fmt: skip
-    runs = [es("ib1", stdout=read_capture(KIND, KERNEL_6_5))]
-    [dev] = interpret(fields, {item.key: item for item in runs})["devices"]
+    ports = [port(1, netdev=netdev("ib0")), port(2, netdev=netdev("ib1")), port(3, netdev=None)]
+    base = snapshot([device("mlx5_0", ports=ports)])
+    [dev] = with_runs(base, es("ib1", stdout=read_capture(KIND, KERNEL_6_5))).devices
     assert dev.ports[0].netdev.ethtool is None  # not collected
-    assert dev.ports[1].netdev.ethtool.role == "ethtool-S ib1"
+    assert dev.ports[1].netdev.ethtool.role == roles.ethtool_stats("ib1")
     assert dev.ports[1].netdev.ethtool.counters["rx_discards_phy"] == 441063206498
     assert dev.ports[2].netdev is None
 
 
 def _snapshot(*runs: CommandRun) -> Snapshot:
-    base = snapshot([device("mlx5_0")])
-    fields = interpret({"devices": base.devices, "problems": {}}, {r.key: r for r in runs})
-    return base.model_copy(
-        update={
-            "devices": fields["devices"],
-            "commands": {r.key: r for r in runs},
-            "sources": ["sysfs", "ethtool"],
-        }
-    )
+    base = snapshot([device("mlx5_0")]).model_copy(update={"sources": ["sysfs", "ethtool"]})
+    return with_runs(base, *runs)
 
 
 def run_with_baseline(check_id: str, snap: Snapshot, baseline: Snapshot):
@@ -196,4 +205,16 @@ def test_not_supported_on_an_active_port_is_a_skip_other_failures_warn():
     broken = es(rc=1, stderr="Cannot get stats information: Input/output error")
     [warn] = run("ethtool.errors", _snapshot(broken))
     assert warn.status == Status.WARN and warn.observed == "exit-1"
+    assert warn.evidence == ["ethtool -S ib0"]
+
+
+def test_no_run_is_a_skip_saying_it_was_not_collected_and_the_fact_alone_is_graded():
+    [skip] = run("ethtool.errors", _snapshot())
+    assert skip.status == Status.SKIP
+    assert skip.message == "`ethtool-S ib0` was not collected (level quick, or not planned here)"
+    assert skip.evidence == ["ethtool-S ib0"]
+    hung = _snapshot(es(rc=None, timed_out=True, duration_s=4.0))
+    alone = hung.model_copy(update={"commands": {}})  # the fact alone: no run to read
+    [warn] = run("ethtool.errors", alone)
+    assert warn.status == Status.WARN and warn.observed == "timed-out"
     assert warn.evidence == ["ethtool -S ib0"]

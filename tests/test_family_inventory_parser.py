@@ -1,5 +1,6 @@
-"""ibstat, ibstatus and ibv_devinfo parsers, on every capture in tests/fixtures/{ibstat,
-ibstatus,ibv_devinfo}."""
+"""The inventory families' parsers (``ibdiag.families.ibstat``, ``.ibv_devinfo``): ibstat and
+ibv_devinfo straight into the ``Listing`` fact, and ibstatus, on every capture in
+tests/fixtures/{ibstat,ibstatus,ibv_devinfo}."""
 
 from __future__ import annotations
 
@@ -10,13 +11,9 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.ibstat import (
-    parse_ibstat,
-    parse_ibstat_report,
-    parse_ibstatus,
-    parse_ibstatus_report,
-)
-from ibdiag.sources.parsers.ibv_devinfo import parse_ibv_devinfo, parse_ibv_devinfo_report
+from ibdiag.facts.inventory import Listing
+from ibdiag.families.ibstat import parse_ibstat, parse_ibstatus, parse_ibstatus_report
+from ibdiag.families.ibv_devinfo import parse_ibv_devinfo
 
 FIXTURES = Path(FIXTURES_DIR)
 KINDS = ("ibstat", "ibstatus", "ibv_devinfo")
@@ -200,7 +197,8 @@ IBSTATUS_EXTRA = {  # individual values checked on top
 }
 
 # ibv_devinfo: per device (fw_ver, node_guid, vendor_part_id, board_id, phys_port_cnt,
-# {port: (state, state_num, phys_state, link_layer, active_mtu, sm_lid, port_lid)})
+# {port: (state, state_num, phys_state, link_layer, active_mtu, sm_lid, port_lid)}), as the
+# Listing names them: firmware, number_of_ports, physical_state, lid.
 IBV_FACTS = {
     "heioy-books-2x-connectx3-mlx4-port2-down-tabs.txt": {
         "mlx4_1": (
@@ -285,11 +283,11 @@ def test_ibstat_capture(name):
     text = read_capture("ibstat", name)
     facts = IBSTAT_FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into IBSTAT_FACTS"
-    report = parse_ibstat_report(text)
+    report = parse_ibstat(text)
+    assert isinstance(report, Listing) and (report.role, report.outcome) == (None, None)
     assert report.problems == [] and report.error is None
     cas = {ca.name: ca for ca in report.cas}
     assert [ca.name for ca in report.cas] == facts["names"]
-    assert parse_ibstat(text) == report.cas
     for ca in report.cas:
         assert ca.ports, ca.name
         assert ca.number_of_ports == len(ca.ports)
@@ -297,19 +295,22 @@ def test_ibstat_capture(name):
     for name_, (ca_type, firmware, guid, ports) in facts["cas"].items():
         ca = cas[name_]
         assert (ca.ca_type, ca.firmware, ca.node_guid) == (ca_type, firmware, guid)
+        by_number = {port.number: port for port in ca.ports}
         for number, expected in ports.items():
-            port = ca.ports[number]
+            port = by_number[number]
             got = (
                 port.state,
                 port.physical_state,
                 port.rate,
                 port.link_layer,
-                port.base_lid,
+                port.lid,
                 port.sm_lid,
             )
             assert got == expected, (name_, number)
     down = {
-        ca.name: ca.ports[1].physical_state for ca in report.cas if ca.ports[1].state != "Active"
+        ca.name: ca.ports[0].physical_state
+        for ca in report.cas
+        if ca.ports[0].number == 1 and ca.ports[0].state != "Active"
     }
     assert down == facts["down"]
 
@@ -348,50 +349,53 @@ def test_ibv_devinfo_capture(name):
     text = read_capture("ibv_devinfo", name)
     facts = IBV_FACTS.get(name)
     assert facts is not None, f"write the facts of {name} into IBV_FACTS"
-    report = parse_ibv_devinfo_report(text)
+    report = parse_ibv_devinfo(text)
+    assert isinstance(report, Listing) and (report.role, report.outcome) == (None, None)
     assert report.problems == [] and report.error is None
-    assert parse_ibv_devinfo(text) == report.devices
-    devices = {d.hca_id: d for d in report.devices}
+    devices = {d.name: d for d in report.cas}
     assert list(devices) == list(facts)
     for hca_id, (fw, guid, part, board, port_cnt, ports) in facts.items():
         device = devices[hca_id]
         assert device.transport == "InfiniBand"
         assert device.vendor_id == "0x02c9"
-        assert (device.fw_ver, device.node_guid, device.vendor_part_id) == (fw, guid, part)
-        assert (device.board_id, device.phys_port_cnt) == (board, port_cnt)
-        assert set(device.ports) == set(ports)
+        assert (device.firmware, device.node_guid, device.vendor_part_id) == (fw, guid, part)
+        assert (device.board_id, device.number_of_ports) == (board, port_cnt)
+        by_number = {port.number: port for port in device.ports}
+        assert set(by_number) == set(ports)
         for number, expected in ports.items():
-            port = device.ports[number]
+            port = by_number[number]
             got = (
                 port.state,
                 port.state_num,
-                port.phys_state,
+                port.physical_state,
                 port.link_layer,
                 port.active_mtu,
                 port.sm_lid,
-                port.port_lid,
+                port.lid,
             )
             assert got == expected, (hca_id, number)
 
 
 def test_ibv_devinfo_verbose_details():
+    """``-v``'s port detail; its device capability lines (flag lists, ``max_qp: 393144``) are
+    no problem and no part of the listing."""
     text = read_capture("ibv_devinfo", "heioy-books-connectx3-mlx4-port2-verbose-down-polling.txt")
-    (device,) = parse_ibv_devinfo(text)
-    port = device.ports[2]
-    assert (port.phys_state, port.phys_state_num) == ("POLLING", 2)
+    report = parse_ibv_devinfo(text)
+    assert report.problems == []
+    (device,) = report.cas
+    (port,) = device.ports
+    assert port.number == 2
+    assert (port.physical_state, port.physical_state_num) == ("POLLING", 2)
     assert (port.active_width, port.active_speed) == ("4X", "2.5 Gbps")
-    assert port.fields["max_vl_num"] == "8 (4)"
-    assert port.fields["GID[  0]"] == "fe80:0000:0000:0000:7cfe:9003:00a5:95c2"
-    assert device.fields["max_qp"] == "393144"
-    assert device.fields["hca_core_clock"] == "427000"
+    assert (port.max_mtu, port.active_mtu) == (4096, 4096)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_captures_truncated_never_raise(kind):
     parse = {
-        "ibstat": parse_ibstat_report,
+        "ibstat": parse_ibstat,
         "ibstatus": parse_ibstatus_report,
-        "ibv_devinfo": parse_ibv_devinfo_report,
+        "ibv_devinfo": parse_ibv_devinfo,
     }[kind]
     for name in capture_names(kind):
         text = read_capture(kind, name)
@@ -402,21 +406,16 @@ def test_captures_truncated_never_raise(kind):
 def test_tool_errors():
     assert (
         "can't get CA list"
-        in parse_ibstat_report(
+        in parse_ibstat(
             "ibpanic: [1234] main: can't get CA list: No such file or directory\n"
         ).error
     )
-    report = parse_ibstat_report(
+    report = parse_ibstat(
         "ibwarn: [298726] umad_init: can't read ABI version\nCA 'mlx5_0'\n\tCA type: MT4129\n"
     )
     assert report.error and [ca.name for ca in report.cas] == ["mlx5_0"]
-    assert parse_ibv_devinfo_report("No IB devices found\n").error == "No IB devices found"
-    assert (
-        parse_ibv_devinfo_report(
-            "Failed to get IB devices list: Function not implemented\n"
-        ).devices
-        == []
-    )
+    assert parse_ibv_devinfo("No IB devices found\n").error == "No IB devices found"
+    assert parse_ibv_devinfo("Failed to get IB devices list: Function not implemented\n").cas == []
 
 
 @pytest.mark.parametrize(
@@ -433,23 +432,27 @@ def test_tool_errors():
     ],
 )
 def test_garbage_never_raises(junk):
-    for parse in (parse_ibstat_report, parse_ibstatus_report, parse_ibv_devinfo_report):
+    for parse in (parse_ibstat, parse_ibstatus_report, parse_ibv_devinfo):
         report = parse(junk)
         assert isinstance(report.problems, list)
 
 
 def test_garbage_is_reported():
-    assert parse_ibstat_report("Port 1:\n\tState: Active\n").problems
+    assert parse_ibstat("Port 1:\n\tState: Active\n").problems
     assert parse_ibstatus_report("nonsense\n").problems
-    assert parse_ibv_devinfo_report("port:\t1\n").problems
-    assert parse_ibstat_report("").problems == ["empty output"]
+    assert parse_ibv_devinfo("port:\t1\n").problems == [
+        "unparseable line 1 (before any hca_id): 'port:\\t1'",
+        "no hca_id in ibv_devinfo output",
+    ]
+    assert parse_ibstat("").problems == ["empty output"]
+    assert parse_ibv_devinfo("").problems == ["empty output"]
 
 
 def test_binary_never_raises():
     data = bytes(range(256)) * 8
-    assert parse_ibstat(data) == []
+    assert parse_ibstat(data).cas == []
     assert parse_ibstatus(data) == []
-    assert parse_ibv_devinfo(data) == []
+    assert parse_ibv_devinfo(data).cas == []
 
 
 @settings(max_examples=150, deadline=None)

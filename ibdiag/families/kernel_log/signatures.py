@@ -5,7 +5,7 @@ timestamp or line number), a Python ``regex`` searched in one log line's text (t
 syslog prefix already removed), a ``severity`` (fail|warn|info), a ``title`` naming the
 signature and a ``hint`` saying what to do.
 
-How the table is used (``ibdiag.sources.parsers.kernel_log.classify``):
+How the table is used (``ibdiag.families.kernel_log.parser.classify``):
 
 - Order matters: the first entry whose regex matches a line wins (one finding per line), so
   specific entries come before general ones (``mlx5.module_high_temp`` before

@@ -1,4 +1,5 @@
-"""Kernel log parser and signature classifier, on every capture in tests/fixtures/dmesg."""
+"""The kernel-log family's parser and signature classifier (``ibdiag.families.kernel_log``), on
+every capture in tests/fixtures/dmesg."""
 
 from __future__ import annotations
 
@@ -11,17 +12,30 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.kernel_signatures import SEVERITIES, SIGNATURES, KernelSignature, signature_by_id
-from ibdiag.sources.parsers.kernel_log import (
+from ibdiag.facts.kernel_log import KernelFinding
+from ibdiag.families.kernel_log import journalctl_argv, kernel_log_argv
+from ibdiag.families.kernel_log.parser import (
     KernelLine,
     classify,
     kernel_log_restriction,
     parse_kernel_log,
 )
-from ibdiag.sources.plan import journalctl_argv, kernel_log_argv
+from ibdiag.families.kernel_log.signatures import (
+    SEVERITIES,
+    SIGNATURES,
+    KernelSignature,
+    signature_by_id,
+)
 
 FIXTURES = Path(FIXTURES_DIR)
 FOLDER = FIXTURES / "dmesg"
+
+
+def severity(finding: KernelFinding) -> str:
+    """The severity of a finding's signature (the fact names the signature only)."""
+    signature = signature_by_id(finding.signature)
+    assert signature is not None, finding.signature
+    return signature.severity
 
 
 # The 12 HCAs of the gpud H100 boot log (BDFs from the log; device names invented for the test).
@@ -222,7 +236,8 @@ def test_capture(name):
     assert Counter((f.signature, f.device) for f in findings) == Counter(facts["findings"])
     for finding in findings:
         signature = signature_by_id(finding.signature)
-        assert signature is not None and finding.severity == signature.severity
+        assert signature is not None
+        assert isinstance(finding, KernelFinding)
         assert finding.line in {line.text for line in lines}
     found_texts = {f.line for f in findings}
     for quiet in facts["quiet"]:
@@ -256,7 +271,7 @@ def test_insufficient_power_capture_gives_power_signature_per_hca():
     )
     power = [f for f in classify(text, GPUD_BDFS) if f.signature == "mlx5.pcie_power_insufficient"]
     assert sorted(f.device for f in power) == sorted(GPUD_BDFS.values())
-    assert all(f.severity == "warn" for f in power)
+    assert all(severity(f) == "warn" for f in power)
 
 
 def test_fatal_syndrome_capture_gives_firmware_fail():
@@ -264,7 +279,7 @@ def test_fatal_syndrome_capture_gives_firmware_fail():
         "dmesg", "qemu-devel-2025-cx6dx-fw-internal-error-health-miss-count-synd1.txt"
     )
     findings = classify(text, {"0000:0d:00.0": "mlx5_0"})
-    fails = {(f.signature, f.device) for f in findings if f.severity == "fail"}
+    fails = {(f.signature, f.device) for f in findings if severity(f) == "fail"}
     assert ("mlx5.fw_fatal", "mlx5_0") in fails
     assert ("mlx5.fw_health_error", "mlx5_0") in fails
     synd = [f for f in findings if "synd 0x1: firmware internal error" in f.line]
@@ -284,7 +299,7 @@ def test_null_deref_header_before_the_ib_call_trace():
         + trace
     )
     findings = classify(text)
-    assert [(f.signature, f.severity) for f in findings] == [
+    assert [(f.signature, severity(f)) for f in findings] == [
         ("kernel.null_deref_ib", "fail"),
         ("kernel.call_trace_ib", "warn"),
     ]
@@ -338,7 +353,7 @@ def test_aer_on_an_hca_bdf():
         ("pcie.aer_nonfatal", "mlx5_0", 10.3),
         ("pcie.aer_fatal", "mlx5_0", 10.4),
     ]
-    assert [f.severity for f in findings] == ["warn", "warn", "fail", "fail"]
+    assert [severity(f) for f in findings] == ["warn", "warn", "fail", "fail"]
 
 
 def test_device_attribution_by_name_netdev_and_child_interface():

@@ -1,4 +1,5 @@
-"""Kernel log lines (dmesg, journalctl -k, syslog files) -> timestamped lines -> HCA findings.
+"""The kernel-log family's parser: log lines (dmesg, journalctl -k, syslog files) ->
+timestamped lines -> HCA findings (``ibdiag.facts.kernel_log.KernelFinding``).
 
 ``parse_kernel_log`` accepts the forms seen in the wild and strips their decorations:
 
@@ -18,8 +19,9 @@
 syslog line carrying the kernel's ``[ 12.3]``), else None; wall-clock stamps are kept as text in
 ``wallclock`` (syslog has no year, so ibdiag does not pretend to convert it).
 
-``classify`` maps lines to the HCA they concern and to a signature of ``ibdiag.kernel_signatures``
-(see that module for the rules). Nothing here raises on odd input.
+``classify`` maps lines to the HCA they concern and to a signature of the family's catalogue
+(``ibdiag.families.kernel_log.signatures``: see it for the rules). Nothing here raises on odd
+input.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Pattern, Sequence, Tuple, Union
 
+from ibdiag.facts.kernel_log import KernelFinding
 from ibdiag.families._text import as_text
-from ibdiag.kernel_signatures import SIGNATURES, KernelSignature
+from ibdiag.families.kernel_log.signatures import SIGNATURES, KernelSignature
 
 __all__ = [
-    "KernelFinding",
     "KernelLine",
     "classify",
     "kernel_log_restriction",
@@ -84,15 +86,6 @@ class KernelLine:
     level: Optional[str] = None  # "err", "warn", ... when the format says (dmesg -x, kmsg)
     wallclock: Optional[str] = None  # the wall-clock stamp as printed (syslog, iso, -T)
     tag: Optional[str] = None  # syslog tag: "kernel", "systemd-networkd[5398]"
-
-
-@dataclass(frozen=True)
-class KernelFinding:
-    signature: str  # KernelSignature.id
-    severity: str  # fail | warn | info
-    device: Optional[str]  # the RDMA device (e.g. "mlx5_0") the line concerns, None if unknown
-    seconds: Optional[float]
-    line: str  # the message text (no timestamp)
 
 
 _RESTRICTED = re.compile(
@@ -237,13 +230,7 @@ def classify(
                     break
         if hit is not None:
             findings.append(
-                KernelFinding(
-                    signature=hit.id,
-                    severity=hit.severity,
-                    device=device,
-                    seconds=seconds,
-                    line=text,
-                )
+                KernelFinding(signature=hit.id, device=device, seconds=seconds, line=text)
             )
     return findings
 

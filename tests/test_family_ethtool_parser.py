@@ -1,4 +1,5 @@
-"""ethtool -S / ethtool parsers, on every capture in tests/fixtures/ethtool."""
+"""The ethtool family's parsers (``ibdiag.families.ethtool``): ``ethtool -S`` straight into the
+``EthtoolStats`` fact, and ``ethtool IFACE``, on every capture in tests/fixtures/ethtool."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.ethtool import (
+from ibdiag.facts.ethtool import EthtoolStats
+from ibdiag.families.ethtool import argv as ethtool_argv
+from ibdiag.families.ethtool import (
     parse_ethtool_settings,
     parse_ethtool_stats,
     pfc_pause_by_priority,
 )
-from ibdiag.sources.plan import ethtool_argv
 
 FIXTURES = Path(FIXTURES_DIR)
 FOLDER = FIXTURES / "ethtool"
@@ -123,6 +125,7 @@ def test_capture(name):
     assert facts is not None, f"write the facts of {name} into FACTS"
     stats = parse_ethtool_stats(text)
     settings_result = parse_ethtool_settings(text)
+    assert isinstance(stats, EthtoolStats) and (stats.role, stats.outcome) == (None, None)
     assert isinstance(stats.counters, dict) and isinstance(settings_result.fields, dict)
     if "stats" in facts:
         expected = facts["stats"]
@@ -264,18 +267,21 @@ def test_argv():
 @pytest.mark.parametrize("name", ["", "-S", "a b", "ib0;reboot"])
 def test_a_netdev_name_that_may_not_run_is_vetted_by_the_plan_not_the_builder(name):
     """Validated once: the plan refuses it (recorded as never started), no argv runs with it."""
+    from snapshots import snapshot
+
+    from ibdiag.families import ethtool, refused_run
     from ibdiag.model import Device, NetDev, Port
-    from ibdiag.sources.plan import commands_for, refused_runs
 
     port = Port(number=1, path="p", state=4, link_layer="InfiniBand", netdev=NetDev(name=name))
     dev = Device(name="mlx5_0", path="d", ports=[port])
-    assert commands_for([dev], {"ethtool"}) == []
-    (run,) = refused_runs([dev], {"ethtool"}).values()
+    (planned,) = ethtool.plan(snapshot([dev]))
+    assert planned.refused
+    run = refused_run(planned)
     assert run.skipped and run.argv == ["ethtool", "-S", name]
 
 
 @pytest.mark.parametrize("name", ["-S", "a b", "x/y", "a" * 16, "ib0;reboot", "ib\\xff"])
 def test_argv_puts_any_name_in_one_element(name):
     """The argv builder takes any name as one element; which names may run is
-    ``plan.commands_for``'s call (tests/test_hostile_names.py)."""
+    ``ethtool.plan``'s call (tests/test_hostile_names.py)."""
     assert ethtool_argv(name) == ["ethtool", "-S", name]
