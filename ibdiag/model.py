@@ -278,8 +278,8 @@ class Snapshot(_Model):
     inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings
     gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m
     loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts
-    # The run of role "nccl-tests" parsed (None too when it never started), and each
-    # nccl_inspector file parsed, in the same order and by name.
+    # The run of role "nccl-tests" parsed, with what became of it (a run that never started
+    # gives an empty result saying why), and each nccl_inspector file parsed, by name.
     nccl_tests: Optional[NcclTestsResult] = None
     nccl_inspector_dumps: Optional[List[InspectorDump]] = None
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing

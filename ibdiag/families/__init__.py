@@ -13,11 +13,23 @@ declares::
     def plan(snap) -> List[Planned]            # what to run: argv + typed role (+ fallback)
     def interpret(snap, runs) -> Update         # parse its runs into its frozen facts
 
+A level-full family plans nothing up front; it declares instead::
+
+    def run(snap, context) -> Snapshot          # run its tests; ``snap`` with their runs
+    def bound_s(thresholds) -> float            # optional: its share of level full's bound
+
 ``plan`` gets the Snapshot as the files gave it (devices, ports, netdevs, GPUs) and returns
 each command with its role (``ibdiag.roles.Role``); a name sysfs gave that may not go on a
 command line is planned ``refused`` (recorded as never started, with why). The collector runs
 every planned command concurrently under the one runner and deadline, each recorded with its
 role; a command with a ``fallback`` tries it at once when it gave nothing usable.
+
+Level full runs after the read-only commands, one family after the other in ``ORDER``
+(``run_full``): ``run`` gets the Snapshot with the read-only runs recorded (the GPU topology, for
+GPUDirect RDMA pairing) and the phase's ``TrafficContext`` (``ibdiag.families._traffic``: the
+thresholds, one deadline and timeout cap, the shared output budget, the progress callback, the
+sysfs reader), and returns the Snapshot with what it collected: its runs added to
+``commands`` (each with its role), or the files it read (NCCL Inspector's dumps).
 
 ``interpret`` gets the Snapshot (with the earlier families' facts) and the recorded runs
 (``Runs``: by role) and returns an ``Update``: the typed facts to set on the node, on ports
@@ -50,8 +62,10 @@ from types import ModuleType
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 from ibdiag.facts.outcome import NoData, RunOutcome
+from ibdiag.families._traffic import TrafficContext
 from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
 from ibdiag.roles import Role
+from ibdiag.thresholds import Thresholds
 
 LEVELS = ("standard", "full")  # a family runs commands: never at level quick
 DEFAULT_ORDER = 50
@@ -147,12 +161,32 @@ def plan(snap: Snapshot, needs: Sequence[str], level: str = "standard") -> List[
     return planned
 
 
+def run_full(snap: Snapshot, needs: Sequence[str], context: TrafficContext) -> Snapshot:
+    """Level full: every level-full family ``needs`` names runs its tests in ``ORDER`` (the
+    loopback first, then nccl-tests, then NCCL Inspector's files), under one ``context``."""
+    for module in full_level(needs):
+        snap = module.run(snap, context)
+    return snap
+
+
+def full_level(needs: Sequence[str]) -> List[ModuleType]:
+    """The level-full families ``needs`` names, in ``ORDER``."""
+    return [m for m in by_source(needs) if m.LEVEL == "full" and callable(getattr(m, "run", None))]
+
+
+def full_level_bound(thresholds: Thresholds, needs: Sequence[str]) -> float:
+    """Level full's own bound when no --deadline is given: the sum of each level-full family's
+    ``bound_s`` (at least one second)."""
+    bounds = [getattr(module, "bound_s", None) for module in full_level(needs)]
+    return max(sum(bound(thresholds) for bound in bounds if bound is not None), 1.0)
+
+
 def _legacy_plan(snap: Snapshot, needs: Sequence[str]) -> List[Planned]:
     """The commands of the families not yet moved here (``ibdiag.sources.plan``)."""
     from ibdiag.sources import plan as legacy
 
     found = []
-    for item in legacy.commands_for(snap.devices, set(needs), snap.gpus):
+    for item in legacy.commands_for(snap.devices, set(needs)):
         then = legacy.fallback_for(item)
         fallback = None if then is None else Planned(then.role, then.argv)
         found.append(Planned(item.role, item.argv, fallback))

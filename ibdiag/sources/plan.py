@@ -1,11 +1,9 @@
 """Which read-only commands a standard-level run needs, from what sysfs showed, for the
-families not yet in ``ibdiag.families`` (perfquery is there).
+families not yet in ``ibdiag.families`` (perfquery and the GPU topology are there).
 
 - ``ethtool -S`` for each port's netdev (IPoIB and RoCE).
 - the kernel log (``dmesg``; ``journalctl -k`` only when dmesg gives nothing usable).
 - ``ibstat`` and ``ibv_devinfo`` for the inventory cross-check.
-- ``nvidia-smi topo -m`` where sysfs shows an NVIDIA GPU: which HCA each GPU is nearest
-  (GPUDirect RDMA pairing).
 
 Names come from sysfs, where anything goes. Only a device or netdev name that
 ``ibdiag.sources.names`` calls safe on a command line, and a port numbered 1..254, is put in a
@@ -19,7 +17,7 @@ from __future__ import annotations
 from typing import AbstractSet, Dict, List, NamedTuple, Optional
 
 from ibdiag import roles
-from ibdiag.model import CommandRun, Device, Pci
+from ibdiag.model import CommandRun, Device
 from ibdiag.sources import names
 
 IBSTAT_ARGV = ("ibstat",)
@@ -55,23 +53,15 @@ def journalctl_argv() -> List[str]:
     return ["journalctl", "-k", "-b", "--no-pager", "-o", "short-monotonic"]
 
 
-def nvidia_smi_topo_argv() -> List[str]:
-    """The argv that prints the GPU/NIC topology matrix (read-only)."""
-    return ["nvidia-smi", "topo", "-m"]
-
-
 def _ethtool_netdevs(devices: List[Device]) -> Dict[str, Optional[str]]:
     """netdev name -> why it may not run (None: it may), for every port's netdev."""
     found = {port.netdev.name for dev in devices for port in dev.ports if port.netdev}
     return {name: names.netdev_name_problem(name) for name in sorted(found)}
 
 
-def commands_for(
-    devices: List[Device], needs: AbstractSet[str], gpus: Optional[List[Pci]] = None
-) -> List[Planned]:
-    """Every command the ``needs`` call for, with its role, in a stable order. ``gpus``: the
-    NVIDIA GPUs sysfs showed (nvidia-smi runs only where there is one). Ports and netdevs
-    whose names may not go on a command line are left out (``refused_runs``)."""
+def commands_for(devices: List[Device], needs: AbstractSet[str]) -> List[Planned]:
+    """Every command the ``needs`` call for, with its role, in a stable order. Ports and
+    netdevs whose names may not go on a command line are left out (``refused_runs``)."""
     planned: List[Planned] = []
     if "ethtool" in needs:
         for name, why in _ethtool_netdevs(devices).items():
@@ -83,8 +73,6 @@ def commands_for(
         planned.append(Planned(roles.IBSTAT, list(IBSTAT_ARGV)))
     if "ibv_devinfo" in needs:
         planned.append(Planned(roles.IBV_DEVINFO, list(IBV_DEVINFO_ARGV)))
-    if "gpu_topology" in needs and gpus:
-        planned.append(Planned(roles.GPU_TOPOLOGY, nvidia_smi_topo_argv()))
     return planned
 
 

@@ -1,0 +1,84 @@
+"""The GPU topology family (source ``gpu_topology``, level standard): ``nvidia-smi topo -m``
+-> ``Snapshot.gpu_topology``: which HCA each GPU is nearest (GPUDirect RDMA pairing).
+
+**What it plans**: ``nvidia-smi topo -m`` (read-only) where sysfs shows an NVIDIA GPU
+(``Snapshot.gpus``); nothing elsewhere.
+
+**What it gives**: the matrix as its GPU <-> NIC cells (``parser.parse_nvidia_smi_topo``), with
+what is derived from it once: the one-to-one rail pairing and each GPU's nearest NIC, and what
+became of the run (``GpuTopology.outcome``) for the check. Read early too: level full's loopback
+asks ``read_gpu_topology`` for the rail pairing before its tests start (each HCA's
+``--use_cuda`` GPU), from the same run with the same function.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ibdiag import roles
+from ibdiag.facts.topology import GpuNic, GpuTopology
+from ibdiag.families import Planned, Runs, Update, outcome_of
+from ibdiag.model import Snapshot
+from ibdiag.roles import Role
+
+SOURCE = "gpu_topology"
+LEVEL = "standard"
+ORDER = 60
+
+
+def argv() -> List[str]:
+    """The argv that prints the GPU/NIC topology matrix (read-only)."""
+    return ["nvidia-smi", "topo", "-m"]
+
+
+def plan(snap: Snapshot) -> List[Planned]:
+    """``nvidia-smi topo -m`` where sysfs shows an NVIDIA GPU."""
+    return [Planned(roles.GPU_TOPOLOGY, argv())] if snap.gpus else []
+
+
+def interpret(snap: Snapshot, runs: Runs) -> Update:
+    return Update(node={"gpu_topology": read_gpu_topology(runs)})
+
+
+def read_gpu_topology(runs: Runs) -> Optional[GpuTopology]:
+    """The GPU topology from the run recorded for its role; None when it was not run (level
+    quick, no NVIDIA GPU in sysfs, an older bundle)."""
+    recorded = runs.get(roles.GPU_TOPOLOGY)
+    if recorded is None:
+        return None
+    outcome = outcome_of(recorded)
+    failure = recorded.failure()
+    if failure is not None:
+        return GpuTopology.model_construct(role=recorded.role, failure=failure, outcome=outcome)
+    return topology_of(recorded.role, recorded.stdout).model_copy(update={"outcome": outcome})
+
+
+def topology_of(role: Role, text: str) -> GpuTopology:
+    """The fact for one ``nvidia-smi topo -m`` output (stdout of a run that succeeded)."""
+    from ibdiag.families.gpu_topology.parser import parse_nvidia_smi_topo
+
+    matrix = parse_nvidia_smi_topo(text)
+    pairing = matrix.gpu_nic_pairs()
+    nearest = [(gpu, matrix.nearest_nic(gpu)) for gpu in matrix.gpus]
+    return GpuTopology.model_construct(
+        role=role,
+        error=matrix.error,
+        gpus=list(matrix.gpus),
+        nics=list(matrix.nics),
+        links=[
+            _cell(gpu, nic, link)
+            for gpu in matrix.gpus
+            for nic in matrix.nics
+            for link in [matrix.link(gpu, nic)]
+            if link is not None
+        ],
+        numa_affinity=dict(matrix.numa_affinity),
+        rails=[_cell(pair.gpu, pair.nic, pair.link) for pair in pairing.pairs],
+        unpaired_gpus=list(pairing.unpaired_gpus),
+        nearest=[_cell(gpu, *found) for gpu, found in nearest if found is not None],
+        problems=list(matrix.problems),
+    )
+
+
+def _cell(gpu: str, nic: str, link: str) -> GpuNic:
+    return GpuNic.model_construct(gpu=gpu, nic=nic, link=link)
