@@ -25,10 +25,10 @@ def numa(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
     What to do: check the BIOS NUMA/SRAT settings; cat /sys/bus/pci/devices/<BDF>/numa_node.
     """
-    devices = [dev for dev in graded_devices(snap, th) if dev.pci is not None]
-    known = [dev for dev in devices if dev.pci.numa_node is not None and dev.pci.numa_node >= 0]
-    for dev in devices:
-        node = dev.pci.numa_node
+    devices = [(dev, dev.pci) for dev in graded_devices(snap, th) if dev.pci is not None]
+    known = [dev for dev, pci in devices if pci.numa_node is not None and pci.numa_node >= 0]
+    for dev, pci in devices:
+        node = pci.numa_node
         if node is not None and node >= 0:
             yield Result(
                 target=dev.name,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
-from typing import AbstractSet, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
@@ -161,7 +161,7 @@ def read_node(
     boot_time = None
     if "kernel_log" in needs:
         boot_time = procfs.read_boot_time(procfs_root, problems, proc_reader)
-    devices = []
+    devices: List[Device] = []
     driver_versions = None
     if "sysfs" in needs:
         devices, sysfs_problems = sysfs.read_devices(sys_reader)
@@ -194,7 +194,7 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     A command planned refused (a name that may not go on a command line) is recorded as never
     started, with why.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from ibdiag import families
     from ibdiag.runner import interruptible
@@ -207,14 +207,17 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     chained = [item for item in runnable if item.fallback is not None]
     alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
     with ThreadPoolExecutor(max_workers=len(chained) + 1) as pool:
-        chains = [pool.submit(_with_fallback, runner, item) for item in chained]
+        chains: List[Future[Dict[str, CommandRun]]] = [
+            pool.submit(_with_fallback, runner, item) for item in chained
+        ]
         if "partner" in needs:  # the far end of each cable: its own chain per port, meanwhile
             from ibdiag.sources import partner
 
             chains.append(pool.submit(partner.read_partners, runner, snap.devices))
         runs.update(runner.run_planned(alone))
         for chain in chains:
-            runs.update(interruptible.result(chain))
+            found: Dict[str, CommandRun] = interruptible.result(chain)
+            runs.update(found)
     if "partner" in needs:
         from ibdiag.sources import partner
 
@@ -222,7 +225,7 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     return runs
 
 
-def _with_fallback(runner, item) -> Dict[str, CommandRun]:
+def _with_fallback(runner: Any, item: Any) -> Dict[str, CommandRun]:
     run = runner.run(item.argv, item.role)
     runs = {run.key: run}
     if not (run.succeeded and run.stdout.strip()):

@@ -11,7 +11,7 @@ graded against the node's snapshot of a day earlier (``--state``):
 
 - the Snapshot holds what collect records: the sysfs devices (``tests/snapshots.py``'s
   factories), and every command of levels standard and full as a ``CommandRun`` with the argv
-  and role collect plans for it (``ibdiag.sources.plan``, ``.partner``, ``.active``) and, as
+  and role collect plans for it (``ibdiag.families``, ``ibdiag.sources.partner``) and, as
   stdout, a real capture with this node's values written in (GUIDs, LIDs, far end, bandwidth):
   ``tests/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
   nccl-tests; ibstat/ibv_devinfo in their layout) and ``tests/captures/ibsim-partner`` (the
@@ -69,16 +69,17 @@ import stubs as S
 from snapshots import builtin_registry, device, netdev, pci, port
 from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 
-from ibdiag import __version__, roles
+from ibdiag import __version__, families, roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
+from ibdiag.families import nccl_tests
+from ibdiag.families.loopback import traffic
 from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
-from ibdiag.sources import SOURCE_LEVELS, active, plan
+from ibdiag.sources import SOURCE_LEVELS
 from ibdiag.sources import partner as partner_source
-from ibdiag.sources.interpret import interpret
 from ibdiag.sources.interpret.partner import port_info_of
 from ibdiag.thresholds import Thresholds
 
@@ -617,6 +618,11 @@ def graded_node(fleet: FleetPlan, index: int) -> Report:
     parts = [rng.getrandbits(bits) for bits in (32, 16, 12, 16, 48)]
     boot_id = "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}".format(*parts)
     fields = {
+        "tool_version": __version__,
+        "collected_at": collected,
+        "sysfs_root": "/sys",
+        "procfs_root": "/proc",
+        "sources": sorted({"procfs"} | set(_needs())),
         "host": node.host,
         "boot_id": boot_id,
         "boot_time": collected - timedelta(days=rng.randrange(3, 40), seconds=rng.randrange(86400)),
@@ -627,16 +633,7 @@ def graded_node(fleet: FleetPlan, index: int) -> Report:
         "kernel_modules": KERNEL_MODULES,
         "problems": {},
     }
-    commands = {run.key: run for run in runs}
-    snap = Snapshot(
-        tool_version=__version__,
-        collected_at=collected,
-        sysfs_root="/sys",
-        procfs_root="/proc",
-        sources=sorted({"procfs"} | set(_needs())),
-        commands=commands,
-        **interpret(fields, commands),
-    )
+    snap = families.interpret(Snapshot(commands={run.key: run for run in runs}, **fields))
     baseline = _baseline(snap, _devices(node, then_counters), fars)
     return grade(snap, builtin_registry(), SITE_THRESHOLDS, LEVEL, baseline=baseline)
 
@@ -764,7 +761,7 @@ def _gpus() -> List[Pci]:
 def _read_only_runs(
     node: NodePlan, devices: List[Device], gpus: List[Pci], fars: List[_Far], rng: random.Random
 ) -> List[CommandRun]:
-    """Level standard's commands as collect plans them (``plan.commands_for``, the far-end
+    """Level standard's commands as collect plans them (``families.plan``, the far-end
     chain of ``ibdiag.sources.partner``), each with its capture as stdout."""
     fixed = {
         "perfquery-x": _capture(*S.PERFQUERY_X_HEALTHY),
@@ -776,8 +773,12 @@ def _read_only_runs(
         ),
     }
     runs = []
-    for planned in plan.commands_for(devices, _needs(), gpus):
-        kind = planned.role.split(" ", 1)[0]
+    files = Snapshot(
+        tool_version=__version__, collected_at=EPOCH, sysfs_root="/sys", procfs_root="/proc",
+        devices=devices, gpus=gpus,
+    )  # fmt: skip
+    for planned in families.plan(files, sorted(_needs())):
+        kind = str(planned.role).split(" ", 1)[0]
         if kind in fixed or planned.role in fixed:
             stdout = fixed.get(kind) or fixed[planned.role]
         elif planned.role == roles.KERNEL_LOG:
@@ -803,14 +804,14 @@ def _read_only_runs(
 
 
 def _loopback_runs(node: NodePlan, devices: List[Device], rng: random.Random) -> List[CommandRun]:
-    """Level full's ib_write_bw loopback per port as ``active.plan_loopback`` plans it."""
+    """Level full's ib_write_bw loopback per port as ``traffic.plan_loopback`` plans it."""
     slow = dict(node.slow_rails)
-    tests = active.plan_loopback(
+    tests = traffic.plan_loopback(
         devices,
         SITE_THRESHOLDS,
         graded=lambda dev: True,
         gpu_near=lambda name: None,
-        pin_for=active.numa_pinning("/usr/bin", {}),
+        pin_for=traffic.numa_pinning("/usr/bin", {}),
     )
     runs = []
     for test in tests:
@@ -837,7 +838,7 @@ def _nccl_tests_run(node: NodePlan, rng: random.Random) -> CommandRun:
     busbw = _clipped(rng, *NCCL_NORMAL)
     if node.nccl_fraction != 1.0:
         busbw = round(NCCL_NORMAL[0] * node.nccl_fraction, 2)
-    argv = active.nccl_tests_argv(NCCL_PROGRAM, gpus=RAILS, min_bytes="32M", max_bytes="1G")
+    argv = nccl_tests.nccl_tests_argv(NCCL_PROGRAM, gpus=RAILS, min_bytes="32M", max_bytes="1G")
     return CommandRun(
         argv=argv,
         role=roles.NCCL_TESTS,

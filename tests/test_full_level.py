@@ -167,10 +167,11 @@ def test_every_loopback_run_records_the_role_it_was_planned_for(run_cli, node):
     Path(node["state"], "mlx5_1.1.out").write_text(Path(HALF_RATE).read_text())  # one retry
     _, _, report = full_check(run_cli, node)
     roles = {
-        run["role"]: key.replace(" --report_gbits -s 65536 -D 1 -q 1 -F", "")
+        key: " ".join(run["argv"]).replace(" --report_gbits -s 65536 -D 1 -q 1 -F", "")
         for key, run in report["snapshot"]["commands"].items()
         if run["argv"][0] == "ib_write_bw"
     }
+    assert all(run["role"] == key for key, run in report["snapshot"]["commands"].items())
     assert roles == {
         "loopback client mlx5_0:1 attempt 1": "ib_write_bw -d mlx5_0 -i 1 -p 18515 localhost",
         "loopback server mlx5_1:1 for mlx5_0:1 attempt 1": "ib_write_bw -d mlx5_1 -i 1 -p 18515",

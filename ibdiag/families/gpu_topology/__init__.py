@@ -49,8 +49,11 @@ def read_gpu_topology(runs: Runs) -> Optional[GpuTopology]:
     outcome = outcome_of(recorded)
     failure = recorded.failure()
     if failure is not None:
-        return GpuTopology.model_construct(role=recorded.role, failure=failure, outcome=outcome)
-    return topology_of(recorded.role, recorded.stdout).model_copy(update={"outcome": outcome})
+        return GpuTopology.model_construct(
+            role=roles.GPU_TOPOLOGY, failure=failure, outcome=outcome
+        )
+    topology = topology_of(roles.GPU_TOPOLOGY, recorded.stdout)
+    return topology.model_copy(update={"outcome": outcome})
 
 
 def topology_of(role: Role, text: str) -> GpuTopology:

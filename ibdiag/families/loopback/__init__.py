@@ -56,8 +56,8 @@ def run(snap: Snapshot, context: TrafficContext) -> Snapshot:
 
     thresholds = context.thresholds
     cpulists: Dict[int, str] = {}
-    numa_nodes = {dev.pci.numa_node for dev in snap.devices if dev.pci} - {None}
-    for node in sorted(numa_nodes) if context.sysfs is not None else ():
+    numa_nodes = {dev.pci.numa_node for dev in snap.devices if dev.pci is not None}
+    for node in sorted(n for n in numa_nodes if n is not None) if context.sysfs else ():
         text, _ = context.sysfs.read_text(f"devices/system/node/node{node}/cpulist")
         if text and text.strip():
             cpulists[node] = text.strip()
@@ -136,13 +136,13 @@ def attempt_of(
         client_port=port,
         server_device=server_device,
         server_port=server_port,
-        attempt=role.attempt,
+        attempt=role.attempt or 1,  # a loopback role always names its attempt (1, 2)
         gpu=role.gpu,
         server_gpu=server_role.gpu if server_role else None,
         gbps=gbps,
         why_not=why_not,
-        client_role=client.role,
-        server_role=server.role if server is not None else None,
+        client_role=role,
+        server_role=server_role if server is not None else None,
         client_run=outcome_of(client),
         problems=list(parsed.problems),
     )

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 from ibdiag import roles
 from ibdiag.bandwidth import below_floor, perftest_floor, perftest_timeout_s
 from ibdiag.families._traffic import Limits, Progress, unlimited
-from ibdiag.model import CommandRun, Device
+from ibdiag.model import CommandRun, Device, Port
 from ibdiag.runner import interruptible
 from ibdiag.thresholds import Thresholds
 
@@ -239,10 +239,10 @@ def loopback_tcp_port(base: int, index: int) -> int:
     return low + (base - low + index) % (high - RETRY_PORT_OFFSET - low + 1)
 
 
-def _slower(*ports) -> Optional[float]:
+def _slower(*ports: Port) -> Optional[float]:
     """The lower link rate of the ports a test crosses (None when one is unknown)."""
-    rates = [port.rate.gbps if port.rate else None for port in ports]
-    return None if None in rates else min(rates)
+    rates = [port.rate.gbps for port in ports if port.rate is not None]
+    return min(rates) if rates and len(rates) == len(ports) else None
 
 
 def numa_pinning(
