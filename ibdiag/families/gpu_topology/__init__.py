@@ -4,7 +4,7 @@
 **What it plans**: ``nvidia-smi topo -m`` (read-only) where sysfs shows an NVIDIA GPU
 (``Snapshot.gpus``); nothing elsewhere.
 
-**What it gives**: the matrix as its GPU <-> NIC cells (``parser.parse_nvidia_smi_topo``), with
+**What it gives**: the matrix as its GPU <-> NIC cells (``parser.parse_gpu_topology``), with
 what is derived from it once: the one-to-one rail pairing and each GPU's nearest NIC, and what
 became of the run (``GpuTopology.outcome``) for the check. Read early too: level full's loopback
 asks ``read_gpu_topology`` for the rail pairing before its tests start (each HCA's
@@ -16,10 +16,9 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ibdiag import roles
-from ibdiag.facts.topology import GpuNic, GpuTopology
+from ibdiag.facts.topology import GpuTopology
 from ibdiag.families import Planned, Runs, Update, outcome_of
 from ibdiag.model import Snapshot
-from ibdiag.roles import Role
 
 SOURCE = "gpu_topology"
 LEVEL = "standard"
@@ -52,36 +51,7 @@ def read_gpu_topology(runs: Runs) -> Optional[GpuTopology]:
         return GpuTopology.model_construct(
             role=roles.GPU_TOPOLOGY, failure=failure, outcome=outcome
         )
-    topology = topology_of(roles.GPU_TOPOLOGY, recorded.stdout)
+    from ibdiag.families.gpu_topology.parser import parse_gpu_topology
+
+    topology = parse_gpu_topology(recorded.stdout, roles.GPU_TOPOLOGY)
     return topology.model_copy(update={"outcome": outcome})
-
-
-def topology_of(role: Role, text: str) -> GpuTopology:
-    """The fact for one ``nvidia-smi topo -m`` output (stdout of a run that succeeded)."""
-    from ibdiag.families.gpu_topology.parser import parse_nvidia_smi_topo
-
-    matrix = parse_nvidia_smi_topo(text)
-    pairing = matrix.gpu_nic_pairs()
-    nearest = [(gpu, matrix.nearest_nic(gpu)) for gpu in matrix.gpus]
-    return GpuTopology.model_construct(
-        role=role,
-        error=matrix.error,
-        gpus=list(matrix.gpus),
-        nics=list(matrix.nics),
-        links=[
-            _cell(gpu, nic, link)
-            for gpu in matrix.gpus
-            for nic in matrix.nics
-            for link in [matrix.link(gpu, nic)]
-            if link is not None
-        ],
-        numa_affinity=dict(matrix.numa_affinity),
-        rails=[_cell(pair.gpu, pair.nic, pair.link) for pair in pairing.pairs],
-        unpaired_gpus=list(pairing.unpaired_gpus),
-        nearest=[_cell(gpu, *found) for gpu, found in nearest if found is not None],
-        problems=list(matrix.problems),
-    )
-
-
-def _cell(gpu: str, nic: str, link: str) -> GpuNic:
-    return GpuNic.model_construct(gpu=gpu, nic=nic, link=link)
