@@ -103,10 +103,11 @@ def _without_facts(data: dict) -> dict:
 
 def _device_without_facts(device: object) -> object:
     from ibdiag.facts import fact_fields
-    from ibdiag.model import NetDev, Port
+    from ibdiag.model import Device, NetDev, Port
 
     if not isinstance(device, dict) or not isinstance(device.get("ports"), list):
         return device
+    device = {key: value for key, value in device.items() if key not in fact_fields(Device)}
     ports = []
     for port in device["ports"]:
         if isinstance(port, dict):

@@ -15,7 +15,7 @@ from typing import AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional,
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
 from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
-from ibdiag.sources import COMMAND_SOURCES, drivers, procfs, sysfs, topology
+from ibdiag.sources import FILE_SOURCE_LEVELS, drivers, procfs, sysfs, topology
 from ibdiag.thresholds import Thresholds
 
 
@@ -87,11 +87,12 @@ def collect(
     )
     full = _full_level(needs) if thresholds is not None else []
     budget = None
-    if needs & COMMAND_SOURCES or full:
+    read_only = _read_only_sources(needs)
+    if read_only or full:
         from ibdiag.runner.command_runner import OutputBudget
 
         budget = OutputBudget()
-    if needs & COMMAND_SOURCES:
+    if read_only:
         commands = _run_commands(snap, needs, {**options, "started_at": started}, budget)
         snap = snap.model_copy(update={"commands": commands})
     if full and thresholds is not None:
@@ -184,6 +185,16 @@ def read_node(
     )
 
 
+def _read_only_sources(needs: AbstractSet[str]) -> AbstractSet[str]:
+    """The sources in ``needs`` that the command families collect at level standard; the
+    families are imported only when ``needs`` has a source that is not a file."""
+    if not set(needs) - set(FILE_SOURCE_LEVELS):
+        return frozenset()
+    from ibdiag import families
+
+    return set(needs) & families.sources_at("standard")
+
+
 def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     """Every planned command under one Runner (one deadline), each recorded with its role.
 
@@ -235,11 +246,9 @@ def _with_fallback(runner: Any, item: Any) -> Dict[str, CommandRun]:
 
 
 def _full_level(needs: AbstractSet[str]) -> List[str]:
-    """The level-full families ``needs`` names (their sources), without importing them when
-    ``needs`` names no source of level full."""
-    from ibdiag.sources import SOURCE_LEVELS
-
-    if not any(SOURCE_LEVELS.get(need) == "full" for need in needs):
+    """The sources in ``needs`` of the families collected at level full (their ``run``); the
+    families are imported only when ``needs`` has a source that is not a file."""
+    if not set(needs) - set(FILE_SOURCE_LEVELS):
         return []
     from ibdiag import families
 

@@ -28,10 +28,11 @@ bundle, a test's JSON) goes through ``model_validate``/``model_validate_json``.
 
 import enum
 import re
-from typing import Dict, List, Optional, Union
+from typing import Annotated, Dict, List, Optional, Union
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
 
+from ibdiag.facts._base import Fact, typed_facts
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
@@ -50,6 +51,9 @@ from ibdiag.thresholds import Thresholds
 SCHEMA_VERSION = 2
 
 Problems = Dict[str, str]
+# The facts of families without a named field here, by the name their Fact class declares
+# (``ibdiag.facts._base``; a new family: ``ibdiag.families``), each validated as that class.
+FamilyFacts = Annotated[Dict[str, SerializeAsAny[Fact]], BeforeValidator(typed_facts)]
 # The InfiniBand class directory, relative to ``Snapshot.sysfs_root``: where the HCAs are read
 # from, and the key of ``Snapshot.problems`` when it cannot be listed.
 INFINIBAND_CLASS = "class/infiniband"
@@ -121,6 +125,7 @@ class Port(_Model):
     perfquery: Optional[PortPma] = None  # PMA counters (level standard); None: not collected
     # The far end of the cable (a check declaring the source "partner"); None: not collected
     partner: Optional[Partner] = None
+    facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the port
     problems: Problems = Field(default_factory=dict)
 
     @property
@@ -167,6 +172,7 @@ class Device(_Model):
     pci: Optional[Pci] = None
     ports: List[Port] = Field(default_factory=list)
     hw_counters: Dict[str, int] = Field(default_factory=dict)  # device-level hw_counters/
+    facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the HCA
     problems: Problems = Field(default_factory=dict)
 
     def target(self, port: Optional[Port] = None) -> str:
@@ -282,6 +288,7 @@ class Snapshot(_Model):
     # gives an empty result saying why), and each nccl_inspector file parsed, by name.
     nccl_tests: Optional[NcclTestsResult] = None
     nccl_inspector_dumps: Optional[List[InspectorDump]] = None
+    facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the node
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:

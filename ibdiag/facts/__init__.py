@@ -12,7 +12,7 @@ Conventions every family follows:
 - values are what the tool printed, typed (int counters, float Gb/s), never re-derived.
 """
 
-from typing import Any, List
+from typing import Any, Dict, List
 
 from ibdiag.facts._base import Fact
 
@@ -26,3 +26,9 @@ def fact_fields(model: type) -> List[str]:
         return any(holds_fact(arg) for arg in getattr(annotation, "__args__", ()))
 
     return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]
+
+
+def unset_facts(model: type) -> Dict[str, Any]:
+    """The fact fields of ``model`` as the files alone give them: None, and an empty ``facts``
+    map (the families without a named field keep theirs there)."""
+    return {name: {} if name == "facts" else None for name in fact_fields(model)}

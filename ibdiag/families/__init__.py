@@ -88,10 +88,13 @@ class Planned(NamedTuple):
 
 @dataclass(frozen=True)
 class Update:
-    """The typed facts one family sets: Snapshot fields (``node``), Port fields by target
-    (``mlx5_0:1``) and NetDev fields by netdev name. Only fields that hold facts may be set."""
+    """The typed facts one family sets: Snapshot fields (``node``), Device fields by HCA name,
+    Port fields by target (``mlx5_0:1``) and NetDev fields by netdev name. Only fields that
+    hold facts may be set; ``facts`` (a new family's, by the name its Fact class declares) is
+    merged into the model's map, every other field replaced."""
 
     node: Mapping[str, Any] = field(default_factory=dict)
+    devices: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     ports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     netdevs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -143,6 +146,16 @@ def _validate(module: ModuleType) -> None:
 def source_levels() -> Dict[str, str]:
     """Source name -> the lowest level it is collected at, for every family."""
     return {module.SOURCE: module.LEVEL for module in families()}
+
+
+def sources_at(level: str) -> frozenset:
+    """The sources of the families collected at ``level`` (standard or full)."""
+    found = frozenset(module.SOURCE for module in families() if module.LEVEL == level)
+    return found | (_LEGACY_STANDARD if level == "standard" else frozenset())
+
+
+# The read-only sources not yet moved here (``ibdiag.sources.plan``, ``sources.partner``).
+_LEGACY_STANDARD = frozenset({"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "partner"})
 
 
 def by_source(needs: Sequence[str]) -> List[ModuleType]:
@@ -248,35 +261,38 @@ def reinterpret(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snaps
 def without_facts(snapshot: Snapshot) -> Snapshot:
     """``snapshot`` with every typed fact (on the Snapshot, its ports and their netdevs) unset,
     as the files alone give them; its runs are kept."""
-    from ibdiag.facts import fact_fields
+    from ibdiag.facts import unset_facts
 
     def cleared(port: Port) -> Port:
-        update: Dict[str, Any] = dict.fromkeys(fact_fields(Port))
+        update: Dict[str, Any] = unset_facts(Port)
         if port.netdev is not None:
-            netdev_facts = dict.fromkeys(fact_fields(NetDev))
-            update["netdev"] = port.netdev.model_copy(update=netdev_facts)
+            update["netdev"] = port.netdev.model_copy(update=unset_facts(NetDev))
         return port.model_copy(update=update)
 
     devices = [
-        dev.model_copy(update={"ports": [cleared(port) for port in dev.ports]})
+        dev.model_copy(
+            update={**unset_facts(Device), "ports": [cleared(port) for port in dev.ports]}
+        )
         for dev in snapshot.devices
     ]
-    return snapshot.model_copy(update={**dict.fromkeys(fact_fields(Snapshot)), "devices": devices})
+    return snapshot.model_copy(update={**unset_facts(Snapshot), "devices": devices})
 
 
 def apply(snap: Snapshot, update: Update, family: str = "?") -> Snapshot:
     """``snap`` with ``update``'s facts set, each validated against its field's type."""
     if not isinstance(update, Update):
         raise TypeError(f"family {family}: interpret returned {type(update).__name__}, not Update")
-    node = _checked(Snapshot, update.node, family)
-    if update.ports or update.netdevs:
-        ports = {t: _checked(Port, fields, family) for t, fields in update.ports.items()}
-        netdevs = {n: _checked(NetDev, fields, family) for n, fields in update.netdevs.items()}
-        node["devices"] = _with_ports(snap.devices, ports, netdevs)
+    node = _checked(Snapshot, update.node, family, snap.facts)
+    if update.devices or update.ports or update.netdevs:
+        node["devices"] = _with_devices(snap.devices, update, family)
     return snap.model_copy(update=node) if node else snap
 
 
-def _checked(model: type, fields: Mapping[str, Any], family: str) -> Dict[str, Any]:
+def _checked(
+    model: type, fields: Mapping[str, Any], family: str, facts: Mapping[str, Any]
+) -> Dict[str, Any]:
+    """``fields`` validated against ``model``'s fact fields; ``facts`` (the model's map now)
+    merged with the new entries."""
     checked = {}
     for name, value in fields.items():
         if name not in _fact_fields(model):
@@ -284,15 +300,32 @@ def _checked(model: type, fields: Mapping[str, Any], family: str) -> Dict[str, A
                 f"family {family}: {model.__name__} has no fact field {name!r}"
                 f" (fields: {', '.join(sorted(_fact_fields(model)))})"
             )
+        if name == "facts":
+            value = {**facts, **_named_facts(value, family)}
         checked[name] = _adapter(model, name).validate_python(value)
     return checked
+
+
+def _named_facts(value: Any, family: str) -> Dict[str, Any]:
+    from ibdiag.facts._base import named_fact
+
+    if not isinstance(value, Mapping):
+        raise FamilyError(f"family {family}: facts must be a mapping, got {type(value).__name__}")
+    for name, fact in value.items():
+        kind = named_fact(name)
+        if kind is None or type(fact) is not kind:
+            raise FamilyError(
+                f"family {family}: facts[{name!r}] must be the Fact class named {name!r}"
+                f" (class X(Fact, fact_name={name!r})), got {type(fact).__name__}"
+            )
+    return dict(value)
 
 
 @cache
 def _fact_fields(model: type) -> frozenset:
     from ibdiag.facts import fact_fields
 
-    return frozenset(fact_fields(model)) | ({"facts"} if "facts" in model.model_fields else set())
+    return frozenset(fact_fields(model))
 
 
 @cache
@@ -304,21 +337,23 @@ def _adapter(model: type, name: str) -> Any:
     return TypeAdapter(annotation, config=ConfigDict(revalidate_instances="never"))
 
 
-def _with_ports(
-    devices: List[Device], ports: Dict[str, Dict[str, Any]], netdevs: Dict[str, Dict[str, Any]]
-) -> List[Device]:
-    """``devices`` with the port and netdev fields set (new models: models are frozen); a
-    device none of whose ports changed is the same object."""
+def _with_devices(devices: List[Device], update: Update, family: str) -> List[Device]:
+    """``devices`` with the device, port and netdev fields of ``update`` set (new models:
+    models are frozen); a device nothing of which changed is the same object."""
     rebuilt = []
     for dev in devices:
         new_ports = []
         for port in dev.ports:
-            update = dict(ports.get(dev.target(port), {}))
-            if port.netdev is not None and port.netdev.name in netdevs:
-                update["netdev"] = port.netdev.model_copy(update=netdevs[port.netdev.name])
-            new_ports.append(port.model_copy(update=update) if update else port)
-        changed = any(new is not old for new, old in zip(new_ports, dev.ports))
-        rebuilt.append(dev.model_copy(update={"ports": new_ports}) if changed else dev)
+            fields = _checked(Port, update.ports.get(dev.target(port), {}), family, port.facts)
+            netdev = port.netdev
+            if netdev is not None and netdev.name in update.netdevs:
+                netdev_fields = _checked(NetDev, update.netdevs[netdev.name], family, {})
+                fields["netdev"] = netdev.model_copy(update=netdev_fields)
+            new_ports.append(port.model_copy(update=fields) if fields else port)
+        fields = _checked(Device, update.devices.get(dev.name, {}), family, dev.facts)
+        if any(new is not old for new, old in zip(new_ports, dev.ports)):
+            fields["ports"] = new_ports
+        rebuilt.append(dev.model_copy(update=fields) if fields else dev)
     return rebuilt
 
 
