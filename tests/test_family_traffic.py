@@ -6,13 +6,15 @@ and the checks grade the attempts from their typed outcome alone."""
 from __future__ import annotations
 
 import time
+import types
 
+import pytest
 from conftest import read_capture
 from snapshots import device, run, snapshot
 
 from ibdiag import families, roles
 from ibdiag.bandwidth import perftest_timeout_s
-from ibdiag.families import loopback
+from ibdiag.families import FamilyError, _validate, loopback
 from ibdiag.families._traffic import Limits, TrafficContext
 from ibdiag.families.loopback import traffic
 from ibdiag.model import CommandRun, Pci
@@ -96,3 +98,12 @@ def test_the_loopback_reads_each_numa_nodes_cpus_through_the_collections_reader(
     assert result.status.value == "skip"
     assert result.message == client.failure()
     assert result.evidence == [" ".join(client.argv)]
+
+
+def test_a_level_full_family_without_run_is_refused():
+    module = types.ModuleType("ibdiag.families.planted")
+    module.SOURCE, module.LEVEL, module.interpret = "planted", "full", lambda snap, runs: None
+    with pytest.raises(FamilyError, match="LEVEL full but no run"):
+        _validate(module)
+    module.run = lambda snap, context: snap
+    _validate(module)

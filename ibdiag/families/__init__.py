@@ -1,8 +1,8 @@
 """Command families: one module per family of commands (perfquery, ethtool, the far end...),
 each saying, in one place, everything ibdiag knows about its commands.
 
-A family module (``ibdiag/families/<name>.py``; a name starting with ``_`` is not a family)
-declares::
+A family module (``ibdiag/families/<name>.py``, or a package ``<name>/`` whose parser is a
+module of its own; a name starting with ``_`` is not a family) declares::
 
     SOURCE = "perfquery"     # the name a check puts in ``needs`` to have it collected
     LEVEL = "standard"       # the lowest level it is collected at: standard (read-only
@@ -13,7 +13,7 @@ declares::
     def plan(snap) -> List[Planned]            # what to run: argv + typed role (+ fallback)
     def interpret(snap, runs) -> Update         # parse its runs into its frozen facts
 
-A level-full family plans nothing up front; it declares instead::
+A level-full family plans nothing up front; it declares instead (``run`` is required)::
 
     def run(snap, context) -> Snapshot          # run its tests; ``snap`` with their runs
     def bound_s(thresholds) -> float            # optional: its share of level full's bound
@@ -141,6 +141,8 @@ def _validate(module: ModuleType) -> None:
         raise FamilyError(f"{where}: LEVEL must be one of {', '.join(LEVELS)}")
     if not callable(getattr(module, "interpret", None)):
         raise FamilyError(f"{where}: no interpret(snap, runs) function")
+    if module.LEVEL == "full" and not callable(getattr(module, "run", None)):
+        raise FamilyError(f"{where}: LEVEL full but no run(snap, context) function")
 
 
 def source_levels() -> Dict[str, str]:
