@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ibdiag.check_results import about
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import evidence, graded_devices
@@ -44,7 +45,8 @@ def pcie_link(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             pci.max_link_speed,
             pci.max_link_width,
         )
-        if None in values:
+        speed, width, max_speed, max_width = values
+        if speed is None or width is None or max_speed is None or max_width is None:
             unread = [name for name, value in zip(_ATTRIBUTES, values) if value is None]
             reasons = ", ".join(f"{name}: {pci.problems.get(name, 'missing')}" for name in unread)
             yield Result(
@@ -54,28 +56,15 @@ def pcie_link(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=source,
             )
             continue
-        current = _link(pci.current_link_speed, pci.current_link_width)
-        best = _link(pci.max_link_speed, pci.max_link_width)
-        if (
-            pci.current_link_speed < pci.max_link_speed
-            or pci.current_link_width < pci.max_link_width
-        ):
-            yield Result(
-                target=dev.name,
+        current = _link(speed, width)
+        best = _link(max_speed, max_width)
+        result = about(dev.name, source, observed=current, expected=best)
+        if speed < max_speed or width < max_width:
+            yield result(
                 status=Status.FAIL,
                 message=f"PCIe {pci.address} trained at {current}, capable of {best}",
-                observed=current,
-                expected=best,
                 hint="reseat the card/riser, check BIOS slot settings and dmesg for PCIe AER; "
                 f"lspci -vv -s {pci.address} shows LnkCap vs LnkSta",
-                evidence=source,
             )
         else:
-            yield Result(
-                target=dev.name,
-                status=Status.PASS,
-                message=f"PCIe {pci.address} at {current}",
-                observed=current,
-                expected=best,
-                evidence=source,
-            )
+            yield result(status=Status.PASS, message=f"PCIe {pci.address} at {current}")

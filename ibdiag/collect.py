@@ -200,10 +200,10 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
     fallback at once when it fails, rather than after the whole batch: a hung perfquery must
-    not push the fallback past the deadline. The far end of each cable (``partner`` in
-    ``needs``: ``ibdiag.sources.partner``) is read meanwhile, each port's chain in a thread.
-    A command planned refused (a name that may not go on a command line) is recorded as never
-    started, with why.
+    not push the fallback past the deadline. A family whose commands depend on earlier answers
+    (its ``collect(snap, runner)``: the far end of each cable) runs them meanwhile, in a thread
+    of its own, through the same runner. A command planned refused (a name that may not go on
+    a command line) is recorded as never started, with why.
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -217,22 +217,16 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     runnable = [item for item in planned if not item.refused]
     chained = [item for item in runnable if item.fallback is not None]
     alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
-    with ThreadPoolExecutor(max_workers=len(chained) + 1) as pool:
+    collectors = families.collectors(needs)
+    with ThreadPoolExecutor(max_workers=len(chained) + len(collectors) + 1) as pool:
         chains: List[Future[Dict[str, CommandRun]]] = [
             pool.submit(_with_fallback, runner, item) for item in chained
         ]
-        if "partner" in needs:  # the far end of each cable: its own chain per port, meanwhile
-            from ibdiag.sources import partner
-
-            chains.append(pool.submit(partner.read_partners, runner, snap.devices))
+        chains += [pool.submit(collect, snap, runner) for collect in collectors]
         runs.update(runner.run_planned(alone))
         for chain in chains:
-            found: Dict[str, CommandRun] = interruptible.result(chain)
-            runs.update(found)
-    if "partner" in needs:
-        from ibdiag.sources import partner
-
-        runs.update(partner.refused_runs(snap.devices))
+            done: Dict[str, CommandRun] = interruptible.result(chain)
+            runs.update(done)
     return runs
 
 

@@ -40,6 +40,20 @@ def upgrade(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
     )
 
 
+def reinterpret(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
+    """A saved snapshot (a baseline, a state file, a saved report's, a replayed bundle's)
+    upgraded to today's format (``ibdiag.migrate``) with its facts parsed anew from its
+    recorded runs by today's parsers, exactly as a live run would: what an older ibdiag stored
+    in those fields is dropped first. ``nccl_program``: the ``nccl_tests`` of the thresholds
+    the snapshot was graded with, when known. A snapshot without runs keeps its facts."""
+    snapshot = upgrade(snapshot, nccl_program)
+    if not snapshot.commands and snapshot.nccl_inspector is None:
+        return snapshot
+    from ibdiag.families import interpret, without_facts
+
+    return interpret(without_facts(snapshot))
+
+
 def _with_roles(snapshot: Snapshot, nccl_program: Optional[str]) -> Dict[str, CommandRun]:
     """The runs, each without a role given the one its argv had in today's plan."""
     unnamed = [run for run in snapshot.commands.values() if run.role is None]

@@ -32,6 +32,7 @@ from typing import Annotated, Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
 
+from ibdiag.exit_codes import ExitCode
 from ibdiag.facts._base import Fact, typed_facts
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
@@ -347,11 +348,8 @@ class Verdict(str, enum.Enum):
     UNKNOWN = "UNKNOWN"
 
     @property
-    def exit_code(self) -> int:
-        return _EXIT_CODES[self]
-
-
-_EXIT_CODES = {Verdict.OK: 0, Verdict.WARNING: 1, Verdict.CRITICAL: 2, Verdict.UNKNOWN: 3}
+    def exit_code(self) -> ExitCode:
+        return ExitCode[self.name]
 
 
 class CounterIncreases(_Model):

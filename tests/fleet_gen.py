@@ -11,7 +11,7 @@ graded against the node's snapshot of a day earlier (``--state``):
 
 - the Snapshot holds what collect records: the sysfs devices (``tests/snapshots.py``'s
   factories), and every command of levels standard and full as a ``CommandRun`` with the argv
-  and role collect plans for it (``ibdiag.families``, ``ibdiag.sources.partner``) and, as
+  and role collect plans for it (``ibdiag.families``) and, as
   stdout, a real capture with this node's values written in (GUIDs, LIDs, far end, bandwidth):
   ``tests/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
   nccl-tests; ibstat/ibv_devinfo in their layout) and ``tests/captures/ibsim-partner`` (the
@@ -74,13 +74,13 @@ from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
 from ibdiag.families import nccl_tests
 from ibdiag.families.loopback import traffic
+from ibdiag.families.partner import chain as partner_source
+from ibdiag.families.partner.readings import port_info_of
 from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
 from ibdiag.sources import SOURCE_LEVELS
-from ibdiag.sources import partner as partner_source
-from ibdiag.sources.interpret.partner import port_info_of
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -356,7 +356,7 @@ def _switch_counters(rng: random.Random) -> Dict[str, int]:
 
 
 def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str, int]):
-    """The far-end chain of one port as ``ibdiag.sources.partner`` records it."""
+    """The far-end chain of one port as ``ibdiag.families.partner.chain`` records it."""
     target = f"{dev}:{number}"
     guid = leaf_guid(far.su, far.rail)
     switch_lid = leaf_lid(far.su, far.rail)
@@ -618,11 +618,6 @@ def graded_node(fleet: FleetPlan, index: int) -> Report:
     parts = [rng.getrandbits(bits) for bits in (32, 16, 12, 16, 48)]
     boot_id = "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}".format(*parts)
     fields = {
-        "tool_version": __version__,
-        "collected_at": collected,
-        "sysfs_root": "/sys",
-        "procfs_root": "/proc",
-        "sources": sorted({"procfs"} | set(_needs())),
         "host": node.host,
         "boot_id": boot_id,
         "boot_time": collected - timedelta(days=rng.randrange(3, 40), seconds=rng.randrange(86400)),
@@ -633,7 +628,18 @@ def graded_node(fleet: FleetPlan, index: int) -> Report:
         "kernel_modules": KERNEL_MODULES,
         "problems": {},
     }
-    snap = families.interpret(Snapshot(commands={run.key: run for run in runs}, **fields))
+    commands = {run.key: run for run in runs}
+    snap = families.interpret(
+        Snapshot(
+            tool_version=__version__,
+            collected_at=collected,
+            sysfs_root="/sys",
+            procfs_root="/proc",
+            sources=sorted({"procfs"} | set(_needs())),
+            commands=commands,
+            **fields,
+        )
+    )
     baseline = _baseline(snap, _devices(node, then_counters), fars)
     return grade(snap, builtin_registry(), SITE_THRESHOLDS, LEVEL, baseline=baseline)
 
@@ -761,8 +767,8 @@ def _gpus() -> List[Pci]:
 def _read_only_runs(
     node: NodePlan, devices: List[Device], gpus: List[Pci], fars: List[_Far], rng: random.Random
 ) -> List[CommandRun]:
-    """Level standard's commands as collect plans them (``families.plan``, the far-end
-    chain of ``ibdiag.sources.partner``), each with its capture as stdout."""
+    """Level standard's commands as collect plans them (``ibdiag.families.plan``, the far-end
+    chain of ``ibdiag.families.partner.chain``), each with its capture as stdout."""
     fixed = {
         "perfquery-x": _capture(*S.PERFQUERY_X_HEALTHY),
         "perfquery-E": _capture(*S.PERFQUERY_E),
@@ -773,12 +779,11 @@ def _read_only_runs(
         ),
     }
     runs = []
-    files = Snapshot(
-        tool_version=__version__, collected_at=EPOCH, sysfs_root="/sys", procfs_root="/proc",
-        devices=devices, gpus=gpus,
-    )  # fmt: skip
-    for planned in families.plan(files, sorted(_needs())):
+    files = Snapshot.model_construct(devices=devices, gpus=gpus)
+    for planned in families.plan(files, _needs()):
         kind = str(planned.role).split(" ", 1)[0]
+        if planned.refused or planned.role.family == "partner":
+            continue  # no name is refused here; the far-end chains are _partner_runs'
         if kind in fixed or planned.role in fixed:
             stdout = fixed.get(kind) or fixed[planned.role]
         elif planned.role == roles.KERNEL_LOG:
@@ -927,7 +932,8 @@ def _memoize_parsers() -> None:
     """In a generating process only: every node prints the same perfquery and ethtool -S
     captures, so each text is parsed once, not 32 times a node (the parsers are pure functions
     of the text, and their callers copy what they keep). A third of the generation time."""
-    from ibdiag.sources.parsers import ethtool, perfquery
+    from ibdiag.families import perfquery
+    from ibdiag.sources.parsers import ethtool
 
     for module, name in ((ethtool, "parse_ethtool_stats"), (perfquery, "parse_perfquery")):
         parser = getattr(module, name)

@@ -89,7 +89,7 @@ def assert_same_snapshot(replayed: Snapshot, live: Snapshot) -> None:
 def with_commands(snapshot: Snapshot, runs: List[CommandRun]) -> Snapshot:
     """``snapshot`` as if ``runs`` had run with it: their typed fields parsed (and the two that
     a live run would have planned given their roles), as collect would."""
-    from ibdiag.families import reinterpret
+    from ibdiag.migrate import reinterpret
 
     commands = dict(snapshot.commands)
     commands.update({run.key: run for run in runs})

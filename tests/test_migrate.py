@@ -102,7 +102,7 @@ def test_a_saved_snapshot_is_parsed_anew_and_stale_facts_are_dropped():
     field no run supports any more is not kept."""
     from ibdiag.facts import fact_fields
     from ibdiag.facts.kernel_log import KernelLog
-    from ibdiag.families import reinterpret
+    from ibdiag.migrate import reinterpret
 
     assert "kernel_log" in fact_fields(Snapshot) and "perfquery" in fact_fields(Port)
     assert fact_fields(NetDev) == ["ethtool"]

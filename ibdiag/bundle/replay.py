@@ -155,7 +155,7 @@ def replay(opened: OpenedBundle) -> Snapshot:
             problems=problems,
         )
     )
-    from ibdiag.families import reinterpret  # today's format and parsers (ibdiag.migrate)
+    from ibdiag.migrate import reinterpret  # today's format and parsers (ibdiag.migrate)
 
     return reinterpret(snapshot, (manifest.thresholds or {}).get("nccl_tests"))
 

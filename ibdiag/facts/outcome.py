@@ -39,6 +39,13 @@ class NoData(str, enum.Enum):
     CANNOT_EXECUTE = "cannot-execute"  # exec format error, not executable, ...
     FAILED = "failed"  # exited non-zero having reached the device
     GARBAGE = "garbage"  # exited 0 but printed nothing a parser could read
+    # The far end's own judgements (``ibdiag.families.partner.unread``):
+    NO_UMAD = "no-umad"  # no umad device here (ib_umad not loaded, a container without it)
+    NO_SM = "no-sm"  # no subnet manager has configured the far end yet (LID 0)
+    VIRTUAL_FUNCTION = "virtual-function"  # a VF cannot send SMPs off the node
+    NO_ANSWER = "no-answer"  # the far end of an ACTIVE port did not answer (MAD timeout)
+    NO_PMA = "no-pma"  # the far end answers SMPs but not the PMA queries every port must
+    IMPLAUSIBLE = "implausible"  # the far end answered what cannot be
 
 
 # A run of these is cut short whatever the check: a hung or crashed tool is a symptom.

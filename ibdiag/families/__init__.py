@@ -12,6 +12,8 @@ module of its own; a name starting with ``_`` is not a family) declares::
 
     def plan(snap) -> List[Planned]            # what to run: argv + typed role (+ fallback)
     def interpret(snap, runs) -> Update         # parse its runs into its frozen facts
+    def collect(snap, runner) -> Dict[str, CommandRun]   # optional: commands that depend on
+                                                # earlier answers, run through the runner
 
 A level-full family plans nothing up front; it declares instead (``run`` is required)::
 
@@ -156,8 +158,8 @@ def sources_at(level: str) -> frozenset:
     return found | (_LEGACY_STANDARD if level == "standard" else frozenset())
 
 
-# The read-only sources not yet moved here (``ibdiag.sources.plan``, ``sources.partner``).
-_LEGACY_STANDARD = frozenset({"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "partner"})
+# The read-only sources not yet moved here (``ibdiag.sources.plan``).
+_LEGACY_STANDARD = frozenset({"ethtool", "kernel_log", "ibstat", "ibv_devinfo"})
 
 
 def by_source(needs: Sequence[str]) -> List[ModuleType]:
@@ -194,6 +196,17 @@ def full_level_bound(thresholds: Thresholds, needs: Sequence[str]) -> float:
     ``bound_s`` (at least one second)."""
     bounds = [getattr(module, "bound_s", None) for module in full_level(needs)]
     return max(sum(bound(thresholds) for bound in bounds if bound is not None), 1.0)
+
+
+def collectors(needs: Sequence[str], level: str = "standard") -> List[Any]:
+    """The ``collect(snap, runner) -> {key: CommandRun}`` of each family ``needs`` names at
+    ``level`` that plans through one: commands that depend on earlier answers (the far end's
+    chain), run by the family through the collection's runner while the planned ones run."""
+    return [
+        module.collect
+        for module in by_source(needs)
+        if module.LEVEL == level and callable(getattr(module, "collect", None))
+    ]
 
 
 def _legacy_plan(snap: Snapshot, needs: Sequence[str]) -> List[Planned]:
@@ -244,20 +257,6 @@ def _legacy_interpret(snap: Snapshot) -> Snapshot:
     result = legacy(fields, snap.commands)
     changed = {name: value for name, value in result.items() if value is not fields.get(name)}
     return snap.model_copy(update=changed) if changed else snap
-
-
-def reinterpret(snapshot: Snapshot, nccl_program: Optional[str] = None) -> Snapshot:
-    """A saved snapshot (a baseline, a state file, a saved report's, a replayed bundle's)
-    upgraded to today's format (``ibdiag.migrate``) with its facts parsed anew from its
-    recorded runs by today's parsers, exactly as a live run would: what an older ibdiag stored
-    in those fields is dropped first. ``nccl_program``: the ``nccl_tests`` of the thresholds
-    the snapshot was graded with, when known. A snapshot without runs keeps its facts."""
-    from ibdiag.migrate import upgrade
-
-    snapshot = upgrade(snapshot, nccl_program)
-    if not snapshot.commands and snapshot.nccl_inspector is None:
-        return snapshot
-    return interpret(without_facts(snapshot))
 
 
 def without_facts(snapshot: Snapshot) -> Snapshot:

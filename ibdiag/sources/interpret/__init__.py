@@ -1,8 +1,8 @@
 """Parse once: the recorded command runs become typed Snapshot fields.
 
-After the command phase, ``interpret`` hands every family of runs (perfquery per port, the
-far end of each port's cable, ethtool per netdev, the kernel log, the inventory tools, the
-families not yet in ``ibdiag.families``) to its interpreter, which
+After the command phase, ``interpret`` hands every family of runs not yet in
+``ibdiag.families`` (ethtool per netdev, the kernel log, the inventory tools) to its
+interpreter, which
 finds its runs by role (``ibdiag.roles``), parses their text with ``ibdiag.sources.parsers``
 and returns the typed fields (``ibdiag.facts``) to set on the Snapshot, its devices, ports
 and netdevs. Checks read those fields only; the raw text stays in ``Snapshot.commands`` for
@@ -29,7 +29,6 @@ from ibdiag.model import CommandRun, Device, Port
 FAMILIES: tuple = (
     "kernel_log",
     "inventory",
-    "partner",
     "ethtool",
 )
 

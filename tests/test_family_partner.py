@@ -1,9 +1,9 @@
 """The far end's runs -> ``Port.partner``, on the ibsim captures (tests/captures/ibsim-partner)
 and the real switch-side perfquery captures (tests/fixtures/perfquery).
 
-Each test records CommandRuns as ``ibdiag.sources.partner`` records them (argv from its
-``steps``, the role from ``ibdiag.roles.partner``, a capture as stdout), runs the interpret step
-shared by collect and replay, and reads the typed fields.
+Each test records CommandRuns as the family's chain (``ibdiag.families.partner.chain``) records
+them (argv from its ``steps``, the role from ``ibdiag.roles.partner``, a capture as stdout),
+runs the family's interpret step shared by collect and replay, and reads the typed fields.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from conftest import read_capture
 from snapshots import device, port
 
 from ibdiag import roles
+from ibdiag.facts.outcome import NoData
 from ibdiag.facts.partner import Partner, PortInfo
-from ibdiag.families import without_facts
+from ibdiag.families import Runs, apply, families, without_facts
+from ibdiag.families import partner as family
+from ibdiag.families.partner import chain as source
 from ibdiag.model import CommandRun, Port, Snapshot
-from ibdiag.sources import partner as source
-from ibdiag.sources.interpret import FAMILIES, interpret
 
 TARGET = "mlx5_0:1"
 SWITCH_GUID = "0x0000000000200000"
@@ -51,15 +52,21 @@ def switch_chain(*, x_capture: Optional[str] = None):
     return runs
 
 
+def interpret(devices, runs) -> Snapshot:
+    """``devices`` with the family's facts from ``runs``, as collect and replay set them."""
+    from snapshots import snapshot
+
+    commands = {item.key: item for item in runs}
+    snap = snapshot(devices).model_copy(update={"commands": commands})
+    return apply(snap, family.interpret(snap, Runs(commands)), family.SOURCE)
+
+
 def interpreted(*runs: CommandRun) -> Port:
-    fields = {"devices": [device("mlx5_0")], "problems": {}}
-    out = interpret(fields, {item.key: item for item in runs})
-    assert out["problems"] == {}, out["problems"]
-    return out["devices"][0].ports[0]
+    return interpret([device("mlx5_0")], runs).devices[0].ports[0]
 
 
 def test_the_family_is_interpreted():
-    assert "partner" in FAMILIES
+    assert family in families() and (family.SOURCE, family.LEVEL) == ("partner", "standard")
 
 
 def test_a_switch_partner_is_typed_from_its_chain():
@@ -68,14 +75,14 @@ def test_a_switch_partner_is_typed_from_its_chain():
     assert (found.node_type, found.node_guid, found.num_ports) == ("Switch", SWITCH_GUID, 36)
     assert (found.description, found.port, found.lid) == ("MF0;leaf07:MQM8700/U1", 1, 1)
     info = found.port_info
-    assert isinstance(info, PortInfo) and info.role == "partner-portinfo mlx5_0:1"
+    assert isinstance(info, PortInfo) and str(info.role) == "partner-portinfo mlx5_0:1"
     assert (info.port, info.link_state, info.phys_link_state) == (1, "Active", "LinkUp")
     assert (info.width_active, info.speed_active) == ("4X", "HDR")
     assert info.width_supported == ["1X", "2X", "4X", "8X", "12X"]
     assert info.speed_supported == ["SDR", "DDR", "QDR", "FDR", "EDR", "HDR"]
-    assert found.local_port_info.role == "partner-local-portinfo mlx5_0:1"
+    assert str(found.local_port_info.role) == "partner-local-portinfo mlx5_0:1"
     # ibsim's -x has no error counters: plain perfquery's reading is the one graded.
-    assert found.counters.role == "partner-perfquery mlx5_0:1"
+    assert str(found.counters.role) == "partner-perfquery mlx5_0:1"
     assert found.counters.counters["SymbolErrorCounter"] == 1234
     assert found.counters.counters["LinkDownedCounter"] == 3
     assert found.rcv_error_details.counters["PortLocalPhysicalErrors"] == 0
@@ -90,7 +97,7 @@ def test_x_with_the_error_counters_is_the_reading():
     # for another LID than asked is not kept (test_an_answer_for_another_lid_or_port_...)
     x = x.replace("Lid 2052 port 1", "Lid 1 port 1", 1)
     found = interpreted(*switch_chain(x_capture=x)).partner
-    assert found.counters.role == "partner-perfquery-x mlx5_0:1"
+    assert str(found.counters.role) == "partner-perfquery-x mlx5_0:1"
     assert found.counters.counters["PortXmitDiscards"] == 20046
     assert found.counters.counters["LinkDownedCounter"] == 1
 
@@ -130,7 +137,7 @@ def test_a_back_to_back_ca_partner_has_its_lid_in_its_own_port():
         "hostB mlx5_0",
     )
     assert (found.lid, found.port, found.port_guid) == (3, 1, "0x0000000000100003")
-    assert found.counters.role == "partner-perfquery mlx5_0:1"
+    assert str(found.counters.role) == "partner-perfquery mlx5_0:1"
 
 
 def test_a_chain_that_failed_at_nodeinfo_is_collected_with_nothing_read():
@@ -142,17 +149,21 @@ def test_a_chain_that_failed_at_nodeinfo_is_collected_with_nothing_read():
         for name in ("portinfo", "perfquery-x")
     ]
     found = interpreted(*failed, *later).partner
-    assert found.model_copy(update={"unread": []}) == Partner(
+    assert found.model_copy(update={"unread": [], "runs": {}}) == Partner(
         roles=[roles.partner(name, TARGET) for name in roles.PARTNER_STEPS
                if name not in source.CONDITIONAL_STEPS])  # fmt: skip
     # killed at the command timeout: a local hang, each named; the rest never started
-    assert [(why.step, why.kind, why.symptom) for why in found.unread] == [
-        ("nodeinfo", "timed-out", True),
-        ("nodedesc", "timed-out", True),
-        ("portinfo", "never-run", False),
-        ("portinfo0", "timed-out", True),
-        ("perfquery-x", "never-run", False),
+    assert [(why.step, why.kind, why.no_data, why.symptom) for why in found.unread] == [
+        ("nodeinfo", "timed-out", NoData.TIMED_OUT, True),
+        ("nodedesc", "timed-out", NoData.TIMED_OUT, True),
+        ("portinfo", "never-run", NoData.NOT_STARTED, False),
+        ("portinfo0", "timed-out", NoData.TIMED_OUT, True),
+        ("perfquery-x", "never-run", NoData.NOT_STARTED, False),
     ]
+    # what became of every run, by step: the command lines a result names as evidence
+    assert {step: outcome.command for step, outcome in found.runs.items()} == {
+        run.role.step: " ".join(run.argv) for run in (*failed, *later)
+    }
     assert found.first_unread(("nodeinfo", "portinfo")).step == "nodeinfo"
     assert found.port_info is None and found.counters is None
 
@@ -160,14 +171,12 @@ def test_a_chain_that_failed_at_nodeinfo_is_collected_with_nothing_read():
 def test_a_failed_run_printed_with_exit_255_has_no_reading():
     stderr = open(S.partner_capture("nodevice-nodeinfo.stderr")).read()
     found = interpreted(step("nodeinfo", "nodevice-nodeinfo.txt", rc=255, stderr=stderr)).partner
-    assert found.node_type is None and found.roles == ["partner-nodeinfo mlx5_0:1"]
+    assert found.node_type is None and found.roles == [roles.partner("nodeinfo", TARGET)]
 
 
 def test_no_partner_run_is_not_collected_and_other_ports_keep_none():
     assert interpreted().partner is None
-    fields = {"devices": [device("mlx5_0", ports=[port(1), port(2)])], "problems": {}}
-    runs = switch_chain()
-    [dev] = interpret(fields, {item.key: item for item in runs})["devices"]
+    [dev] = interpret([device("mlx5_0", ports=[port(1), port(2)])], switch_chain()).devices
     assert dev.ports[0].partner is not None and dev.ports[1].partner is None
 
 
@@ -190,9 +199,47 @@ def test_a_saved_snapshot_round_trips_and_drops_its_stale_partner():
 
 
 def test_a_partner_role_names_its_step_and_port():
-    assert roles.partner("portinfo0", "mlx5_3:1") == "partner-portinfo0 mlx5_3:1"
-    assert all(roles.partner(name, TARGET).startswith(roles.PARTNER_PREFIX)
-               for name in roles.PARTNER_STEPS)  # fmt: skip
-    assert not roles.partner("perfquery-x", TARGET).startswith("perfquery-")  # not the local's
+    assert str(roles.partner("portinfo0", "mlx5_3:1")) == "partner-portinfo0 mlx5_3:1"
+    assert all(roles.partner(name, TARGET).family == "partner" for name in roles.PARTNER_STEPS)
+    assert roles.partner("perfquery-x", TARGET).family != "perfquery"  # not the local's
     with pytest.raises(ValueError, match="unknown partner step"):
         roles.partner("portinfo 1", TARGET)
+
+
+@pytest.mark.parametrize(
+    "step, fields, flags, kind, no_data, symptom",
+    [
+        ("nodeinfo", dict(rc=255, stderr="ibwarn: [9] _do_madrpc failed; dport (DR path 0,1)"),
+         {}, "no-answer", NoData.NO_ANSWER, True),
+        ("perfquery-x", dict(rc=255, stderr="perfquery: iberror: failed: query failed"),
+         dict(smp_answered=True), "no-pma", NoData.NO_PMA, True),
+        ("nodeinfo", dict(rc=255, stderr="ibwarn: _do_madrpc failed"),
+         dict(virtual_function=True), "virtual-function", NoData.VIRTUAL_FUNCTION, False),
+        ("nodeinfo", dict(rc=255, stderr="ibwarn: umad_init: can't read ABI version "
+                                         "(is ib_umad module loaded?)"),
+         {}, "no-umad", NoData.NO_UMAD, False),
+        ("perfquery-x", dict(rc=255, stderr="ibwarn: can't resolve destination port 0"),
+         {}, "no-sm", NoData.NO_SM, False),
+        ("nodeinfo", dict(rc=255, stderr="smpquery: Operation not permitted"),
+         {}, "no-access", NoData.NO_PERMISSION, False),
+        ("nodeinfo", dict(rc=None, not_found=True), {}, "not-installed", NoData.NOT_INSTALLED,
+         False),
+        ("nodeinfo", dict(rc=-11), {}, "killed-by-SIGSEGV", NoData.KILLED, True),
+        ("nodeinfo", dict(rc=1, stderr="something odd"), {}, "unread", NoData.FAILED, False),
+    ],
+)  # fmt: skip
+def test_why_a_step_gave_nothing_is_judged_once_onto_typed_words(
+    step, fields, flags, kind, no_data, symptom
+):
+    """``Unread.kind`` keeps the far end's words (what results show as ``observed``) and
+    ``no_data`` says the same in the ``NoData`` every family's ``RunOutcome`` uses."""
+    from ibdiag.families.partner.unread import unread
+
+    judged = unread(step, step_run(step, **fields), TARGET,
+                    **{"virtual_function": False, "smp_answered": False, **flags})  # fmt: skip
+    assert (judged.kind, judged.no_data, judged.symptom) == (kind, no_data, symptom)
+    assert judged.command == " ".join(step_run(step).argv) and judged.reason
+
+
+def step_run(name: str, **fields) -> CommandRun:
+    return step(name).model_copy(update={"rc": 0, "stdout": "", **fields})

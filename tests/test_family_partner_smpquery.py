@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ibdiag.families.partner.smpquery import parse_nodedesc, parse_nodeinfo, parse_portinfo
 from ibdiag.families.perfquery import parse_perfquery
-from ibdiag.sources.parsers.smpquery import parse_nodedesc, parse_nodeinfo, parse_portinfo
 
 CAPTURES = Path(__file__).resolve().parent / "captures" / "ibsim-partner"
 
@@ -25,19 +25,19 @@ HDR_PORT = {
     "link_state": "Active",
     "phys_link_state": "LinkUp",
     "width_active": "4X",
-    "width_enabled": ("4X",),
-    "width_supported": ("1X", "2X", "4X", "8X", "12X"),
+    "width_enabled": ["4X"],
+    "width_supported": ["1X", "2X", "4X", "8X", "12X"],
     "speed_active": "HDR",
-    "speed_enabled": ("SDR", "FDR", "EDR", "HDR"),
-    "speed_supported": ("SDR", "DDR", "QDR", "FDR", "EDR", "HDR"),
+    "speed_enabled": ["SDR", "FDR", "EDR", "HDR"],
+    "speed_supported": ["SDR", "DDR", "QDR", "FDR", "EDR", "HDR"],
 }
 PORT0 = {  # the switch's port 0 (its management port): base speeds only
     "link_state": "Active",
     "width_active": "4X",
     "speed_active": "SDR",
-    "speed_enabled": ("SDR",),
-    "speed_supported": ("SDR", "DDR", "QDR"),
-    "capabilities": (
+    "speed_enabled": ["SDR"],
+    "speed_supported": ["SDR", "DDR", "QDR"],
+    "capabilities": [
         "IsSM",
         "IsTrapSupported",
         "IsSLMappingSupported",
@@ -45,7 +45,7 @@ PORT0 = {  # the switch's port 0 (its management port): base speeds only
         "IsCapabilityMask2Supported",
         "IsLinkWidth2xSupported",
         "IsLinkSpeedHDRSupported",
-    ),
+    ],
 }
 B2B_PORT = {**HDR_PORT, "lid": 3, "sm_lid": 2}
 ERRORS_ZERO = {"SymbolErrorCounter": 0, "LinkDownedCounter": 0, "PortRcvErrors": 0}
@@ -71,7 +71,7 @@ FACTS = {
                                                "local_port": 2}),
     "switch-port2-nodedesc.txt": ("nodedesc", {"description": "MF0;leaf07:MQM8700/U1"}),
     "switch-port2-portinfo.txt": ("portinfo", {**HDR_PORT, "port": 2, "lid": 0,
-                                               "width_enabled": ("1X", "4X")}),
+                                               "width_enabled": ["1X", "4X"]}),
     "switch-port2-portinfo0.txt": ("portinfo", {**PORT0, "port": 0, "lid": 1}),
     "switch-port2-perfquery-x.txt": ("perfquery", {"lid": 1, "port": 2, "only_data": True}),
     "switch-port2-perfquery.txt": ("perfquery", {"lid": 1, "port": 2, "counters": ERRORS_ZERO}),
@@ -181,7 +181,7 @@ def test_ndr_and_xdr_speeds_and_the_highest_active_field():
         LinkSpeedExtEnabled="Extended link speeds disabled",
     ))  # fmt: skip
     assert (ndr.port, ndr.width_active, ndr.speed_active) == (21, "2X", "NDR")
-    assert ndr.speed_supported == ("FDR", "EDR", "HDR", "NDR") and ndr.speed_enabled == ()
+    assert ndr.speed_supported == ["FDR", "EDR", "HDR", "NDR"] and ndr.speed_enabled == []
     assert ndr.problems == []
     xdr = parse_portinfo(_portinfo(
         Lid="0", LinkState="Active", PhysLinkState="LinkUp", LinkWidthActive="4X",
@@ -190,7 +190,7 @@ def test_ndr_and_xdr_speeds_and_the_highest_active_field():
         LinkSpeedExtEnabled2="0",
     ))  # fmt: skip
     assert xdr.speed_active == "XDR" and "XDR" in xdr.speed_supported
-    assert xdr.speed_enabled == () and xdr.problems == []
+    assert xdr.speed_enabled == [] and xdr.problems == []
     no_ext2 = parse_portinfo(_portinfo(LinkSpeedExtActive2="No Extended Speed 2",
                                        LinkSpeedExtActive="25.78125 Gbps"))  # fmt: skip
     assert no_ext2.speed_active == "EDR"
@@ -203,8 +203,8 @@ def test_odd_values_are_problems_not_values():
         LinkSpeedExtSupported2="212.5 Gbps undefined (3)",
     ))  # fmt: skip
     assert parsed.lid is None and parsed.link_state is None and parsed.width_active is None
-    assert parsed.width_supported == ("1X", "4X")  # the suffix is not a width
-    assert parsed.speed_active is None and parsed.speed_supported == ("XDR",)
+    assert parsed.width_supported == ["1X", "4X"]  # the suffix is not a width
+    assert parsed.speed_active is None and parsed.speed_supported == ["XDR"]
     joined = "\n".join(parsed.problems)
     for name in ("Lid", "LinkState", "LinkWidthActive", "LinkSpeedActive", "Ext"):
         assert name in joined, joined
@@ -230,3 +230,20 @@ def test_parsers_never_raise(text):
     for parse in PARSERS.values():
         result = parse(text)
         assert isinstance(result.problems, list)
+
+
+def test_portinfo_is_parsed_straight_into_the_fact():
+    """No parser result copied field by field: ``parse_portinfo`` builds the ``PortInfo`` fact,
+    and the family sets only the role of the run it came from."""
+    from ibdiag import roles
+    from ibdiag.facts.partner import PortInfo
+    from ibdiag.families.partner.readings import port_info_of
+    from ibdiag.model import CommandRun
+
+    text = (CAPTURES / "switch-hdr-portinfo.txt").read_text()
+    parsed = parse_portinfo(text)
+    assert isinstance(parsed, PortInfo) and parsed.role is None
+    role = roles.partner("portinfo", "mlx5_0:1")
+    run = CommandRun(argv=["smpquery", "portinfo"], role=role, rc=0, stdout=text)
+    assert port_info_of(run) == parsed.model_copy(update={"role": role})
+    assert port_info_of(run.model_copy(update={"rc": 255})) is None

@@ -1,9 +1,9 @@
-"""The far end of each cable, read from this node with the read-only infiniband-diags tools.
+"""The far end of each cable: each port's chain of read-only infiniband-diags runs.
 
 For every ACTIVE InfiniBand port (a port that is not ACTIVE has no cable partner to ask), through
 its own HCA and port (``-C DEV -P PORT``) and over the direct route ``0,1`` (out of that port,
 one hop: whatever the cable plugs into), one chain of steps, each run recorded with its role
-(``ibdiag.roles.partner``):
+(``ibdiag.roles.partner``, planned here, recorded by the runner):
 
 1. at once: ``smpquery -D nodeinfo 0,1`` - who is there: NodeType, node GUID, and LocalPort,
    the partner's port number the cable is in; ``smpquery -D nodedesc 0,1`` (its name) and
@@ -58,10 +58,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
-from ibdiag.model import CommandRun, Device, LinkRate, command_key
+from ibdiag.families import Planned, refused_run
+from ibdiag.model import CommandRun, Device, LinkRate
 from ibdiag.runner import interruptible
 from ibdiag.sources import names
-from ibdiag.sources.names import port_problem
 
 DIRECT_ROUTE = "0,1"  # out of the port the tool opens (-C/-P), one hop
 LOCAL_ROUTE = "0"  # this node itself
@@ -117,7 +117,7 @@ def steps(device: str, number: int, mad_ms: int, local_port=LOCAL_PORT, lid=LID)
 
 def ports(devices: List[Device]) -> Iterator[Tuple[Device, int, Optional[str]]]:
     """(device, port number, why no command may name it or None) for every ACTIVE InfiniBand
-    port, as ``ibdiag.sources.plan`` vets the ports perfquery runs for."""
+    port, as ``ibdiag.families.perfquery`` vets the ports it runs for."""
     for dev, number, _, why in _ports(devices):
         yield dev, number, why
 
@@ -130,14 +130,14 @@ def _ports(devices: List[Device]) -> Iterator[_Vetted]:
     for dev in devices:
         for port in dev.ports:
             if port.state == 4 and port.is_infiniband:
-                why = names.device_name_problem(dev.name) or port_problem(port.number)
+                why = names.device_name_problem(dev.name) or names.port_problem(port.number)
                 yield dev, port.number, port.rate, why
 
 
 def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
     """Every ACTIVE InfiniBand port's chain, all at once, through ``runner`` (an
-    ``ibdiag.runner.command_runner.Runner``); the runs by ``CommandRun.key``. Ports whose names may
-    not go on a command line are left to ``refused_runs``."""
+    ``ibdiag.runner.command_runner.Runner``); the runs by ``CommandRun.key``. Ports whose
+    names may not go on a command line are left to ``refused``."""
     mad_ms = mad_timeout_ms(runner.timeout_s)
     todo = [(dev.name, number, rate) for dev, number, rate, why in _ports(devices) if why is None]
     if not todo:
@@ -159,18 +159,17 @@ def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
     return runs
 
 
-def refused_runs(devices: List[Device]) -> Dict[str, CommandRun]:
+def refused(devices: List[Device]) -> List[Planned]:
     """The chain of each ACTIVE InfiniBand port whose name may not go on a command line,
-    recorded as never started with the reason (by ``CommandRun.key``)."""
-    refused: Dict[str, CommandRun] = {}
+    planned refused with the reason (recorded as never started)."""
+    found: List[Planned] = []
     for dev, number, why in ports(devices):
         if why is not None:
             target = f"{dev.name}:{number}"
             for step in steps(dev.name, number, MAD_TIMEOUT_MAX_MS).values():
                 if step.step not in CONDITIONAL_STEPS:  # only ever run on an earlier answer
-                    run = _never_started(step, target, why)
-                    refused[run.key] = run
-    return refused
+                    found.append(_planned(step, target, why))
+    return found
 
 
 def read_partner(
@@ -186,19 +185,21 @@ def read_partner(
         rcv_error_details_matter,
     )
     from ibdiag.facts.partner_ranges import local_port_problem
+    from ibdiag.families.partner.readings import output, pma_counters, port_info_of
+    from ibdiag.families.partner.smpquery import parse_nodeinfo
     from ibdiag.families.perfquery import reading
-    from ibdiag.sources.interpret.partner import pma_counters, port_info_of
-    from ibdiag.sources.parsers.smpquery import parse_nodeinfo
 
     target = f"{device}:{number}"
     chain = _Chain(runner, target)
     planned = steps(device, number, mad_ms)
     nodeinfo, _, port0 = chain.run(planned["nodeinfo"], planned["nodedesc"], planned["portinfo0"])
-    who = parse_nodeinfo(_output(nodeinfo)) if nodeinfo.succeeded else None
+    who = parse_nodeinfo(output(nodeinfo)) if nodeinfo.succeeded else None
     why = chain.failed("nodeinfo", nodeinfo)
     if why is None and (who is None or who.local_port is None or who.node_type is None):
         why = chain.unusable("nodeinfo", "it named no LocalPort or NodeType")
-    wrong = local_port_problem(who.local_port, who.num_ports) if why is None and who else None
+    wrong = None
+    if why is None and who is not None and who.local_port is not None:
+        wrong = local_port_problem(who.local_port, who.num_ports)
     if wrong is not None:  # nonsense is never used to plan the next command
         why = chain.unusable("nodeinfo", f"its answer cannot be: {wrong}")
     if why is not None or who is None:
@@ -247,10 +248,11 @@ def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Opti
     """(the partner's LID, None) from ``run`` of ``step`` (portinfo0 for a switch, portinfo
     for a CA); (None, why the PMA steps cannot run) when it failed or named no LID."""
     from ibdiag.facts.partner_ranges import lid_problem
-    from ibdiag.sources.parsers.smpquery import parse_portinfo
+    from ibdiag.families.partner.readings import output
+    from ibdiag.families.partner.smpquery import parse_portinfo
 
     why = chain.failed(step, run)
-    lid = parse_portinfo(_output(run)).lid if why is None else None
+    lid = parse_portinfo(output(run)).lid if why is None else None
     wrong = lid_problem(lid) if lid is not None else None
     if why is None and wrong is not None:
         why = chain.unusable(step, f"its answer cannot be: {wrong}")
@@ -264,13 +266,8 @@ def _lid(chain: _Chain, step: str, run: CommandRun) -> Tuple[Optional[int], Opti
     return (lid, None) if why is None else (None, why)
 
 
-def _output(run: CommandRun) -> str:
-    """What a run printed, as the parsers take it (the tools print errors on both streams)."""
-    return run.stdout + "\n" + run.stderr
-
-
-def _never_started(step: Step, target: str, why: str) -> CommandRun:
-    return CommandRun(argv=step.argv, role=roles.partner(step.step, target), skipped=why)
+def _planned(step: Step, target: str, refused: Optional[str] = None) -> Planned:
+    return Planned(roles.partner(step.step, target), step.argv, refused=refused)
 
 
 class _Chain:
@@ -285,16 +282,14 @@ class _Chain:
         """Run ``wanted`` at once; their runs, in that order, recorded with their roles."""
         if not wanted:
             return []
-        by_key = self.runner.run_all([step.argv for step in wanted])
-        done = []
-        for step in wanted:
-            run = by_key[command_key(step.argv)]
-            done.append(run.model_copy(update={"role": roles.partner(step.step, self.target)}))
+        planned = [_planned(step, self.target) for step in wanted]
+        by_role = self.runner.run_planned([(item.role, item.argv) for item in planned])
+        done = [by_role[str(item.role)] for item in planned]
         self.runs.extend(done)
         return done
 
     def never_started(self, step: Step, why: str) -> None:
-        self.runs.append(_never_started(step, self.target, why))
+        self.runs.append(refused_run(_planned(step, self.target, why)))
 
     def failed(self, step: str, run: CommandRun) -> Optional[str]:
         """Why the steps after ``step`` cannot run, when ``run`` did not succeed."""

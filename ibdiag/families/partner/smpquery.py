@@ -1,4 +1,4 @@
-"""``smpquery`` (infiniband-diags) output -> the far end of a cable (``ibdiag.sources.partner``).
+"""``smpquery`` (infiniband-diags) output -> the far end of a cable (``ibdiag.families.partner``).
 
 smpquery prints libibmad's field dumps, one ``Name:.....value`` per line, the dots padding the
 name to column 33 (captures: ``tests/captures/ibsim-partner``)::
@@ -54,13 +54,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
+from ibdiag.facts.partner import PortInfo
 from ibdiag.families._text import as_text, cap, quote, trim
 
 __all__ = [
     "SPEED_ORDER",
     "NodeDescResult",
     "NodeInfoResult",
-    "PortInfoResult",
     "parse_nodedesc",
     "parse_nodeinfo",
     "parse_portinfo",
@@ -118,27 +118,6 @@ class NodeDescResult:
     description: Optional[str]
     problems: List[str]
     mad_error: Optional[str]
-
-
-@dataclass(frozen=True)
-class PortInfoResult:
-    """``smpquery portinfo``: one port's state, LID, widths and speeds, typed (module doc)."""
-
-    port: Optional[int]  # the port queried, from the header ("... port 1")
-    lid: Optional[int]
-    sm_lid: Optional[int]
-    link_state: Optional[str]  # "Active", "Down", "Initialize", "Armed"
-    phys_link_state: Optional[str]  # "LinkUp", "Polling", "Disabled", ...
-    width_active: Optional[str]  # "4X"
-    width_enabled: Tuple[str, ...]
-    width_supported: Tuple[str, ...]
-    speed_active: Optional[str]  # "HDR": the highest speed field in use
-    speed_enabled: Tuple[str, ...]  # every speed any of the three fields enables, SDR..XDR
-    speed_supported: Tuple[str, ...]
-    capabilities: Tuple[str, ...]  # names under CapMask and CapabilityMask2 (IsSM, ...)
-    fields: Dict[str, str] = field(default_factory=dict)  # every field as printed
-    problems: List[str] = field(default_factory=list)
-    mad_error: Optional[str] = None
 
 
 @dataclass
@@ -202,24 +181,24 @@ def _read(text: Union[str, bytes, None], tool: str = "smpquery") -> _Dump:
     return dump
 
 
-def _guid(dump: _Dump, name: str) -> Optional[str]:
+def _checked(dump: _Dump, name: str, pattern: re.Pattern, what: str) -> Optional[str]:
+    """Field ``name`` as printed when it matches ``pattern``; else None (a problem when it was
+    printed but is not ``what``)."""
     value = dump.fields.get(name)
-    if value is None:
+    if value is not None and not pattern.match(value):
+        dump.problems.append(f"{name} is not {what}: {quote(value)}")
         return None
-    if not _GUID.match(value):
-        dump.problems.append(f"{name} is not a GUID: {quote(value)}")
-        return None
-    return f"0x{int(value, 16):016x}"
+    return value
+
+
+def _guid(dump: _Dump, name: str) -> Optional[str]:
+    value = _checked(dump, name, _GUID, "a GUID")
+    return None if value is None else f"0x{int(value, 16):016x}"
 
 
 def _int(dump: _Dump, name: str) -> Optional[int]:
-    value = dump.fields.get(name)
-    if value is None:
-        return None
-    if not _DECIMAL.match(value):
-        dump.problems.append(f"{name} is not a number: {quote(value)}")
-        return None
-    return int(value)
+    value = _checked(dump, name, _DECIMAL, "a number")
+    return None if value is None else int(value)
 
 
 def _require(dump: _Dump, names: Tuple[str, ...], what: str) -> None:
@@ -270,8 +249,9 @@ def parse_nodedesc(text: Union[str, bytes, None]) -> NodeDescResult:
     )
 
 
-def parse_portinfo(text: Union[str, bytes, None]) -> PortInfoResult:
-    """Parse ``smpquery portinfo`` (stdout, plus stderr if you have it)."""
+def parse_portinfo(text: Union[str, bytes, None]) -> PortInfo:
+    """Parse ``smpquery portinfo`` (stdout, plus stderr if you have it) straight into the
+    ``PortInfo`` fact (its ``role`` is the run's: set by whoever knows the run)."""
     dump = _read(text)
     _require(dump, ("Lid", "LinkState", "PhysLinkState", "LinkWidthActive"), "portinfo")
     port = None
@@ -287,20 +267,19 @@ def parse_portinfo(text: Union[str, bytes, None]) -> PortInfoResult:
         "supported": [_speeds(dump, f"LinkSpeed{kind}Supported", table) for kind, table in _KINDS],
     }
     active = next((found[-1] for found in reversed(speeds["active"]) if found), None)
-    return PortInfoResult(
+    return PortInfo(
         port=port,
         lid=_int(dump, "Lid"),
         sm_lid=_int(dump, "SMLid"),
         link_state=_state(dump, "LinkState"),
         phys_link_state=_state(dump, "PhysLinkState"),
         width_active=width_active[0] if len(width_active) == 1 else None,
-        width_enabled=_widths(dump, "LinkWidthEnabled"),
-        width_supported=_widths(dump, "LinkWidthSupported"),
+        width_enabled=list(_widths(dump, "LinkWidthEnabled")),
+        width_supported=list(_widths(dump, "LinkWidthSupported")),
         speed_active=active,
-        speed_enabled=_union(speeds["enabled"]),
-        speed_supported=_union(speeds["supported"]),
-        capabilities=tuple(dump.capabilities),
-        fields=dict(dump.fields),
+        speed_enabled=list(_union(speeds["enabled"])),
+        speed_supported=list(_union(speeds["supported"])),
+        capabilities=list(dump.capabilities),
         problems=cap(dump.problems),
         mad_error=dump.mad_error(),
     )

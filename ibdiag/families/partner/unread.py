@@ -2,8 +2,10 @@
 judged once, here, from the run as recorded - so the partner checks read a typed fact and never
 a tool's text.
 
-The chain runs every tool with a MAD timeout (``-t``) well inside the command timeout, so
-libibmad gives up by itself, in seconds, on a far end that does not answer. Hence:
+What any run's failure means is judged by ``ibdiag.families.outcome_of`` (never started, not
+installed, no permission, a hang); this module judges further only what the far end alone
+knows. The chain runs every tool with a MAD timeout (``-t``) well inside the command timeout,
+so libibmad gives up by itself, in seconds, on a far end that does not answer. Hence:
 
 - **a local hang** - the tool was killed at the command timeout (or by a signal, or could not
   be executed): the umad device, the MAD agent or the HCA firmware on this node is wedged. A
@@ -25,11 +27,11 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ibdiag.command_results import symptom, symptom_kind
+from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.facts.partner import NEVER_RUN, PMA_STEPS, Unread
+from ibdiag.families import outcome_of
 from ibdiag.model import CommandRun
 
-_REFUSED = re.compile(r"Permission denied|Operation not permitted", re.IGNORECASE)
 _NO_UMAD = re.compile(
     r"is ib_umad module loaded|can't read ABI version|No IB devices found", re.IGNORECASE
 )
@@ -40,6 +42,16 @@ LOCAL_HANG = (
     "though its MAD timeout (-t) lets libibmad give up by itself in seconds: a local hang "
     "(the umad device, the MAD agent or the HCA firmware?)"
 )
+_WORDS = {member.value: member for member in NoData}
+
+
+def judged(step: str, outcome: RunOutcome, kind: str, reason: str, symptom: bool = False) -> Unread:
+    """The ``Unread`` of ``step`` saying ``kind`` and ``reason``, with its ``NoData``: the
+    member of that word (``no-answer``, ``no-sm``...), else the run's own judgement (a hang's
+    ``timed-out``, ``never-run``'s ``not-started``, ``no-access``'s ``no-permission``)."""
+    no_data = _WORDS.get(kind, outcome.no_data)
+    return Unread(step=step, kind=kind, no_data=no_data, symptom=symptom, reason=reason,
+                  command=outcome.command)  # fmt: skip
 
 
 def unread(
@@ -48,25 +60,28 @@ def unread(
     """Why ``run`` (of ``step``, on our port ``target``) gave nothing usable; None when it
     succeeded. ``virtual_function``: our device is an SR-IOV VF; ``smp_answered``: the far end
     answered nodeinfo."""
-    if run.succeeded:
+    outcome = outcome_of(run)
+    if outcome.no_data is None:
         return None
-    command = " ".join(run.argv)
-    failure = run.failure() or ""
+    command = outcome.command
+    failure = outcome.reason or ""
     text = f"{run.stderr}\n{run.stdout}"
 
     def found(kind: str, why: str, is_symptom: bool = False) -> Unread:
-        return Unread(step=step, kind=kind, symptom=is_symptom, reason=why, command=command)
+        return judged(step, outcome, kind, why, is_symptom)
 
-    if run.skipped:
+    if outcome.no_data == NoData.NOT_STARTED:
         return found(NEVER_RUN, failure)
-    hang = symptom(run)  # killed at the timeout, by a signal, or not executable
-    if hang is not None:
+    if outcome.cut_short:  # killed at the timeout, by a signal, or not executable
+        hang = outcome.symptom()
         return found(
-            symptom_kind(run), f"`{command}` on ACTIVE port {target} {hang}, {LOCAL_HANG}", True
+            outcome.symptom_kind(),
+            f"`{command}` on ACTIVE port {target} {hang}, {LOCAL_HANG}",
+            True,
         )
-    if run.not_found:
+    if outcome.no_data == NoData.NOT_INSTALLED:
         return found("not-installed", f"the infiniband-diags tools are not installed: {failure}")
-    if run.permission_denied or _REFUSED.search(text):
+    if outcome.no_data == NoData.NO_PERMISSION:
         why = "the umad device cannot be opened as this user (not root?)"
         return found("no-access", f"{why}: {failure}")
     if _NO_UMAD.search(text):
