@@ -1,21 +1,21 @@
 """Collect: run the sources the selected checks need and assemble one Snapshot.
 
 This is the only stage that touches the machine: files, from level standard on read-only
-commands, and at level full the active tests that move traffic (``ibdiag.sources.active``).
+commands, and at level full the tests that move traffic (the level-full families of
+``ibdiag.families``: ib_write_bw loopback, nccl-tests) and NCCL Inspector's dump files.
 What it could not read is recorded in the Snapshot's ``problems``, never raised.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime, timezone
-from typing import AbstractSet, Callable, Dict, List, NamedTuple, Optional
+from typing import AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
 from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
-from ibdiag.sources import ACTIVE_SOURCES, FILE_SOURCE_LEVELS, drivers, procfs, sysfs, topology
+from ibdiag.sources import FILE_SOURCE_LEVELS, drivers, procfs, sysfs, topology
 from ibdiag.thresholds import Thresholds
 
 
@@ -48,7 +48,7 @@ def collect(
 
     Level full's traffic tests run after the read-only commands, bounded: by ``deadline_s``
     counted from the start of the collection when it was given (a plain float), else by level
-    full's own bound (``active.full_level_bound``) counted from the start of the traffic phase;
+    full's own bound (``families.full_level_bound``) counted from the start of the traffic phase;
     a ``timeout_s`` given caps every traffic process's own timeout too (``DefaultSeconds``
     marks values that were not given).
 
@@ -57,9 +57,11 @@ def collect(
     symlink noted in it, keyed ``sys/<path>`` / ``proc/<path>`` - what a support bundle stores
     (``ibdiag.bundle.write.write_bundle``). Commands are recorded in the Snapshot itself.
 
-    Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
-    ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
-    active test starts (for a terminal status line).
+    Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``: the families
+    whose LEVEL is "full") also needs the ``thresholds`` (what to run, the floors a retry is
+    judged by); each such family's ``run`` gets them in one ``TrafficContext`` with the phase's
+    limits, the output budget, the sysfs reader and ``progress``, which hears which traffic
+    test starts (for a terminal status line).
 
     ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.runner.watchdog``): a
     read that has not answered after this many seconds (a hung HCA) is named on its device and
@@ -83,32 +85,23 @@ def collect(
         procfs_root=procfs_root,
         sources=sorted({"procfs"} | set(needs)),
     )
-    commands: Dict[str, CommandRun] = {}
+    full = _full_level(needs) if thresholds is not None else []
     budget = None
     read_only = _read_only_sources(needs)
-    if read_only or needs & ACTIVE_SOURCES:
+    if read_only or full:
         from ibdiag.runner.command_runner import OutputBudget
 
         budget = OutputBudget()
     if read_only:
         commands = _run_commands(snap, needs, {**options, "started_at": started}, budget)
-    if needs & ACTIVE_SOURCES and thresholds is not None:
-        limits = _traffic_limits(options, thresholds, needs, started)
-        commands.update(
-            _run_active(sys_reader, snap, commands, needs, thresholds, progress, limits, budget)
-        )
-    inspector_dir = inspector = None
-    if "nccl_inspector" in needs and thresholds is not None:
-        inspector_dir, inspector = _read_inspector(thresholds, node.problems)
-    if inspector_dir is not None:
-        snap = snap.model_copy(
-            update={"nccl_inspector_dir": inspector_dir, "nccl_inspector": inspector}
-        )
-    if not commands and inspector is None:
+        snap = snap.model_copy(update={"commands": commands})
+    if full and thresholds is not None:
+        snap = _run_full(snap, needs, options, thresholds, started, budget, progress, sys_reader)
+    if not snap.commands and snap.nccl_inspector is None:
         return snap
     from ibdiag.families import interpret
 
-    return interpret(snap.model_copy(update={"commands": commands}))
+    return interpret(snap)
 
 
 class NodeFiles(NamedTuple):
@@ -169,7 +162,7 @@ def read_node(
     boot_time = None
     if "kernel_log" in needs:
         boot_time = procfs.read_boot_time(procfs_root, problems, proc_reader)
-    devices = []
+    devices: List[Device] = []
     driver_versions = None
     if "sysfs" in needs:
         devices, sysfs_problems = sysfs.read_devices(sys_reader)
@@ -237,7 +230,7 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     return runs
 
 
-def _with_fallback(runner, item) -> Dict[str, CommandRun]:
+def _with_fallback(runner: Any, item: Any) -> Dict[str, CommandRun]:
     run = runner.run(item.argv, item.role)
     runs = {run.key: run}
     if not (run.succeeded and run.stdout.strip()):
@@ -246,71 +239,41 @@ def _with_fallback(runner, item) -> Dict[str, CommandRun]:
     return runs
 
 
-def _traffic_limits(options, thresholds, needs, started):
+def _full_level(needs: AbstractSet[str]) -> List[str]:
+    """The sources in ``needs`` of the families collected at level full (their ``run``); the
+    families are imported only when ``needs`` has a source that is not a file."""
+    if not set(needs) - set(FILE_SOURCE_LEVELS):
+        return []
+    from ibdiag import families
+
+    return [module.SOURCE for module in families.full_level(sorted(needs))]
+
+
+def _run_full(snap, needs, options, thresholds, started, budget, progress, sys_reader):
+    """Level full: every level-full family's ``run``, in ORDER, under one context."""
+    from ibdiag import families
+    from ibdiag.families._traffic import TrafficContext
+
+    context = TrafficContext(
+        thresholds=thresholds, limits=_traffic_limits(options, thresholds, sorted(needs), started),
+        budget=budget, progress=progress, sysfs=sys_reader,
+    )  # fmt: skip
+    return families.run_full(snap, sorted(needs), context)
+
+
+def _traffic_limits(
+    options: Dict[str, float], thresholds: Thresholds, needs: Sequence[str], started: float
+):
     """Level full's bound (module docstring of ``collect``)."""
-    from ibdiag.sources import active
+    from ibdiag import families
+    from ibdiag.families._traffic import Limits
 
     cap = _given(options.get("timeout_s"))
     deadline = _given(options.get("deadline_s"))
     if deadline is not None:
-        return active.Limits(started_at=started, deadline_s=deadline, cap_s=cap)
-    bound = active.full_level_bound(thresholds, "perftest" in needs, "nccl_tests" in needs)
-    return active.Limits(
+        return Limits(started_at=started, deadline_s=deadline, cap_s=cap)
+    bound = families.full_level_bound(thresholds, needs)
+    return Limits(
         started_at=time.monotonic(), deadline_s=bound, deadline_name="level full's bound",
         cap_s=cap,
     )  # fmt: skip
-
-
-def _run_active(
-    sys_reader, snap, commands, needs, thresholds, progress, limits, budget
-) -> Dict[str, CommandRun]:
-    """Level full: ib_write_bw loopback on every ACTIVE IB port, then nccl-tests."""
-    from ibdiag.sources import active
-    from ibdiag.targets import is_graded
-
-    runs: Dict[str, CommandRun] = {}
-    devices = snap.devices
-    if "perftest" in needs:
-        cpulists = {}
-        for node in {dev.pci.numa_node for dev in devices if dev.pci} - {None}:
-            text, _ = sys_reader.read_text(f"devices/system/node/node{node}/cpulist")
-            if text and text.strip():
-                cpulists[node] = text.strip()
-        tests = active.plan_loopback(
-            devices,
-            thresholds,
-            graded=lambda dev: is_graded(dev, thresholds),
-            gpu_near=_gpu_near(commands),
-            pin_for=active.numa_pinning(os.environ.get("PATH", os.defpath), cpulists),
-        )
-        runs.update(active.run_loopback(tests, thresholds, progress, limits, budget))
-    if "nccl_tests" in needs:
-        gpus = len(snap.gpus or [])
-        runs.update(active.run_nccl_tests(thresholds, gpus, progress, limits, budget))
-    return runs
-
-
-def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]:
-    """HCA name -> index of its GPU (PIX/PXB rail pairing), from nvidia-smi topo -m if it ran:
-    the interpreter's reading (``interpret.topology``), the one that fills the Snapshot."""
-    from ibdiag.sources.interpret.topology import read_gpu_topology
-
-    # The one-to-one rail pairing, not each HCA's nearest GPU: on a DGX A100 two HCAs share
-    # a PCIe switch with two GPUs, and two loopbacks on one GPU would halve both.
-    topology = read_gpu_topology(commands)
-    return (topology.rail_gpus() if topology is not None else {}).get
-
-
-def _read_inspector(thresholds, problems) -> tuple:
-    """NCCL Inspector's recent dumps, from nccl_inspector_dir or $NCCL_INSPECTOR_DUMP_DIR."""
-    import time
-
-    from ibdiag.sources.inspector_files import read_dumps
-
-    directory = thresholds.nccl_inspector_dir or os.environ.get("NCCL_INSPECTOR_DUMP_DIR")
-    if not directory:
-        return None, None
-    files, problem = read_dumps(directory, thresholds.nccl_inspector_max_age_s, time.time())
-    if problem:
-        problems["nccl_inspector"] = problem
-    return directory, files

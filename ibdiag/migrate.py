@@ -9,7 +9,7 @@ one version changed.
   every planned run has a role. Runs recorded before roles were kept (``role`` None) get the
   role today's plan gives the same argv on the same devices (each family's ``plan``, its
   fallbacks included); the ib_write_bw runs are read together (a server and its client share a
-  TCP port, attempts go in TCP port order: ``active.loopback_roles_before_roles``); the
+  TCP port, attempts go in TCP port order: ``loopback_roles_before_roles``); the
   nccl-tests run is the one whose argv holds the program the recorded thresholds configured
   (``nccl_program``; ibdiag put it in the argv as is, after any launcher). A run that matches
   none keeps no role, filed by its argv, and the checks treat what it was for as not
@@ -18,7 +18,8 @@ one version changed.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
 from ibdiag.model import SCHEMA_VERSION, CommandRun, Snapshot, command_key
@@ -58,8 +59,6 @@ def _with_roles(snapshot: Snapshot, nccl_program: Optional[str]) -> Dict[str, Co
     unnamed = [run for run in snapshot.commands.values() if run.role is None]
     if not unnamed:
         return snapshot.commands
-    from ibdiag.sources.active import loopback_roles_before_roles
-
     planned = roles_by_argv(snapshot)
     planned.update(loopback_roles_before_roles(run.argv for run in unnamed))
     restored = {}
@@ -91,3 +90,91 @@ def _role_of(
     if isinstance(nccl_program, str) and nccl_program and nccl_program in run.argv:
         return roles.NCCL_TESTS
     return None
+
+
+# -- the ib_write_bw runs of level full, recorded before roles ------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedLoopback:
+    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
+
+    side: str  # "server" or "client"
+    device: str
+    port: int
+    tcp_port: int
+    gpu: Optional[int]
+
+    @property
+    def target(self) -> str:
+        return f"{self.device}:{self.port}"
+
+
+def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
+    """Read back an argv ``LoopbackTest.argv`` built (after any numactl/taskset prefix); None
+    when it is not an ib_write_bw run or lacks -d/-p.
+
+    The inverse of ``ibdiag.families.loopback.traffic.ib_write_bw_argv`` (a test says the two
+    agree), used only for runs recorded before roles were kept (``loopback_roles_before_roles``):
+    today a run's role says all the interpreter needs (ports, attempt, GPU), and nothing reads
+    its argv.
+    """
+    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
+    if start is None:
+        return None
+    options: Dict[str, str] = {}
+    positional: List[str] = []
+    args = list(argv[start + 1 :])
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg.split("=", 1)
+            options[key] = value
+        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
+            options[arg] = args[index + 1]
+            index += 1
+        elif not arg.startswith("-"):
+            positional.append(arg)
+        index += 1
+    try:
+        return RecordedLoopback(
+            side="client" if positional else "server",
+            device=options["-d"],
+            port=int(options.get("-i", "1")),
+            tcp_port=int(options["-p"]),
+            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, roles.Role]:
+    """command key -> role of every ib_write_bw run among ``argvs``: the recorded runs of a
+    bundle written before runs kept their role.
+
+    One argv alone cannot say its role: a server's argv does not name the client it served
+    (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's
+    argvs are read together, as the perftest check read them before roles: a server and its
+    client share a TCP port, and a client port's attempts are its runs in TCP port order (a
+    retry runs ``RETRY_PORT_OFFSET`` above its first attempt); each role names the
+    ``--use_cuda`` GPU its argv ran with, as today's plan names it. A server whose client was
+    not recorded gets no role.
+    """
+    sides: Dict[int, Dict[str, Tuple[str, RecordedLoopback]]] = {}
+    for argv in argvs:
+        info = read_loopback_argv(argv)
+        if info is not None:
+            sides.setdefault(info.tcp_port, {})[info.side] = (command_key(list(argv)), info)
+    found: Dict[str, roles.Role] = {}
+    attempts: Dict[str, int] = {}
+    for tcp_port in sorted(sides):
+        if "client" not in sides[tcp_port]:
+            continue
+        key, client = sides[tcp_port]["client"]
+        attempt = attempts[client.target] = attempts.get(client.target, 0) + 1
+        found[key] = roles.loopback_client(client.target, attempt, client.gpu)
+        if "server" in sides[tcp_port]:
+            key, server = sides[tcp_port]["server"]
+            found[key] = roles.loopback_server(server.target, client.target, attempt, server.gpu)
+    return found

@@ -13,7 +13,7 @@ runtime and the ``X | None`` form does not exist on Python 3.9.
 What commands printed is here twice: as recorded (``commands``: each run with its role and raw
 output, what a bundle and the HTML show) and parsed once into typed facts (``ibdiag.facts``:
 ``Port.perfquery``, ``NetDev.ethtool``, ``Snapshot.kernel_log`` ...) by
-``ibdiag.sources.interpret``; checks read the facts, never the text.
+``ibdiag.families``; checks read the facts, never the text.
 
 Every model is frozen: built once, changed only by making a new one (``model_copy``).
 
@@ -280,13 +280,13 @@ class Snapshot(_Model):
     commands: Dict[str, CommandRun] = Field(default_factory=dict)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
-    # Typed facts parsed from the runs and files above (ibdiag.sources.interpret); None: not run.
+    # Typed facts parsed from the runs and files above (ibdiag.families); None: not run.
     kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings
     inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings
     gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m
     loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts
-    # The run of role "nccl-tests" parsed (None too when it never started), and each
-    # nccl_inspector file parsed, in the same order and by name.
+    # The run of role "nccl-tests" parsed, with what became of it (a run that never started
+    # gives an empty result saying why), and each nccl_inspector file parsed, by name.
     nccl_tests: Optional[NcclTestsResult] = None
     nccl_inspector_dumps: Optional[List[InspectorDump]] = None
     facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the node

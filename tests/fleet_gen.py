@@ -11,7 +11,7 @@ graded against the node's snapshot of a day earlier (``--state``):
 
 - the Snapshot holds what collect records: the sysfs devices (``tests/snapshots.py``'s
   factories), and every command of levels standard and full as a ``CommandRun`` with the argv
-  and role collect plans for it (``ibdiag.families``, ``sources.partner``, ``.active``) and, as
+  and role collect plans for it (``ibdiag.families``) and, as
   stdout, a real capture with this node's values written in (GUIDs, LIDs, far end, bandwidth):
   ``tests/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
   nccl-tests; ibstat/ibv_devinfo in their layout) and ``tests/captures/ibsim-partner`` (the
@@ -72,13 +72,15 @@ from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 from ibdiag import __version__, families, roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
+from ibdiag.families import nccl_tests
+from ibdiag.families.loopback import traffic
 from ibdiag.families.partner import chain as partner_source
 from ibdiag.families.partner.readings import port_info_of
 from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
-from ibdiag.sources import SOURCE_LEVELS, active
+from ibdiag.sources import SOURCE_LEVELS
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -816,14 +818,14 @@ def _read_only_runs(
 
 
 def _loopback_runs(node: NodePlan, devices: List[Device], rng: random.Random) -> List[CommandRun]:
-    """Level full's ib_write_bw loopback per port as ``active.plan_loopback`` plans it."""
+    """Level full's ib_write_bw loopback per port as ``traffic.plan_loopback`` plans it."""
     slow = dict(node.slow_rails)
-    tests = active.plan_loopback(
+    tests = traffic.plan_loopback(
         devices,
         SITE_THRESHOLDS,
         graded=lambda dev: True,
         gpu_near=lambda name: None,
-        pin_for=active.numa_pinning("/usr/bin", {}),
+        pin_for=traffic.numa_pinning("/usr/bin", {}),
     )
     runs = []
     for test in tests:
@@ -850,7 +852,7 @@ def _nccl_tests_run(node: NodePlan, rng: random.Random) -> CommandRun:
     busbw = _clipped(rng, *NCCL_NORMAL)
     if node.nccl_fraction != 1.0:
         busbw = round(NCCL_NORMAL[0] * node.nccl_fraction, 2)
-    argv = active.nccl_tests_argv(NCCL_PROGRAM, gpus=RAILS, min_bytes="32M", max_bytes="1G")
+    argv = nccl_tests.nccl_tests_argv(NCCL_PROGRAM, gpus=RAILS, min_bytes="32M", max_bytes="1G")
     return CommandRun(
         argv=argv,
         role=roles.NCCL_TESTS,

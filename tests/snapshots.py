@@ -20,7 +20,7 @@ from ibdiag import __version__
 from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Device, LinkRate, NetDev, Pci, Port, Result, Snapshot
 from ibdiag.registry import Registry, load_registry
-from ibdiag.sources.parsers.sysfs_values import parse_rate
+from ibdiag.sources.sysfs_values import parse_rate
 from ibdiag.thresholds import Thresholds
 
 STATE_NAMES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}

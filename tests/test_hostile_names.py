@@ -320,7 +320,7 @@ def test_device_names_safe_on_a_command_line(name, safe):
 
 def test_level_full_plans_no_loopback_on_a_name_it_may_not_run():
     """ib_write_bw -d takes the device name: an unsafe one gets no test (and no crash)."""
-    from ibdiag.sources import active
+    from ibdiag.families.loopback import traffic
     from ibdiag.thresholds import Thresholds
 
     devices = [
@@ -328,7 +328,7 @@ def test_level_full_plans_no_loopback_on_a_name_it_may_not_run():
         Device(name="mlx5_1", path="b", ports=[_port(1), _port(255)]),
         Device(name="mlx5_2", path="c", ports=[_port(1)]),
     ]
-    tests = active.plan_loopback(
+    tests = traffic.plan_loopback(
         devices, Thresholds(), graded=lambda dev: True, gpu_near=lambda name: None,
         pin_for=lambda numa: [],
     )  # fmt: skip

@@ -145,14 +145,14 @@ def test_a_state_file_written_before_roles_loads_with_its_roles(tmp_path):
 def test_loopback_runs_recorded_before_roles_keep_their_gpu(tmp_path):
     """An old state file's ib_write_bw runs (numactl-pinned, GPUDirect RDMA, no role) get the
     roles today's plan gives them, GPU included, and so the typed loopback its GPUs."""
-    from ibdiag.sources import active
+    from ibdiag.families.loopback import traffic
     from ibdiag.thresholds import Thresholds
 
     healthy = read_capture("perftest", HEALTHY_BW)
     pin = ("numactl", "--cpunodebind=0", "--membind=0")
     tests = [
-        active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515, gpu=3, server_gpu=3, client_pin=pin),
-        active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18615, attempt=2, gpu=3, server_gpu=3),
+        traffic.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515, gpu=3, server_gpu=3, client_pin=pin),
+        traffic.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18615, attempt=2, gpu=3, server_gpu=3),
     ]
     runs = {}
     for test in tests:

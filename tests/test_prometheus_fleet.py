@@ -20,6 +20,7 @@ from test_fleet_node import node_snapshot, report_json
 from test_full_level import HALF_RATE, stub_ib_write_bw
 from test_prometheus import parse, promtool_check
 
+from ibdiag import roles
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.fleet import node as fleet_node
 from ibdiag.fleet.node import summarize
@@ -136,7 +137,8 @@ def test_no_loopback_run_no_loopback_family() -> None:
         update={
             "loopback": [
                 LoopbackAttempt(client_device="mlx5_0", client_port=1, attempt=1, gbps=None,
-                                why_not="no result row", client_role="loopback client"),
+                                why_not="no result row",
+                                client_role=roles.loopback_client("mlx5_0:1", 1)),
             ]
         }
     )  # fmt: skip

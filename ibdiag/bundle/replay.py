@@ -3,7 +3,7 @@
 ``replay(opened)`` (an ``ibdiag.bundle.opener.OpenedBundle``) parses the bundle's recorded sysfs
 and procfs files with the code a live collection uses (``collect.read_node``, through a
 ``BundleReader`` that answers from the bundle and never follows a link out of it), turns its
-recorded command runs into typed fields with today's ``ibdiag.sources.interpret`` (so a bundle
+recorded command runs into typed fields with today's ``ibdiag.families`` (so a bundle
 re-graded today parses as a live run would today), and validates everything that came from the
 bundle as the model it becomes. It runs nothing and reads nothing outside the bundle.
 """

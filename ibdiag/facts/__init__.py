@@ -1,7 +1,7 @@
 """Typed data parsed from command output, one module per family of commands.
 
 These are Snapshot fields (``ibdiag.model``) like the sysfs ones: frozen pydantic models that
-serialise to JSON and back without loss. They are filled by ``ibdiag.sources.interpret`` from
+serialise to JSON and back without loss. They are filled by ``ibdiag.families`` from
 the recorded runs, and read by checks and renderers; no one reads command text but the
 interpreters.
 

@@ -1,8 +1,8 @@
 """Command families: one module per family of commands (perfquery, ethtool, the far end...),
 each saying, in one place, everything ibdiag knows about its commands.
 
-A family module (``ibdiag/families/<name>.py``; a name starting with ``_`` is not a family)
-declares::
+A family module (``ibdiag/families/<name>.py``, or a package ``<name>/`` whose parser is a
+module of its own; a name starting with ``_`` is not a family) declares::
 
     SOURCE = "perfquery"     # the name a check puts in ``needs`` to have it collected
     LEVEL = "standard"       # the lowest level it is collected at: standard (read-only
@@ -15,11 +15,23 @@ declares::
     def collect(snap, runner) -> Dict[str, CommandRun]   # optional: commands that depend on
                                                 # earlier answers, run through the runner
 
+A level-full family plans nothing up front; it declares instead (``run`` is required)::
+
+    def run(snap, context) -> Snapshot          # run its tests; ``snap`` with their runs
+    def bound_s(thresholds) -> float            # optional: its share of level full's bound
+
 ``plan`` gets the Snapshot as the files gave it (devices, ports, netdevs, GPUs) and returns
 each command with its role (``ibdiag.roles.Role``); a name sysfs gave that may not go on a
 command line is planned ``refused`` (recorded as never started, with why). The collector runs
 every planned command concurrently under the one runner and deadline, each recorded with its
 role; a command with a ``fallback`` tries it at once when it gave nothing usable.
+
+Level full runs after the read-only commands, one family after the other in ``ORDER``
+(``run_full``): ``run`` gets the Snapshot with the read-only runs recorded (the GPU topology, for
+GPUDirect RDMA pairing) and the phase's ``TrafficContext`` (``ibdiag.families._traffic``: the
+thresholds, one deadline and timeout cap, the shared output budget, the progress callback, the
+sysfs reader), and returns the Snapshot with what it collected: its runs added to
+``commands`` (each with its role), or the files it read (NCCL Inspector's dumps).
 
 ``interpret`` gets the Snapshot (with the earlier families' facts) and the recorded runs
 (``Runs``: by role) and returns an ``Update``: the typed facts to set on the node, on ports
@@ -52,8 +64,10 @@ from types import ModuleType
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 from ibdiag.facts.outcome import NoData, RunOutcome
+from ibdiag.families._traffic import TrafficContext
 from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
 from ibdiag.roles import Role
+from ibdiag.thresholds import Thresholds
 
 LEVELS = ("standard", "full")  # a family runs commands: never at level quick
 DEFAULT_ORDER = 50
@@ -129,6 +143,8 @@ def _validate(module: ModuleType) -> None:
         raise FamilyError(f"{where}: LEVEL must be one of {', '.join(LEVELS)}")
     if not callable(getattr(module, "interpret", None)):
         raise FamilyError(f"{where}: no interpret(snap, runs) function")
+    if module.LEVEL == "full" and not callable(getattr(module, "run", None)):
+        raise FamilyError(f"{where}: LEVEL full but no run(snap, context) function")
 
 
 def source_levels() -> Dict[str, str]:
@@ -138,12 +154,7 @@ def source_levels() -> Dict[str, str]:
 
 def sources_at(level: str) -> frozenset:
     """The sources of the families collected at ``level`` (standard or full)."""
-    found = frozenset(module.SOURCE for module in families() if module.LEVEL == level)
-    return found | (_LEGACY_STANDARD if level == "standard" else frozenset())
-
-
-# The read-only sources not yet moved here (``ibdiag.sources.plan``).
-_LEGACY_STANDARD = frozenset({"ethtool", "kernel_log", "ibstat", "ibv_devinfo", "gpu_topology"})
+    return frozenset(module.SOURCE for module in families() if module.LEVEL == level)
 
 
 def by_source(needs: Sequence[str]) -> List[ModuleType]:
@@ -157,9 +168,27 @@ def plan(snap: Snapshot, needs: Sequence[str], level: str = "standard") -> List[
     for module in by_source(needs):
         if module.LEVEL == level and callable(getattr(module, "plan", None)):
             planned.extend(module.plan(snap))
-    if level == "standard":
-        planned += _legacy_plan(snap, needs)
     return planned
+
+
+def run_full(snap: Snapshot, needs: Sequence[str], context: TrafficContext) -> Snapshot:
+    """Level full: every level-full family ``needs`` names runs its tests in ``ORDER`` (the
+    loopback first, then nccl-tests, then NCCL Inspector's files), under one ``context``."""
+    for module in full_level(needs):
+        snap = module.run(snap, context)
+    return snap
+
+
+def full_level(needs: Sequence[str]) -> List[ModuleType]:
+    """The level-full families ``needs`` names, in ``ORDER``."""
+    return [m for m in by_source(needs) if m.LEVEL == "full" and callable(getattr(m, "run", None))]
+
+
+def full_level_bound(thresholds: Thresholds, needs: Sequence[str]) -> float:
+    """Level full's own bound when no --deadline is given: the sum of each level-full family's
+    ``bound_s`` (at least one second)."""
+    bounds = [getattr(module, "bound_s", None) for module in full_level(needs)]
+    return max(sum(bound(thresholds) for bound in bounds if bound is not None), 1.0)
 
 
 def collectors(needs: Sequence[str], level: str = "standard") -> List[Any]:
@@ -170,16 +199,6 @@ def collectors(needs: Sequence[str], level: str = "standard") -> List[Any]:
         module.collect
         for module in by_source(needs)
         if module.LEVEL == level and callable(getattr(module, "collect", None))
-    ]
-
-
-def _legacy_plan(snap: Snapshot, needs: Sequence[str]) -> List[Planned]:
-    """The commands of the families not yet moved here (``ibdiag.sources.plan``)."""
-    from ibdiag.sources import plan as legacy
-
-    return [
-        Planned(item.role, item.argv)
-        for item in legacy.commands_for(snap.devices, set(needs), snap.gpus)
     ]
 
 
@@ -201,21 +220,9 @@ def interpret(snap: Snapshot) -> Snapshot:
             snap = apply(snap, module.interpret(snap, runs), module.SOURCE)
         except Exception as exc:  # noqa: BLE001 - one family's bug must not lose the run
             problems[f"interpret.{module.SOURCE}"] = f"{type(exc).__name__}: {exc}"
-    snap = _legacy_interpret(snap)
     if problems:
         snap = snap.model_copy(update={"problems": {**snap.problems, **problems}})
     return snap
-
-
-def _legacy_interpret(snap: Snapshot) -> Snapshot:
-    """The families not yet moved here (``ibdiag.sources.interpret``)."""
-    from ibdiag.sources.interpret import interpret as legacy
-
-    fields = {name: getattr(snap, name) for name in type(snap).model_fields}
-    del fields["commands"]
-    result = legacy(fields, snap.commands)
-    changed = {name: value for name, value in result.items() if value is not fields.get(name)}
-    return snap.model_copy(update=changed) if changed else snap
 
 
 def without_facts(snapshot: Snapshot) -> Snapshot:

@@ -69,4 +69,3 @@ class _SourceLevels(MutableMapping):
 
 
 SOURCE_LEVELS: MutableMapping[str, str] = _SourceLevels()
-ACTIVE_SOURCES = frozenset({"perftest", "nccl_tests"})

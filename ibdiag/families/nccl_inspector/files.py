@@ -5,9 +5,8 @@ With the Inspector plugin loaded (``NCCL_PROFILER_PLUGIN=inspector``) NCCL write
 ``nccl_inspector_metrics_<gpu uuid>.prom``, rewritten in place (seed 003); in its default JSON
 mode one file per process, ``<hostname>-pid<pid>.log``, appended to. ibdiag reads the recent
 ones (modified within ``nccl_inspector_max_age_s``), newest first, as they are at that moment:
-a file caught half-written is parsed for what it holds (``ibdiag.sources.parsers
-.nccl_inspector``); of a file larger than ``MAX_BYTES`` the newest part is kept, from a line
-start.
+a file caught half-written is parsed for what it holds (``parser``); of a file larger than
+``MAX_BYTES`` the newest part is kept, from a line start.
 
 A dump directory is writable by jobs and ibdiag may run as root, so only regular files with a
 single link are read (no symlinks, FIFOs, devices, nor a hard link to a file elsewhere), with

@@ -48,7 +48,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
+from ibdiag.facts.topology import GpuNic, GpuTopology
 from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.roles import Role
 
 __all__ = [
     "CLOSENESS",
@@ -56,6 +58,7 @@ __all__ = [
     "GpuNicPair",
     "GpuNicPairing",
     "TopoMatrix",
+    "parse_gpu_topology",
     "parse_nvidia_smi_topo",
 ]
 
@@ -210,6 +213,37 @@ class TopoMatrix:
                 owner[nic], matched[gpu] = gpu, nic
                 return True
         return False
+
+
+def parse_gpu_topology(text: Union[str, bytes, None], role: Role) -> GpuTopology:
+    """The fact for one ``nvidia-smi topo -m`` output (stdout of a run that succeeded): the
+    GPU <-> NIC cells of the matrix, with the one-to-one rail pairing and each GPU's nearest
+    NIC derived once (``TopoMatrix`` keeps the whole matrix: GPU <-> GPU links, CPU affinity)."""
+    matrix = parse_nvidia_smi_topo(text)
+    pairing = matrix.gpu_nic_pairs()
+    nearest = [(gpu, matrix.nearest_nic(gpu)) for gpu in matrix.gpus]
+    return GpuTopology.model_construct(
+        role=role,
+        error=matrix.error,
+        gpus=list(matrix.gpus),
+        nics=list(matrix.nics),
+        links=[
+            _cell(gpu, nic, link)
+            for gpu in matrix.gpus
+            for nic in matrix.nics
+            for link in [matrix.link(gpu, nic)]
+            if link is not None
+        ],
+        numa_affinity=dict(matrix.numa_affinity),
+        rails=[_cell(pair.gpu, pair.nic, pair.link) for pair in pairing.pairs],
+        unpaired_gpus=list(pairing.unpaired_gpus),
+        nearest=[_cell(gpu, *found) for gpu, found in nearest if found is not None],
+        problems=list(matrix.problems),
+    )
+
+
+def _cell(gpu: str, nic: str, link: str) -> GpuNic:
+    return GpuNic.model_construct(gpu=gpu, nic=nic, link=link)
 
 
 def parse_nvidia_smi_topo(text: Union[str, bytes, None]) -> TopoMatrix:

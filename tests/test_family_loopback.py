@@ -1,6 +1,6 @@
-"""ib_write_bw runs -> ``Snapshot.loopback``: runs found by role, perftest's real captures
-(tests/fixtures/perftest) as what the client printed, and the perftest check reading the
-field alone."""
+"""The loopback family (``ibdiag.families.loopback``): ib_write_bw runs -> ``Snapshot.loopback``:
+runs found by role, perftest's real captures (tests/fixtures/perftest) as what the client
+printed, and the perftest check reading the field alone."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import json
 import pytest
 from conftest import capture_names, read_capture
 from snapshots import EDR, device, port, run, snapshot
-from test_parsers_perftest import FACTS as PERFTEST_FACTS
+from test_family_loopback_parser import FACTS as PERFTEST_FACTS
 
-from ibdiag import roles
+from ibdiag import families, roles
 from ibdiag.facts.loopback import LoopbackAttempt
+from ibdiag.families import Runs
+from ibdiag.families import loopback as family
+from ibdiag.families.loopback import traffic
 from ibdiag.model import CommandRun, Snapshot
-from ibdiag.sources import active
-from ibdiag.sources.interpret import interpret
-from ibdiag.sources.interpret.loopback import read_loopback
 from ibdiag.thresholds import Thresholds
 
 KIND = "perftest"
@@ -26,7 +26,7 @@ SERVER_WAITING = "************************************\n* Waiting for client to 
 NUMACTL_1 = ("numactl", "--cpunodebind=1", "--membind=1")
 
 
-def recorded(test: active.LoopbackTest, client: CommandRun, server: CommandRun):
+def recorded(test: traffic.LoopbackTest, client: CommandRun, server: CommandRun):
     """{key: run} of one test's two sides, argv and role as run_loopback records them."""
     th = Thresholds()
     runs = {}
@@ -36,6 +36,15 @@ def recorded(test: active.LoopbackTest, client: CommandRun, server: CommandRun):
     return runs
 
 
+def interpreted_with(commands, devices=()) -> Snapshot:
+    """A Snapshot of ``devices`` with ``commands`` recorded, every family interpreted."""
+    return families.interpret(snapshot(list(devices)).model_copy(update={"commands": commands}))
+
+
+def read_loopback(commands, devices=()):
+    return family.read_loopback(Runs(commands), devices)
+
+
 def ran(stdout: str = "", stderr: str = "", rc: int = 0, **kwargs) -> CommandRun:
     return CommandRun(argv=["placeholder"], rc=rc, stdout=stdout, stderr=stderr, **kwargs)
 
@@ -43,7 +52,7 @@ def ran(stdout: str = "", stderr: str = "", rc: int = 0, **kwargs) -> CommandRun
 def test_no_loopback_run_is_none():
     assert read_loopback({}) is None
     other = CommandRun(argv=["ibstat"], role=roles.IBSTAT, rc=0)
-    assert interpret({"problems": {}}, {other.key: other})["loopback"] is None
+    assert interpreted_with({other.key: other}).loopback is None
 
 
 @pytest.mark.parametrize("name", capture_names(KIND))
@@ -51,16 +60,16 @@ def test_every_capture_as_a_clients_output(name):
     """Ports, attempt and GPU from the roles, the Gb/s from the client's output: the BW
     average at the largest size, in Gb/s whatever the unit."""
     text = read_capture(KIND, name)
-    test = active.LoopbackTest(
+    test = traffic.LoopbackTest(
         "mlx5_3", 2, "mlx5_3", 2, 18517, gpu=5, server_gpu=5, client_pin=NUMACTL_1,
         server_pin=NUMACTL_1,
     )  # fmt: skip
     commands = recorded(test, ran(text), ran(SERVER_WAITING))
-    (attempt,) = interpret({"problems": {}}, commands)["loopback"]
+    (attempt,) = interpreted_with(commands).loopback
     assert (attempt.client, attempt.server, attempt.attempt) == ("mlx5_3:2", "mlx5_3:2", 1)
     assert (attempt.gpu, attempt.server_gpu) == (5, 5)
-    assert attempt.client_role == "loopback client mlx5_3:2 attempt 1 gpu 5"
-    assert attempt.server_role == "loopback server mlx5_3:2 for mlx5_3:2 attempt 1 gpu 5"
+    assert str(attempt.client_role) == "loopback client mlx5_3:2 attempt 1 gpu 5"
+    assert str(attempt.server_role) == "loopback server mlx5_3:2 for mlx5_3:2 attempt 1 gpu 5"
     expected = PERFTEST_FACTS[name]["average_gbps"]
     if expected is None:  # a latency test prints no bandwidth
         assert attempt.gbps is None and attempt.why_not == "no result row"
@@ -76,9 +85,9 @@ def test_pairs_and_a_retry_in_planned_order():
     """Each client port's attempts, its partner's server, the retry after every first
     attempt (the devices' port order), whatever order the runs were recorded in."""
     healthy, half = read_capture(KIND, HEALTHY), read_capture(KIND, HALF_RATE)
-    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
-    second = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
-    retry = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
+    first = traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
+    second = traffic.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
+    retry = traffic.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
     commands = {}
     for test, output in ((retry, healthy), (second, half), (first, healthy)):
         commands.update(recorded(test, ran(output), ran(SERVER_WAITING)))
@@ -91,8 +100,8 @@ def test_pairs_and_a_retry_in_planned_order():
     assert [round(a.gbps, 2) for a in attempts] == [201.80, 98.01, 201.80]
     # the plan's order is the devices' (mlx5_1 listed first here), not the names'
     devices = [device("mlx5_1"), device("mlx5_0")]
-    fields = interpret({"problems": {}, "devices": devices}, commands)
-    assert [(a.client, a.attempt) for a in fields["loopback"]] == [
+    fields = interpreted_with(commands, devices)
+    assert [(a.client, a.attempt) for a in fields.loopback] == [
         ("mlx5_1:1", 1),
         ("mlx5_0:1", 1),
         ("mlx5_1:1", 2),
@@ -100,7 +109,7 @@ def test_pairs_and_a_retry_in_planned_order():
 
 
 def test_why_not_is_the_first_error_either_side_then_the_run_failure():
-    test = active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515)
+    test = traffic.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515)
     refused = ran(stdout=" Couldn't connect to localhost:18515\n", rc=1)
     server_error = ran(stderr=" Failed to modify QP 0x1234 to RTR\n", rc=1)
     (attempt,) = read_loopback(recorded(test, refused, server_error))
@@ -117,49 +126,44 @@ def test_why_not_is_the_first_error_either_side_then_the_run_failure():
 
 def test_garbage_from_the_client_is_a_recorded_problem_not_a_crash():
     junk = (bytes(range(256)) * 3).decode("latin-1") + "\n 65536 garbage 1.0\n"
-    test = active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515)
+    test = traffic.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515)
     commands = recorded(test, ran(junk), ran(SERVER_WAITING))
-    fields = interpret({"problems": {}}, commands)
-    (attempt,) = fields["loopback"]
+    fields = interpreted_with(commands)
+    (attempt,) = fields.loopback
     assert attempt.gbps is None and attempt.why_not == "no result row"
     assert any(problem.startswith("unrecognised line 1:") for problem in attempt.problems)
-    assert fields["problems"] == {}  # the interpreter itself did not break
+    assert fields.problems == {}  # the interpreter itself did not break
 
 
 def test_a_server_without_its_client_is_left_out():
-    test = active.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515)
+    test = traffic.LoopbackTest("mlx5_0", 1, "mlx5_0", 1, 18515)
     server = {k: r for k, r in recorded(test, ran(), ran(SERVER_WAITING)).items()
-              if r.role.startswith("loopback server")}  # fmt: skip
+              if r.role.step == "server"}  # fmt: skip
     assert read_loopback(server) == []
 
 
 def test_the_roles_read_back():
-    assert roles.read_loopback(roles.loopback_client("mlx5_0:1", 2)) == roles.LoopbackRole(
-        "client", "mlx5_0:1", None, 2, None
+    Role = roles.Role
+    assert roles.loopback_client("mlx5_0:1", 2) == Role("loopback", "client", "mlx5_0:1", None, 2)
+    assert roles.loopback_server("mlx5_1:3", "mlx5_0:1", 1) == (
+        Role("loopback", "server", "mlx5_0:1", "mlx5_1:3", 1)
     )
-    assert roles.read_loopback(roles.loopback_server("mlx5_1:3", "mlx5_0:1", 1)) == (
-        roles.LoopbackRole("server", "mlx5_0:1", "mlx5_1:3", 1, None)
-    )
-    assert roles.loopback_client("mlx5_0:1", 2, gpu=3) == "loopback client mlx5_0:1 attempt 2 gpu 3"
-    assert roles.loopback_server("mlx5_1:1", "mlx5_0:1", 1, gpu=0) == (
-        "loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 0"
-    )
-    assert roles.read_loopback("loopback client mlx5_0:1 attempt 2 gpu 3") == (
-        roles.LoopbackRole("client", "mlx5_0:1", None, 2, 3)
-    )
-    assert roles.read_loopback("loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 0") == (
-        roles.LoopbackRole("server", "mlx5_0:1", "mlx5_1:1", 1, 0)
-    )
+    client = roles.loopback_client("mlx5_0:1", 2, gpu=3)
+    assert str(client) == "loopback client mlx5_0:1 attempt 2 gpu 3"
+    server = roles.loopback_server("mlx5_1:1", "mlx5_0:1", 1, gpu=0)
+    assert str(server) == "loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 0"
+    assert Role.parse("loopback client mlx5_0:1 attempt 2 gpu 3") == client
+    assert Role.parse("loopback server mlx5_1:1 for mlx5_0:1 attempt 1 gpu 0") == server
     for other in (
         None,
         "",
-        roles.NCCL_TESTS,
         "loopback client mlx5_0 attempt 1",
         "loopback client mlx5_0:1 attempt 1 gpu",
         "loopback client mlx5_0:1 attempt 1 gpu -1",
         "loopback client mlx5_0:1 attempt 1 gpu 3 extra",
     ):
-        assert roles.read_loopback(other) is None
+        assert Role.parse(other) is None
+    assert Role.parse(str(roles.NCCL_TESTS)).family != "loopback"
 
 
 @pytest.mark.parametrize(
@@ -177,7 +181,7 @@ def test_the_roles_read_back():
 )
 def test_the_gpu_of_each_side_comes_from_its_role_whatever_ran(client_argv, server_argv):
     """The GPU is what the plan knew (the role), never read back from the argv that ran."""
-    test = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=3, server_gpu=4)
+    test = traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=3, server_gpu=4)
     client = ran(read_capture(KIND, HEALTHY)).model_copy(
         update={"argv": client_argv, "role": test.role("client")}
     )
@@ -189,7 +193,7 @@ def test_the_gpu_of_each_side_comes_from_its_role_whatever_ran(client_argv, serv
     assert (attempt.gpu, attempt.server_gpu) == (3, 4)
     assert round(attempt.gbps, 2) == 201.80
     # and no GPU in the role is no GPU, whatever --use_cuda the argv holds
-    plain = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
+    plain = traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
     client = client.model_copy(update={"role": plain.role("client")})
     server = server.model_copy(update={"role": plain.role("server")})
     (attempt,) = read_loopback({client.key: client, server.key: server})
@@ -198,9 +202,9 @@ def test_the_gpu_of_each_side_comes_from_its_role_whatever_ran(client_argv, serv
 
 def _graded(commands) -> Snapshot:
     """A Snapshot of two HDR HCAs with ``commands`` interpreted, through JSON and back."""
-    fields = interpret({"problems": {}}, commands)
+    fields = interpreted_with(commands)
     snap = snapshot([device("mlx5_0"), device("mlx5_1")]).model_copy(
-        update={"commands": commands, "loopback": fields["loopback"]}
+        update={"commands": commands, "loopback": fields.loopback}
     )
     return Snapshot.model_validate(json.loads(snap.model_dump_json()))
 
@@ -209,9 +213,9 @@ def test_the_check_reads_the_field_alone():
     healthy, half = read_capture(KIND, HEALTHY), read_capture(KIND, HALF_RATE)
     commands = {}
     tests = [
-        active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, client_pin=NUMACTL_1),
-        active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516),
-        active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2),
+        traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, client_pin=NUMACTL_1),
+        traffic.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516),
+        traffic.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2),
     ]
     for test, output in zip(tests, (healthy, half, half)):
         commands.update(recorded(test, ran(output), ran(SERVER_WAITING)))
@@ -235,11 +239,11 @@ def test_the_check_reads_the_field_alone():
 
 def test_the_check_takes_the_slower_port_of_a_pair():
     slow = device("mlx5_1", ports=[port(1, rate_text=EDR)])
-    test = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
+    test = traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515)
     commands = recorded(test, ran(read_capture(KIND, HEALTHY)), ran(SERVER_WAITING))
-    fields = interpret({"problems": {}}, commands)
+    fields = interpreted_with(commands)
     snap = snapshot([device("mlx5_0"), slow]).model_copy(
-        update={"commands": commands, "loopback": fields["loopback"]}
+        update={"commands": commands, "loopback": fields.loopback}
     )
     (result,) = run("perftest.bandwidth", snap)
     assert "(90% of the 100 Gb/s link rate) to mlx5_1:1" in result.message, result

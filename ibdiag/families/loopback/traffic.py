@@ -1,11 +1,4 @@
-"""Level full: the tests that move real traffic - ib_write_bw loopback and nccl-tests.
-
-They are the only way to catch a port that is ACTIVE, at full rate and error-free but delivers
-half its bandwidth. They run only at ``--level full``, after the read-only commands (so the
-GPU topology is known for GPUDirect RDMA pairing), and every process they start runs under a
-timeout that kills it with everything it started (``ibdiag.runner.command_runner``).
-
-ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
+"""The loopback family's traffic: ib_write_bw per ACTIVE InfiniBand port, all ports at once.
 
 - a server and a client on the same HCA port (``perftest_pairing = "self"``), or HCA 0's
   client to HCA 1's server and back, 2 with 3, ... (``"pairs"``: the traffic crosses both
@@ -20,21 +13,16 @@ ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
 - one retry, on another TCP port (+``RETRY_PORT_OFFSET``), of every run below its floor
   (``ibdiag.bandwidth``): single noisy runs have drained healthy nodes elsewhere.
 
-The traffic phase is bounded (``Limits``, made by ``ibdiag.collect``): nothing starts after its
-deadline, and every process's timeout - ``bandwidth.perftest_timeout_s`` (duration + start-up
-allowance) for an ib_write_bw attempt, ``nccl_timeout_s`` for nccl-tests, at most
-``--command-timeout`` when one was given - is capped by the time left. A run the deadline left
-no time for is recorded as never started, with the reason; a retry is only started while time
-is left.
+Every process runs under a timeout that kills it with everything it started
+(``ibdiag.runner.command_runner``): ``bandwidth.perftest_timeout_s`` (duration + start-up
+allowance), at most ``--command-timeout`` when one was given, and nothing starts after the
+traffic phase's deadline (``ibdiag.families._traffic.Limits``): a run the deadline left no
+time for is recorded as never started, with the reason; a retry is only started while time is
+left.
 
 Every process is recorded as a CommandRun with the role it was planned for, saying what the
 plan knew (``loopback client mlx5_0:1 attempt 1 gpu 0``, ``loopback server mlx5_1:1 for
-mlx5_0:1 attempt 1 gpu 1``, ``nccl-tests``); the interpret step turns the loopback runs into
-``Snapshot.loopback`` (``interpret.loopback``: ports, attempt and GPU from the roles, the
-bandwidth from what the client printed), so a bundle is re-graded from what ran; the
-nccl-tests check finds its run by role alone, whatever the configured program is called. Only
-runs recorded before roles were kept are read back from their argv
-(``loopback_roles_before_roles``).
+mlx5_0:1 attempt 1 gpu 1``); the family's ``interpret`` turns them into ``Snapshot.loopback``.
 """
 
 from __future__ import annotations
@@ -44,60 +32,21 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ibdiag import roles
 from ibdiag.bandwidth import below_floor, perftest_floor, perftest_timeout_s
-from ibdiag.model import CommandRun, Device
+from ibdiag.families._traffic import Limits, Progress, unlimited
+from ibdiag.model import CommandRun, Device, Port
 from ibdiag.runner import interruptible
 from ibdiag.thresholds import Thresholds
+
+if TYPE_CHECKING:
+    from ibdiag.runner.command_runner import OutputBudget
 
 RETRY_PORT_OFFSET = 100
 SERVER_START_S = 1.0  # the server listens well within this; the client then connects
 SERVER_GRACE_S = 5.0  # after the client ends, the server has this long to end too
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How long the traffic phase may take: a deadline on the ``time.monotonic()`` clock that
-    started at ``started_at``, and a cap on every process's timeout (None: its own)."""
-
-    started_at: float
-    deadline_s: float
-    deadline_name: str = "the run's deadline"
-    cap_s: Optional[float] = None
-
-    @property
-    def deadline_at(self) -> float:
-        return self.started_at + self.deadline_s
-
-    def timeout(self, own_s: float) -> float:
-        return own_s if self.cap_s is None else min(own_s, self.cap_s)
-
-    def runner(self, own_timeout_s: float, budget=None):
-        from ibdiag.runner.command_runner import Runner
-
-        return Runner(
-            timeout_s=self.timeout(own_timeout_s), deadline_s=self.deadline_s,
-            started_at=self.started_at, deadline_name=self.deadline_name, budget=budget,
-        )  # fmt: skip
-
-
-def full_level_bound(thresholds: Thresholds, perftest: bool, nccl_tests: bool) -> float:
-    """Level full's own bound when no --deadline is given: two waves of ib_write_bw (the
-    attempt and its retry), each its server's head start + duration + start-up allowance,
-    then nccl-tests' timeout when they are configured."""
-    bound = 0.0
-    if perftest:
-        bound += 2 * (SERVER_START_S + perftest_timeout_s(thresholds))
-    if nccl_tests and thresholds.nccl_tests:
-        bound += thresholds.nccl_timeout_s
-    return max(bound, 1.0)
-
-
-def _unlimited() -> Limits:
-    return Limits(started_at=time.monotonic(), deadline_s=float("inf"))
 
 
 # ------------------------------------------------------------------------- ib_*_bw argv
@@ -188,93 +137,6 @@ def ib_write_bw_argv(
 
 
 @dataclass(frozen=True)
-class RecordedLoopback:
-    """What one recorded ib_write_bw argv says: which side, which HCA port, TCP port, GPU."""
-
-    side: str  # "server" or "client"
-    device: str
-    port: int
-    tcp_port: int
-    gpu: Optional[int]
-
-    @property
-    def target(self) -> str:
-        return f"{self.device}:{self.port}"
-
-
-def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
-    """Read back an argv ``LoopbackTest.argv`` built (after any numactl/taskset prefix); None
-    when it is not an ib_write_bw run or lacks -d/-p.
-
-    The inverse of ``ib_write_bw_argv``, kept beside it so the two agree, and used only for
-    runs recorded before roles were kept (``loopback_roles_before_roles``): today a run's role
-    says all the interpreter needs (ports, attempt, GPU), and nothing reads its argv.
-    """
-    start = next((i for i, arg in enumerate(argv) if arg.rsplit("/", 1)[-1] == "ib_write_bw"), None)
-    if start is None:
-        return None
-    options: Dict[str, str] = {}
-    positional: List[str] = []
-    args = list(argv[start + 1 :])
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg.startswith("--") and "=" in arg:
-            key, value = arg.split("=", 1)
-            options[key] = value
-        elif arg in ("-d", "-i", "-p", "-s", "-D", "-q") and index + 1 < len(args):
-            options[arg] = args[index + 1]
-            index += 1
-        elif not arg.startswith("-"):
-            positional.append(arg)
-        index += 1
-    try:
-        return RecordedLoopback(
-            side="client" if positional else "server",
-            device=options["-d"],
-            port=int(options.get("-i", "1")),
-            tcp_port=int(options["-p"]),
-            gpu=int(options["--use_cuda"]) if "--use_cuda" in options else None,
-        )
-    except (KeyError, ValueError):
-        return None
-
-
-def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str]:
-    """command key -> role of every ib_write_bw run among ``argvs``: the recorded runs of a
-    bundle written before runs kept their role (``ibdiag.bundle.replay.replay``).
-
-    One argv alone cannot say its role: a server's argv does not name the client it served
-    (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's
-    argvs are read together, as the perftest check read them before roles: a server and its
-    client share a TCP port, and a client port's attempts are its runs in TCP port order (a
-    retry runs ``RETRY_PORT_OFFSET`` above its first attempt); each role names the
-    ``--use_cuda`` GPU its argv ran with, as today's plan names it. A server whose client was
-    not recorded gets no role.
-    """
-    from ibdiag import roles
-    from ibdiag.model import command_key
-
-    sides: Dict[int, Dict[str, Tuple[str, RecordedLoopback]]] = {}
-    for argv in argvs:
-        info = read_loopback_argv(argv)
-        if info is not None:
-            sides.setdefault(info.tcp_port, {})[info.side] = (command_key(list(argv)), info)
-    found: Dict[str, str] = {}
-    attempts: Dict[str, int] = {}
-    for tcp_port in sorted(sides):
-        if "client" not in sides[tcp_port]:
-            continue
-        key, client = sides[tcp_port]["client"]
-        attempt = attempts[client.target] = attempts.get(client.target, 0) + 1
-        found[key] = roles.loopback_client(client.target, attempt, client.gpu)
-        if "server" in sides[tcp_port]:
-            key, server = sides[tcp_port]["server"]
-            found[key] = roles.loopback_server(server.target, client.target, attempt, server.gpu)
-    return found
-
-
-@dataclass(frozen=True)
 class LoopbackTest:
     """One ib_write_bw run: the client's port sends RDMA writes to the server's port."""
 
@@ -294,10 +156,8 @@ class LoopbackTest:
     def target(self) -> str:
         return f"{self.client_device}:{self.client_port}"
 
-    def role(self, side: str) -> str:
+    def role(self, side: str) -> roles.Role:
         """What the ``side`` ("server" or "client") run is for: CommandRun.role."""
-        from ibdiag import roles
-
         if side == "client":
             return roles.loopback_client(self.target, self.attempt, self.gpu)
         server = f"{self.server_device}:{self.server_port}"
@@ -379,10 +239,10 @@ def loopback_tcp_port(base: int, index: int) -> int:
     return low + (base - low + index) % (high - RETRY_PORT_OFFSET - low + 1)
 
 
-def _slower(*ports) -> Optional[float]:
+def _slower(*ports: Port) -> Optional[float]:
     """The lower link rate of the ports a test crosses (None when one is unknown)."""
-    rates = [port.rate.gbps if port.rate else None for port in ports]
-    return None if None in rates else min(rates)
+    rates = [port.rate.gbps for port in ports if port.rate is not None]
+    return min(rates) if rates and len(rates) == len(ports) else None
 
 
 def numa_pinning(
@@ -409,11 +269,11 @@ def run_loopback(
     thresholds: Thresholds,
     progress: Optional[Progress] = None,
     limits: Optional[Limits] = None,
-    budget=None,
+    budget: Optional[OutputBudget] = None,
 ) -> Dict[str, CommandRun]:
     """Run every test at once; then, at once again, one retry of each run below its floor
     while the deadline leaves time for it."""
-    limits = limits or _unlimited()
+    limits = limits or unlimited()
     runs: Dict[str, CommandRun] = {}
     wave = tests
     while wave:
@@ -421,7 +281,8 @@ def run_loopback(
         if time.monotonic() >= limits.deadline_at:  # record them, never started, with why
             outcomes = [_not_started(test, thresholds, limits) for test in wave]
         else:
-            _say(progress, f"ib_write_bw attempt {wave[0].attempt}: {targets}")
+            if progress is not None:
+                progress(f"ib_write_bw attempt {wave[0].attempt}: {targets}")
             outcomes = _run_wave(wave, thresholds, limits, budget)
         retry = []
         for test, (server, client) in zip(wave, outcomes):
@@ -434,26 +295,33 @@ def run_loopback(
     return runs
 
 
-def _not_started(test: LoopbackTest, thresholds: Thresholds, limits: Limits):
+def _not_started(
+    test: LoopbackTest, thresholds: Thresholds, limits: Limits
+) -> Tuple[CommandRun, CommandRun]:
     """(server run, client run) of a test the deadline left no time for."""
     runner = limits.runner(perftest_timeout_s(thresholds))
-    return tuple(
-        _with_role(runner.run(test.argv(thresholds, side)), test.role(side))
-        for side in ("server", "client")
+    server, client = (
+        runner.run(test.argv(thresholds, side), test.role(side)) for side in ("server", "client")
     )
+    return server, client
 
 
 def client_gbps(run: CommandRun) -> Optional[float]:
     """The average Gb/s a client run reported, or None: read as the Snapshot's loopback
-    field reads it (``interpret.loopback``)."""
-    from ibdiag.sources.interpret.loopback import perftest_output
+    field reads it (the family's ``interpret``)."""
+    from ibdiag.families.loopback.parser import parse_run
 
     if not (run.stdout or run.stderr):
         return None
-    return perftest_output(run).average_gbps
+    return parse_run(run.stdout, run.stderr).average_gbps
 
 
-def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits, budget=None):
+def _run_wave(
+    tests: List[LoopbackTest],
+    thresholds: Thresholds,
+    limits: Limits,
+    budget: Optional[OutputBudget] = None,
+) -> List[Tuple[CommandRun, CommandRun]]:
     """Every test of the wave at once; [(server run, client run)] in the tests' order."""
     from ibdiag.runner.command_runner import Runner
 
@@ -461,11 +329,11 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
     # Made before anything starts, so an interrupt at any moment reaches every one of them.
     runners = [limits.runner(own, budget) for _ in tests]
 
-    def one(test: LoopbackTest, runner: Runner):
+    def one(test: LoopbackTest, runner: Runner) -> Tuple[CommandRun, CommandRun]:
         result: Dict[str, CommandRun] = {}
 
         def side(role: str) -> CommandRun:
-            return _with_role(runner.run(test.argv(thresholds, role)), test.role(role))
+            return runner.run(test.argv(thresholds, role), test.role(role))
 
         server = threading.Thread(
             target=lambda: result.update(server=side("server")),
@@ -491,110 +359,3 @@ def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits,
         raise
     finally:
         pool.shutdown(wait=True)
-
-
-# -- nccl-tests --------------------------------------------------------------------------------
-
-LAUNCHERS = ("plain", "mpirun", "srun")  # how nccl-tests start: see nccl_tests_argv
-
-
-def nccl_tests_argv(
-    binary: str,
-    launcher: str = "plain",
-    gpus: int = 8,
-    min_bytes: str = "8",
-    max_bytes: str = "8G",
-    step_factor: int = 2,
-    iters: int = 20,
-    warmup_iters: int = 5,
-    check: int = 1,
-    extra: Sequence[str] = (),
-    launcher_args: Sequence[str] = (),
-) -> List[str]:
-    """The argv of one nccl-tests run over ``gpus`` local GPUs.
-
-    ``plain``: one process drives every GPU (``-g GPUS``). ``mpirun`` (``-np GPUS --bind-to
-    numa``) and ``srun`` (``--ntasks-per-node=GPUS --gpus-per-task=1``) start one process per
-    GPU (``-g 1``; the binary must be built with MPI=1). ``extra`` goes to the binary (e.g.
-    ``("-d", "bfloat16")``), ``launcher_args`` to mpirun/srun (e.g. ``--allow-run-as-root``).
-    Options (nccl-tests README): ``-b`` min bytes, ``-e`` max bytes, ``-f`` step factor, ``-g``
-    GPUs per thread, ``-n`` iterations, ``-w`` warm-up iterations, ``-c`` check (validation)
-    iterations. Sizes take nccl-tests' K/M/G suffixes ("8", "128M", "8G") or a byte count.
-
-    It only builds: ``binary``, ``launcher``, ``min_bytes``, ``max_bytes`` and
-    ``launcher_args`` are ``Thresholds``' nccl_tests (a program path, not starting with
-    ``-``), nccl_launcher (one of ``LAUNCHERS``), nccl_min_bytes/nccl_max_bytes (a byte count)
-    and nccl_launcher_args (each non-empty, no NUL), refused by the config when they are not
-    (exit 3). ``gpus`` is nccl_gpus (1..64), else the number of NVIDIA GPUs sysfs listed, else
-    1 (``run_nccl_tests``). The iteration counts and ``extra`` are the code's own (their
-    defaults: ``run_nccl_tests`` passes none of them).
-    """
-    per_process = gpus if launcher == "plain" else 1
-    args = [
-        binary,
-        "-b",
-        min_bytes,
-        "-e",
-        max_bytes,
-        "-f",
-        str(step_factor),
-        "-g",
-        str(per_process),
-        "-n",
-        str(iters),
-        "-w",
-        str(warmup_iters),
-        "-c",
-        str(check),
-        *extra,
-    ]
-    if launcher == "mpirun":
-        return ["mpirun", "-np", str(gpus), "--bind-to", "numa", *launcher_args, *args]
-    if launcher == "srun":
-        return [
-            "srun",
-            f"--ntasks-per-node={gpus}",
-            "--gpus-per-task=1",
-            *launcher_args,
-            *args,
-        ]
-    return args
-
-
-def run_nccl_tests(
-    thresholds: Thresholds,
-    gpu_count: int,
-    progress: Optional[Progress] = None,
-    limits: Optional[Limits] = None,
-    budget=None,
-) -> Dict[str, CommandRun]:
-    """nccl-tests once, as configured (``nccl_tests``, ``nccl_launcher``, sizes, GPUs)."""
-    from ibdiag.roles import NCCL_TESTS as NCCL_TESTS_ROLE
-
-    if not thresholds.nccl_tests:
-        return {}
-    limits = limits or _unlimited()
-    gpus = thresholds.nccl_gpus or gpu_count or 1
-    argv = nccl_tests_argv(
-        thresholds.nccl_tests,
-        launcher=thresholds.nccl_launcher,
-        gpus=gpus,
-        min_bytes=thresholds.nccl_min_bytes,
-        max_bytes=thresholds.nccl_max_bytes,
-        launcher_args=thresholds.nccl_launcher_args,
-    )
-    runner = limits.runner(float(thresholds.nccl_timeout_s), budget)
-    if time.monotonic() < limits.deadline_at:
-        _say(progress, f"nccl-tests on {gpus} GPU(s): {' '.join(argv)}")
-    run = _with_role(runner.run(argv), NCCL_TESTS_ROLE)
-    return {run.key: run}
-
-
-def _with_role(run: CommandRun, role: str) -> CommandRun:
-    """``run`` recorded with the role it was planned for."""
-    return run.model_copy(update={"role": role})
-
-
-def _say(progress: Optional[Progress], message: str) -> None:
-    if progress is not None:
-        progress(message)

@@ -15,7 +15,7 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.nccl_inspector import (
+from ibdiag.families.nccl_inspector.parser import (
     message_size_lower_bound,
     parse_inspector_file,
     parse_inspector_json,

@@ -1,4 +1,4 @@
-"""perftest parser (and the ib_*_bw argv sources/active.py builds), on every capture in
+"""perftest parser (and the ib_*_bw argv families/loopback/traffic.py builds), on every capture in
 tests/fixtures/perftest.
 
 Each capture has facts read from the file by hand (FACTS); a capture added to the folder fails
@@ -14,12 +14,17 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.active import BW_TOOLS, DEFAULT_TCP_PORT, ib_write_bw_argv, perftest_bw_argv
-from ibdiag.sources.parsers.perftest import (
+from ibdiag.families.loopback.parser import (
     UNIT_TO_GBPS,
     parse_perftest,
     parse_perftest_runs,
     to_gbps,
+)
+from ibdiag.families.loopback.traffic import (
+    BW_TOOLS,
+    DEFAULT_TCP_PORT,
+    ib_write_bw_argv,
+    perftest_bw_argv,
 )
 
 FIXTURES = Path(FIXTURES_DIR)
@@ -566,8 +571,8 @@ def test_the_config_refuses_what_the_argv_builder_used_to(setting):
 def test_a_device_name_the_builder_used_to_refuse_is_refused_at_plan_time(name):
     """A device name goes on ib_write_bw's command line only when names.py passed it; a
     device with a name problem gets no loopback test planned."""
+    from ibdiag.families.loopback.traffic import plan_loopback
     from ibdiag.model import Device, Port
-    from ibdiag.sources.active import plan_loopback
     from ibdiag.sources.names import device_name_problem
     from ibdiag.thresholds import Thresholds
 

@@ -13,8 +13,8 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.nvidia_smi_topo import parse_nvidia_smi_topo
-from ibdiag.sources.plan import nvidia_smi_topo_argv
+from ibdiag.families import gpu_topology
+from ibdiag.families.gpu_topology.parser import parse_nvidia_smi_topo
 
 FIXTURES = Path(FIXTURES_DIR)
 KIND = "nvidia_smi_topo"
@@ -448,4 +448,4 @@ def test_any_text_never_raises(parts):
 
 
 def test_argv():
-    assert nvidia_smi_topo_argv() == ["nvidia-smi", "topo", "-m"]
+    assert gpu_topology.argv() == ["nvidia-smi", "topo", "-m"]

@@ -1,8 +1,10 @@
-"""nccl-tests runs and NCCL Inspector files -> typed Snapshot fields (``ibdiag.sources.interpret``),
-on every capture in tests/fixtures/nccl_tests and tests/fixtures/nccl_inspector.
+"""The nccl-tests and NCCL Inspector families (``ibdiag.families.nccl_tests``,
+``.nccl_inspector``): runs and dump files -> typed Snapshot fields, on every capture in
+tests/fixtures/nccl_tests and tests/fixtures/nccl_inspector.
 
 The run is found by its role alone; its stdout and stderr are parsed together; a run that never
-started leaves the field None; junk gives a result with problems, never an exception.
+started gives an empty result saying why (``outcome``); junk gives a result with problems, never an
+exception.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from conftest import capture_names, captures_without_facts, read_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag import roles
+from ibdiag import families, roles
 from ibdiag.facts.nccl import InspectorDump, NcclTestsResult
+from ibdiag.facts.outcome import NoData
+from ibdiag.families import Runs, Update, outcome_of
+from ibdiag.families import nccl_inspector as inspector_family
+from ibdiag.families import nccl_tests as tests_family
+from ibdiag.families.nccl_tests.parser import parse_nccl_tests
 from ibdiag.model import CommandRun, InspectorFile, Snapshot
-from ibdiag.sources.interpret import FAMILIES, interpret
-from ibdiag.sources.interpret import nccl_inspector as inspector_family
-from ibdiag.sources.interpret import nccl_tests as tests_family
-from ibdiag.sources.parsers.nccl_tests import parse_nccl_tests
 
 TESTS = "nccl_tests"
 INSPECTOR = "nccl_inspector"
@@ -66,22 +69,32 @@ def _run(stdout: str = "", role=roles.NCCL_TESTS, **fields) -> CommandRun:
     return CommandRun(**{**data, **fields})
 
 
-def _node_fields(**fields) -> dict:
-    """What collect has read before the interpret step (a healthy node's fields), and ``fields``."""
+def _node(commands=None, **fields) -> Snapshot:
+    """What collect has read before the interpret step (a healthy node), with ``commands`` and
+    ``fields``."""
     from snapshots import snapshot
 
-    node = snapshot()
-    return {**{name: getattr(node, name) for name in ("devices", "gpus", "problems")}, **fields}
+    return snapshot().model_copy(update={"commands": commands or {}, **fields})
 
 
-def _interpret_run(run: CommandRun) -> dict:
+def _interpreted(commands=None, **fields) -> Snapshot:
+    """Every family's interpretation of a healthy node with ``commands`` and ``fields``."""
+    return families.interpret(_node(commands, **fields))
+
+
+def _interpret_run(run: CommandRun) -> Snapshot:
     """Every family's interpretation of a node whose only run is ``run``."""
-    return interpret(_node_fields(), {run.key: run})
+    return _interpreted({run.key: run})
 
 
-def _ours_broke(fields: dict) -> list:
+def _tests_update(*runs: CommandRun) -> Update:
+    """What the nccl-tests family alone makes of ``runs``."""
+    return tests_family.interpret(_node(), Runs({run.key: run for run in runs}))
+
+
+def _ours_broke(snap: Snapshot) -> list:
     """The problems the interpret driver recorded for these two families (their own bugs)."""
-    return [key for key in fields["problems"] if key.startswith("interpret.nccl_")]
+    return [key for key in snap.problems if key.startswith("interpret.nccl_")]
 
 
 def _file(name: str, text: str, truncated: bool = False) -> InspectorFile:
@@ -94,7 +107,8 @@ def _file(name: str, text: str, truncated: bool = False) -> InspectorFile:
 
 
 def test_both_families_are_registered():
-    assert "nccl_tests" in FAMILIES and "nccl_inspector" in FAMILIES
+    levels = families.source_levels()
+    assert levels["nccl_tests"] == "full" and levels["nccl_inspector"] == "full"
 
 
 def test_every_capture_has_facts():
@@ -110,7 +124,7 @@ def test_the_nccl_tests_run_becomes_typed(name):
     text = read_capture(TESTS, name)
     fields = _interpret_run(_run(text))
     assert _ours_broke(fields) == []
-    result = fields["nccl_tests"]
+    result = fields.nccl_tests
     assert isinstance(result, NcclTestsResult) and result.role == roles.NCCL_TESTS
     ranks, hosts, version, rows, busbw, finished, warning, error = RUN_FACTS[name]
     assert (len(result.ranks), result.hosts(), result.nccl_version) == (ranks, hosts, version)
@@ -127,8 +141,10 @@ def test_the_nccl_tests_run_becomes_typed(name):
         assert result.errors == []
     else:
         assert error in result.errors[0]
-    # what the parser makes of the text, with the role it came from; and it survives JSON
-    assert result == parse_nccl_tests(f"{text}\n").model_copy(update={"role": roles.NCCL_TESTS})
+    # what the parser makes of the text, with the role and outcome of the run; it survives JSON
+    update = {"role": roles.NCCL_TESTS, "outcome": outcome_of(_run(text))}
+    assert result == parse_nccl_tests(f"{text}\n").model_copy(update=update)
+    assert result.outcome.no_data is None and result.outcome.command == "/opt/site/nccl.sh -g 8"
     assert NcclTestsResult.model_validate_json(result.model_dump_json()) == result
 
 
@@ -137,7 +153,7 @@ def test_stderr_is_read_with_stdout():
     net_ib = read_capture(TESTS, "nccl-issue1698-roce-mlx5_10-net-ib-completion-status12-"
                           "vendor-err-129.txt")  # fmt: skip
     one_node = read_capture(TESTS, "gcm-allreduce-1node-8xA100-80GB-nccl2.16.2.txt")
-    result = _interpret_run(_run(one_node, stderr=net_ib))["nccl_tests"]
+    result = _interpret_run(_run(one_node, stderr=net_ib)).nccl_tests
     assert result.finished() and [w.hca for w in result.warnings][:1] == ["mlx5_10"]
 
 
@@ -145,29 +161,32 @@ def test_the_run_is_found_by_role_not_by_program():
     one_node = read_capture(TESTS, "gcm-allreduce-1node-8xA100-80GB-nccl2.16.2.txt")
     named_like_it = _run(one_node, role=None, argv=["/opt/nccl-tests/build/all_reduce_perf"])
     other_role = _run(one_node, role="loopback client mlx5_0:1 attempt 1")
-    assert tests_family.interpret({}, {r.key: r for r in (named_like_it, other_role)}) == {}
+    assert _tests_update(named_like_it, other_role) == Update()
     wrapper = _run(one_node, argv=["/site/bin/nccl-check"])
-    assert tests_family.interpret({}, {wrapper.key: wrapper})["nccl_tests"].rows
+    assert _tests_update(wrapper).node["nccl_tests"].rows
 
 
 @pytest.mark.parametrize(
-    "never_started",
+    "never_started, why",
     [
-        {"skipped": "the run's deadline had passed", "rc": None},
-        {"not_found": True, "rc": None},
-        {"permission_denied": True, "rc": None},
+        ({"skipped": "the run's deadline had passed", "rc": None}, NoData.NOT_STARTED),
+        ({"not_found": True, "rc": None}, NoData.NOT_INSTALLED),
+        ({"permission_denied": True, "rc": None}, NoData.NO_PERMISSION),
     ],
 )
-def test_a_run_that_never_started_leaves_the_field_unset(never_started):
+def test_a_run_that_never_started_is_an_empty_result_saying_why(never_started, why):
     run = _run(**never_started)
-    assert tests_family.interpret({}, {run.key: run}) == {}
+    result = _tests_update(run).node["nccl_tests"]
+    assert result.rows == [] and not result.finished()
+    assert result.outcome.no_data == why and result.outcome.reason == run.failure()
 
 
 def test_a_run_that_could_not_start_for_another_reason_is_read_as_empty():
     run = _run(rc=None, error="not run: not a program path: 'a b'")
-    result = tests_family.interpret({}, {run.key: run})["nccl_tests"]
+    result = _tests_update(run).node["nccl_tests"]
     assert result.rows == [] and not result.finished()
     assert result.problems == ["empty nccl-tests output"]
+    assert result.outcome.no_data == NoData.CANNOT_EXECUTE
 
 
 @pytest.mark.parametrize(
@@ -177,14 +196,14 @@ def test_a_run_that_could_not_start_for_another_reason_is_read_as_empty():
 def test_junk_output_is_a_recorded_problem_not_a_crash(junk):
     fields = _interpret_run(_run(junk, rc=1))
     assert _ours_broke(fields) == []
-    result = fields["nccl_tests"]
+    result = fields.nccl_tests
     assert result.problems and result.rows == [] and not result.finished()
 
 
 def test_a_wrong_count_too_large_for_an_integer_is_a_problem():
     header = "#  size  count  type  redop  root  time algbw busbw #wrong  time algbw busbw #wrong"
     row = "33554432 8388608 float sum -1 344.8 97.32 170.31 1e999 344.8 97.32 170.31 0"
-    result = _interpret_run(_run(f"{header}\n{row}\n"))["nccl_tests"]
+    result = _interpret_run(_run(f"{header}\n{row}\n")).nccl_tests
     assert result.rows == [] and "#wrong '1e999' is not a count" in result.problems[0]
 
 
@@ -192,7 +211,7 @@ def test_a_wrong_count_too_large_for_an_integer_is_a_problem():
 @given(st.text(), st.text())
 def test_any_output_never_raises(stdout, stderr):
     fields = _interpret_run(_run(stdout, stderr=stderr))
-    assert _ours_broke(fields) == [] and isinstance(fields["nccl_tests"], NcclTestsResult)
+    assert _ours_broke(fields) == [] and isinstance(fields.nccl_tests, NcclTestsResult)
 
 
 # -- NCCL Inspector ------------------------------------------------------------------------------
@@ -209,9 +228,9 @@ def _as_files(name: str, text: str) -> list:
 def test_inspector_files_become_typed_dumps(name):
     text = read_capture(INSPECTOR, name)
     files = _as_files(name, text)
-    fields = interpret(_node_fields(nccl_inspector=files), {})
+    fields = _interpreted(nccl_inspector=files)
     assert _ours_broke(fields) == []
-    (dump,) = fields["nccl_inspector_dumps"]
+    (dump,) = fields.nccl_inspector_dumps
     assert isinstance(dump, InspectorDump) and dump.name == files[0].name
     fmt, version, truncated, samples = DUMP_FACTS[name]
     assert (dump.format, dump.format_version, dump.truncated) == (fmt, version, truncated)
@@ -232,15 +251,16 @@ def test_dumps_keep_the_files_order_and_names():
         f for name in sorted(DUMP_FACTS) for f in _as_files(name, read_capture(INSPECTOR, name))
     ]
     files.append(_file("empty.log", ""))
-    dumps = inspector_family.interpret({"nccl_inspector": files}, {})["nccl_inspector_dumps"]
+    found = inspector_family.interpret(_node(nccl_inspector=files), Runs({}))
+    dumps = found.node["nccl_inspector_dumps"]
     assert [d.name for d in dumps] == [f.name for f in files]
     assert dumps[-1].samples == [] and "empty" in dumps[-1].problems[0]
 
 
 def test_no_dump_directory_and_no_recent_dump():
-    assert inspector_family.interpret({"nccl_inspector": None}, {}) == {}
-    assert inspector_family.interpret({}, {}) == {}
-    assert inspector_family.interpret({"nccl_inspector": []}, {}) == {"nccl_inspector_dumps": []}
+    assert inspector_family.interpret(_node(nccl_inspector=None), Runs({})) == Update()
+    none_recent = inspector_family.interpret(_node(nccl_inspector=[]), Runs({}))
+    assert none_recent == Update(node={"nccl_inspector_dumps": []})
 
 
 @pytest.mark.parametrize(
@@ -254,18 +274,18 @@ def test_no_dump_directory_and_no_recent_dump():
     ],
 )
 def test_junk_dump_is_a_recorded_problem_not_a_crash(name, junk):
-    fields = interpret(_node_fields(nccl_inspector=[_file(name, junk)]), {})
+    fields = _interpreted(nccl_inspector=[_file(name, junk)])
     assert _ours_broke(fields) == []
-    (dump,) = fields["nccl_inspector_dumps"]
+    (dump,) = fields.nccl_inspector_dumps
     assert dump.problems and dump.name == name
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(["a.prom", "b.log", "c.json", "d"]), st.text())
 def test_any_dump_never_raises(name, text):
-    fields = interpret(_node_fields(nccl_inspector=[_file(name, text)]), {})
+    fields = _interpreted(nccl_inspector=[_file(name, text)])
     assert _ours_broke(fields) == []
-    (dump,) = fields["nccl_inspector_dumps"]
+    (dump,) = fields.nccl_inspector_dumps
     assert isinstance(dump, InspectorDump)
 
 

@@ -1,6 +1,7 @@
-"""nvidia-smi topo -m -> ``Snapshot.gpu_topology``: the run found by role, the real captures in
-tests/fixtures/nvidia_smi_topo (facts written by hand in test_parsers_nvidia_smi_topo),
-and the topology.gpu_hca check reading the field alone."""
+"""The GPU topology family (``ibdiag.families.gpu_topology``): nvidia-smi topo -m ->
+``Snapshot.gpu_topology``: planned where sysfs shows an NVIDIA GPU, the run found by role, the
+real captures in tests/fixtures/nvidia_smi_topo (facts written by hand in
+test_family_gpu_topology_parser), and the topology.gpu_hca check reading the field alone."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import json
 import pytest
 from conftest import capture_names, read_capture
 from snapshots import device, devices, pci, run, snapshot
-from test_parsers_nvidia_smi_topo import FACTS, GPUS
+from test_family_gpu_topology_parser import FACTS, GPUS
 
-from ibdiag import roles
+from ibdiag import families, roles
+from ibdiag.facts.outcome import NoData
 from ibdiag.facts.topology import GpuNic, GpuTopology
+from ibdiag.families import Runs, gpu_topology
 from ibdiag.model import CommandRun, Pci, Snapshot
-from ibdiag.sources.interpret import interpret
-from ibdiag.sources.interpret.topology import read_gpu_topology
 
 KIND = "nvidia_smi_topo"
 RAIL = "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt"
@@ -27,8 +28,16 @@ def commands(stdout: str = "", rc=0, role=roles.GPU_TOPOLOGY, **kwargs):
     return {made.key: made}
 
 
+def interpreted_with(runs) -> Snapshot:
+    return families.interpret(snapshot([]).model_copy(update={"commands": runs}))
+
+
+def read_gpu_topology(runs):
+    return gpu_topology.read_gpu_topology(Runs(runs))
+
+
 def topology_of(text: str) -> GpuTopology:
-    topology = interpret({"problems": {}}, commands(text))["gpu_topology"]
+    topology = interpreted_with(commands(text)).gpu_topology
     assert isinstance(topology, GpuTopology)
     return topology
 
@@ -76,11 +85,11 @@ def test_a_gpu_without_a_rail_hca_is_unpaired_with_its_nearest_nic():
 
 
 def test_garbage_is_a_recorded_problem_not_a_crash():
-    fields = interpret({"problems": {}}, commands((bytes(range(256)) * 4).decode("latin-1")))
-    topology = fields["gpu_topology"]
+    fields = interpreted_with(commands((bytes(range(256)) * 4).decode("latin-1")))
+    topology = fields.gpu_topology
     assert topology.gpus == [] and topology.rails == [] and topology.failure is None
     assert topology.problems == ["no topology matrix header (GPU0 ... CPU Affinity) found"]
-    assert fields["problems"] == {}  # the interpreter itself did not break
+    assert fields.problems == {}  # the interpreter itself did not break
 
 
 def test_nvidia_smis_own_failure_is_its_error():
@@ -97,8 +106,12 @@ def test_a_failed_run_is_its_failure_and_nothing_is_parsed():
     topology = read_gpu_topology(commands(rail, rc=None, timed_out=True, duration_s=1.0))
     assert topology.failure == "nvidia-smi timed out after 1.0 s and was killed"
     assert topology.gpus == [] and topology.rails == []
+    assert topology.outcome.no_data == NoData.TIMED_OUT and topology.outcome.command == " ".join(
+        ARGV
+    )
     missing = read_gpu_topology(commands(rc=None, not_found=True))
     assert missing.failure == "nvidia-smi is not installed (not found on PATH)"
+    assert missing.outcome.no_data == NoData.NOT_INSTALLED
 
 
 def test_not_run_is_none():
@@ -122,7 +135,7 @@ def _node(text: str, numa=None) -> Snapshot:
         update={
             "commands": runs,
             "gpus": gpus,
-            "gpu_topology": interpret({"problems": {}}, runs)["gpu_topology"],
+            "gpu_topology": read_gpu_topology(runs),
         }
     )
     return Snapshot.model_validate(json.loads(snap.model_dump_json()))
@@ -156,8 +169,18 @@ def test_the_check_without_the_field_says_not_collected():
     (result,) = run("topology.gpu_hca", snap)
     assert result.status.value == "skip"
     assert result.message == (
-        "no GPU topology: `nvidia-smi topo -m` was not collected (level quick, or an older bundle)"
+        "no GPU topology: `nvidia-smi topo -m` was not collected (level quick, or not planned here)"
     )
     no_gpu = snapshot(devices(1)).model_copy(update={"gpus": []})
     (result,) = run("topology.gpu_hca", no_gpu)
     assert result.message == "no NVIDIA GPU on this node"
+
+
+def test_it_plans_nvidia_smi_only_where_sysfs_shows_an_nvidia_gpu():
+    gpu = Pci(address="0000:40:00.0", vendor_id="0x10de")
+    with_gpu = snapshot(devices(1)).model_copy(update={"gpus": [gpu]})
+    (planned,) = families.plan(with_gpu, ["gpu_topology"])
+    assert (planned.role, planned.argv) == (roles.GPU_TOPOLOGY, ARGV)
+    for gpus in (None, []):
+        assert families.plan(with_gpu.model_copy(update={"gpus": gpus}), ["gpu_topology"]) == []
+    assert families.source_levels()["gpu_topology"] == "standard"

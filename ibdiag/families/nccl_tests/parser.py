@@ -1,6 +1,6 @@
 """nccl-tests (``all_reduce_perf``, ``all_gather_perf``, ...) output -> ranks, result table,
 NCCL warnings and errors, as ``ibdiag.facts.nccl.NcclTestsResult``. (The argv of a run is built
-by the source that runs it, ``ibdiag.sources.active.nccl_tests_argv``.)
+by the family that runs it, ``ibdiag.families.nccl_tests.nccl_tests_argv``.)
 
 What a run prints (``all_reduce_perf -b 32M -e 1G -f 2 -g 1`` under mpirun, 8 ranks)::
 

@@ -353,20 +353,21 @@ def test_argv_has_no_reset_mode(mode):
 @pytest.mark.parametrize("device, port", [("", 1), ("-R", 1), ("mlx5 0", 1), ("mlx5_0", 0)])
 def test_a_name_or_port_that_may_not_run_is_vetted_by_the_plan_not_the_builder(device, port):
     """Validated once: the plan refuses it (recorded as never started), no argv runs with it."""
+    from snapshots import snapshot
+
+    from ibdiag.families import perfquery
     from ibdiag.model import Device, Port
-    from ibdiag.sources.plan import commands_for, refused_runs
 
     dev = Device(name=device, path="d",
                  ports=[Port(number=port, path="p", state=4, link_layer="InfiniBand")])  # fmt: skip
-    assert commands_for([dev], {"perfquery"}) == []
-    assert all(run.skipped for run in refused_runs([dev], {"perfquery"}).values())
-    assert len(refused_runs([dev], {"perfquery"})) == 3
+    planned = perfquery.plan(snapshot([dev]))
+    assert len(planned) == 3 and all(item.refused for item in planned)
 
 
 @pytest.mark.parametrize("device, port", [("-R", 1), ("mlx5 0", 1), ("mlx5_0", 0), ("x", 65536)])
 def test_argv_puts_any_device_and_port_in_one_element_each(device, port):
     """The argv builder takes any name as one element each; which names and ports may run is
-    ``plan.commands_for``'s call (tests/test_hostile_names.py)."""
+    the family's ``plan``'s call (tests/test_hostile_names.py)."""
     assert perfquery_argv(device, port, "x") == [
         "perfquery", "-x", "-C", device, "-P", str(port)
     ]  # fmt: skip

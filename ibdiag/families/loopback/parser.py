@@ -1,6 +1,6 @@
 """perftest (``ib_write_bw``, ``ib_read_bw``, ``ib_send_bw``, ``ib_atomic_bw``, the ``*_lat`` tools)
-output -> header, result rows, errors. (The argv of an ``ib_*_bw`` run is built by the source
-that runs it: ``ibdiag.sources.active``.)
+output -> header, result rows, errors. (The argv of an ``ib_*_bw`` run is built by the family
+that runs it: ``ibdiag.families.loopback.traffic``.)
 
 What a run prints (client side, ``ib_write_bw -d mlx5_5 -q 4 --report_gbits HOST``)::
 
@@ -268,6 +268,11 @@ def parse_perftest(text: Union[str, bytes, None]) -> PerftestResult:
             "fields are the first test's (parse_perftest_runs gives one result each)",
         )
     return result.freeze()
+
+
+def parse_run(stdout: str, stderr: str) -> PerftestResult:
+    """What one side of a run printed: stdout, then stderr (perftest writes its errors there)."""
+    return parse_perftest(f"{stdout}\n{stderr}")
 
 
 def parse_perftest_runs(text: Union[str, bytes, None]) -> List[PerftestResult]:

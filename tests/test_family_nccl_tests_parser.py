@@ -13,7 +13,7 @@ from conftest import FIXTURES_DIR, capture_names, captures_without_facts, read_c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.sources.parsers.nccl_tests import parse_nccl_tests
+from ibdiag.families.nccl_tests.parser import parse_nccl_tests
 
 FIXTURES = Path(FIXTURES_DIR)
 KIND = "nccl_tests"
