@@ -21,7 +21,6 @@ from ibdiag.bundle import open_bundle, write_bundle
 from ibdiag.collect import collect
 from ibdiag.fleet import read as fleet_read
 from ibdiag.fleet.identity import deduplicate
-from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, summarize
 from ibdiag.fleet.read import (
     MAX_REPORT_BYTES,
@@ -29,6 +28,7 @@ from ibdiag.fleet.read import (
     read_inputs,
     read_with_notes,
 )
+from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
 from ibdiag.sources.sysfs import Recording

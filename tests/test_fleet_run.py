@@ -27,7 +27,7 @@ import pytest
 from ibdiag.fleet import node_task, run
 from ibdiag.fleet.node import summarize
 from ibdiag.fleet.run_cli import validated_check_args
-from ibdiag.fleet.run_model import STATUS_MARKER, SUMMARY_NAME, FleetRun, NodeStatus
+from ibdiag.fleet.run_record import STATUS_MARKER, SUMMARY_NAME, FleetRun, NodeStatus
 from tests.conftest import REPO, SCENARIOS_DIR
 from tests.slurm_cluster import MARKER_VARIABLE, SlurmCluster, write_script
 

@@ -11,8 +11,10 @@ A layer above Reports, never inside checks (DESIGN §10). The parts, each one co
 - ``ibdiag.fleet.read``: reports, directories and bundles in, one ``NodeSummary`` (or one
   problem line) at a time out: streaming, so memory is bounded by the summaries.
 - ``ibdiag.fleet.stats``, ``outliers``, ``drift``, ``switches``: the analyses.
-- ``ibdiag.fleet.model``: ``FleetReport``, the result (JSON with a schema), rendered as text,
+- ``ibdiag.fleet.report``: ``FleetReport``, the result (JSON with a schema), rendered as text,
   JSON and HTML.
 - ``ibdiag.fleet.run``: ``ibdiag fleet run`` - one ``ibdiag check --json`` per node through the
   scheduler the cluster already has (Slurm's ``srun``), never a home-made remote executor.
+- ``ibdiag.fleet.run_record``: what ``fleet run`` records - each node task's status line, each
+  node's outcome and ``DIR/fleet-run.json``.
 """

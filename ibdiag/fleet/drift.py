@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import Drift, DriftValue, FleetSettings
 from ibdiag.fleet.node import NodeSummary
+from ibdiag.fleet.report import Drift, DriftValue, FleetSettings
 from ibdiag.hostlist import compress
 
 UNKNOWN = "(unknown)"

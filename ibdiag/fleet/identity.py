@@ -57,8 +57,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NODE_NAME, NodeSummary
+from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 

@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from typing import IO, List, NamedTuple, Optional, Sequence
 
 from ibdiag.files import TEMP_PREFIX, TEMP_SUFFIX
-from ibdiag.fleet.run_model import NodeStatus
+from ibdiag.fleet.run_record import NodeStatus
 
 KILL_GRACE_S = 10.0  # after SIGTERM, how long the check may take to stop its commands
 GIVE_UP_S = 5.0  # after SIGKILL: a process stuck in the kernel is left behind, reported

@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag.fleet import stats
-from ibdiag.fleet.model import FleetSettings, Outlier
 from ibdiag.fleet.node import (
     ERROR_RATE_PREFIX,
     IB_WRITE_BW,
@@ -28,6 +27,7 @@ from ibdiag.fleet.node import (
     NCCL_TESTS_BUSBW,
     NodeSummary,
 )
+from ibdiag.fleet.report import FleetSettings, Outlier
 
 LOW_IS_BAD = (IB_WRITE_BW, NCCL_TESTS_BUSBW)
 

@@ -75,8 +75,8 @@ from typing import (
 from pydantic import ValidationError
 
 from ibdiag.fleet.identity import TARBALL_SUFFIXES, Machines, is_future, unreadable_nodes
-from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NODE_NAME, NodeSummary, NotAReport, summarize
+from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 
@@ -621,9 +621,9 @@ def fleet_run_expectations(paths: Sequence[str]) -> RunExpectations:
     ``MAX_RUN_SUMMARY_BYTES``, is not a fleet run's or names a node no node can be called
     (``a,b``, ``gpu[003-009]``) is a problem: it cannot be told which nodes were expected, so
     none of its nodes is (the fleet report then says so, CRITICAL), never silently. A node
-    fleet run did not run for its Slurm state (``run_model.NOT_RUN_PREFIX``: drained, down,
+    fleet run did not run for its Slurm state (``run_record.NOT_RUN_PREFIX``: drained, down,
     busy) is in ``not_run``; one Slurm does not know is not: it stays missing."""
-    from ibdiag.fleet.run_model import NOT_RUN_PREFIX, SUMMARY_NAME
+    from ibdiag.fleet.run_record import NOT_RUN_PREFIX, SUMMARY_NAME
 
     found: Optional[List[str]] = None
     not_run: Dict[str, str] = {}
@@ -646,7 +646,7 @@ def fleet_run_expectations(paths: Sequence[str]) -> RunExpectations:
 
 def _fleet_run(path: str):
     """The ``FleetRun`` at ``path``; ``_Problem`` (one line) when it cannot be one."""
-    from ibdiag.fleet.run_model import FLEET_RUN_KIND, FleetRun
+    from ibdiag.fleet.run_record import FLEET_RUN_KIND, FleetRun
 
     data = _read_regular(path, MAX_RUN_SUMMARY_BYTES, what="a fleet run summary")
     try:

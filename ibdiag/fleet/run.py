@@ -65,7 +65,7 @@ from pydantic import ValidationError
 
 from ibdiag.files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temps
 from ibdiag.fleet.node_task import GIVE_UP_S, KILL_GRACE_S
-from ibdiag.fleet.run_model import (
+from ibdiag.fleet.run_record import (
     EXIT_ALL_ANSWERED,
     EXIT_NOTHING_COLLECTED,
     EXIT_SOME_NEVER_ANSWERED,

@@ -146,7 +146,7 @@ def run_command(
     """
     from ibdiag.files import write_output
     from ibdiag.fleet.run import NODE_IBDIAG, RunError, RunRequest, execute
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    from ibdiag.fleet.run_record import SUMMARY_NAME
     from ibdiag.render.inert import inert
 
     if not hostlist and not partition:

@@ -51,8 +51,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.fleet.node import FarEnd, NodeSummary, PortSummary
+from ibdiag.fleet.report import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.hostlist import compress
 from ibdiag.sources.sysfs import natural_key
 
