@@ -28,7 +28,8 @@ unreadable path (permissions), a FIFO, socket or device (judged by ``stat`` firs
 ``O_NONBLOCK`` and checked again: nothing blocks), a file over ``MAX_REPORT_BYTES`` (refused by
 its size, never read into memory), empty, binary or truncated JSON, JSON nested too deep, JSON
 that is not a node's report (a fleet report, a snapshot, anything foreign: what ``summarize``
-raises, and any field of an unexpected type), and a bundle ``open_bundle`` refuses.
+raises), and a bundle ``open_bundle`` refuses. A field of an unexpected type costs its node
+that field alone (``ibdiag.fleet.report_view``).
 
 Decisions:
 
@@ -41,7 +42,7 @@ Decisions:
   so: a newer ibdiag on part of the fleet is not a reason to lose those nodes.
 - A number in a report that no measurement can be (an integer of hundreds or thousands of
   digits, infinite, NaN, negative) is read as unknown and noted on its node
-  (``ibdiag.fleet.node.Numbers``): one node's value never costs the fleet report.
+  (``ibdiag.fleet.report_view.Reading``): one node's value never costs the fleet report.
 - Which reports are one node is ``ibdiag.fleet.identity``'s: a host name in several reports
   is one node only when they share an HCA GUID, the boot id or their file's node name; that
   node keeps its newest report (unless a file not named for its host, or a time past the
@@ -509,20 +510,6 @@ def _bundle_reason(message: str, path: str) -> str:
 FLEET_REPORT = "a fleet report (ibdiag fleet report), not one node's report"
 BUNDLE_MANIFEST = "a bundle's manifest.json: give the bundle (its directory) instead"
 
-# What a JSON value of unexpected type makes ``summarize`` raise (a field that is a list where a
-# report has an object): the input is not a report this ibdiag can read, not a crash.
-# OverflowError: a number no field of a report can hold, where ``summarize`` did not foresee one
-# (it reads its numbers through ``Numbers``, which never raises).
-_SHAPE_ERRORS = (
-    AttributeError,
-    TypeError,
-    KeyError,
-    IndexError,
-    ValueError,
-    OverflowError,
-    ValidationError,
-)
-
 
 def _summary(data: bytes, source: str) -> NodeSummary:
     document = _parse(data)
@@ -533,7 +520,7 @@ def _summary(data: bytes, source: str) -> NodeSummary:
         return summarize(document, source)
     except NotAReport as exc:
         raise _Problem(str(exc)) from None
-    except _SHAPE_ERRORS as exc:
+    except ValidationError as exc:  # the view reads any field of another type as unknown
         raise _Problem(
             f"not a report this ibdiag can read ({type(exc).__name__} on a field of "
             "an unexpected type)"
@@ -558,7 +545,7 @@ def _parse(data: bytes) -> object:
 def _parse_long_integers(data: bytes) -> object:
     """The JSON of a report holding an integer longer than Python converts (4,300 digits):
     such an integer is no measurement, so it is read as an infinity of its sign, which the
-    summary then takes for an unusable number (``ibdiag.fleet.node.Numbers``) - one value of
+    summary then takes for an unusable number (``ibdiag.fleet.report_view.Reading``) - one value of
     one node, not its whole report. Only such a file pays for the slower hook."""
     try:
         return json.loads(data, parse_int=_long_integer)
