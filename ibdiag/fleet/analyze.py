@@ -100,8 +100,8 @@ def analyze(
         counts[NOT_RUN] = len(not_run)
     missing = NodeGroup(reason=NO_REPORT, nodes=compress(absent), count=len(absent))
     not_run_groups: Dict[str, Set[str]] = {}
-    for node, why in not_run.items():
-        _add(not_run_groups, why, node)
+    for host, why in not_run.items():
+        _add(not_run_groups, why, host)
     unexpected = [node.host for node in strangers]
     report = FleetReport(
         tool_version=__version__,

@@ -329,7 +329,7 @@ class Machines:
     def _named(self) -> List[Tuple[_Machine, str]]:
         """Every machine with the name it goes by (``_names`` where a host name is shared)."""
         taken = {host for host, machines in self.by_host.items() if len(machines) == 1}
-        named = []
+        named: List[Tuple[_Machine, str]] = []
         for host, machines in self.by_host.items():
             names = [machine.summary.host for machine in machines]
             if len(machines) > 1:

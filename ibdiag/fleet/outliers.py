@@ -59,7 +59,7 @@ def _bandwidth(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Ou
 def _error_rates(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Outlier]:
     """Rates of nodes with a baseline; a counter a node does not list on a rail it has is 0."""
     floor = settings.rate_floor_per_hour
-    listed: Dict[Key, List[Tuple[str, float]]] = {}
+    listed: Dict[Tuple[str, int], List[Tuple[str, float]]] = {}
     peers_on_rail: Dict[int, List[str]] = {}  # rail -> hosts that know their rates on it
     for node in nodes:
         if node.rate_window_hours is None:

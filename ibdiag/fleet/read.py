@@ -138,26 +138,15 @@ def default_workers() -> int:
     return max(1, min(count, 8))
 
 
-def read_inputs(
-    paths: Sequence[str],
-    workers: Optional[int] = None,
-    accept_altered: bool = False,
-    max_bytes: int = MAX_REPORT_BYTES,
-) -> Iterator[Item]:
-    """One ``NodeSummary`` or ``ReadProblem`` per input (see the module docstring), in order.
-    ``workers`` > 1 (default: ``default_workers()``) parses in a process pool."""
-    for item, _ in read_with_notes(paths, workers, accept_altered, max_bytes):
-        yield item
-
-
 def read_with_notes(
     paths: Sequence[str],
     workers: Optional[int] = None,
     accept_altered: bool = False,
     max_bytes: int = MAX_REPORT_BYTES,
 ) -> Iterator[_Result]:
-    """As ``read_inputs``, each item with its caveat (None: none): a newer report schema, an
-    altered bundle accepted."""
+    """One ``NodeSummary`` or ``ReadProblem`` per input (see the module docstring), in order,
+    each with its caveat (None: none): a newer report schema, an altered bundle accepted.
+    ``workers`` > 1 (default: ``default_workers()``) parses in a process pool."""
     options = _Options(accept_altered, max_bytes)
     jobs = list(_jobs(paths))  # small: paths, and the problems found listing them
     workers = default_workers() if workers is None else max(1, workers)

@@ -23,7 +23,7 @@ default, ``omit`` of a list item): no Python runs per field but ``collected_at``
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Dict, List, Optional, TypeVar, Union
+from typing import Any, Dict, List, Optional, Tuple, TypeVar, Union
 
 from pydantic import (
     BaseModel,
@@ -87,7 +87,7 @@ class _Reading:
                 core_schema.float_schema(strict=True),
             ]
         )
-        choices = [
+        choices: List[Union[CoreSchema, Tuple[CoreSchema, str]]] = [
             core_schema.float_schema(strict=True, ge=0, le=MAX_MEASUREMENT, allow_inf_nan=False),
             core_schema.no_info_after_validator_function(lambda _: UNUSABLE, number),
             core_schema.none_schema(),
@@ -135,6 +135,8 @@ class ResultView(_View):
 
 
 class RateView(_View):
+    """``LinkRate``: the port's rate."""
+
     gbps: Reading = None
 
 
@@ -148,6 +150,8 @@ class PartnerView(_View):
 
 
 class PortView(_View):
+    """``Port``: where it is, how it is, and its far end."""
+
     number: Count = None
     state_name: Text = None
     rate: Maybe[RateView] = None
@@ -159,6 +163,8 @@ class PortView(_View):
 
 
 class DeviceView(_View):
+    """``Device``: an RDMA device - its inventory, GUID and ports."""
+
     name: Text = None
     hca_type: Text = None
     board_id: Text = None
@@ -168,25 +174,35 @@ class DeviceView(_View):
 
 
 class LoopbackView(_View):
+    """``LoopbackAttempt``: one ib_write_bw loopback run of level full."""
+
     client_device: Text = None
     gbps: Reading = None
 
 
 class NcclSideView(_View):
+    """``NcclSide``: the out-of-place or in-place half of an nccl-tests row."""
+
     busbw_gbps: Reading = None
 
 
 class NcclRowView(_View):
+    """``NcclTestsRow``: one message size of an nccl-tests run."""
+
     size_bytes: Count = None
     out_of_place: Maybe[NcclSideView] = None
     in_place: Maybe[NcclSideView] = None
 
 
 class NcclTestsView(_View):
+    """``NcclTestsResult``: the nccl-tests run of level full."""
+
     rows: Items[NcclRowView] = []
 
 
 class InspectorSampleView(_View):
+    """``InspectorSample``: one NCCL Inspector sample (a collective's or a P2P operation's)."""
+
     kind: Text = None
     collective: Text = None
     message_bytes: Count = None
@@ -195,10 +211,14 @@ class InspectorSampleView(_View):
 
 
 class InspectorDumpView(_View):
+    """``InspectorDump``: one NCCL Inspector file, parsed."""
+
     samples: Items[InspectorSampleView] = []
 
 
 class SnapshotView(_View):
+    """``Snapshot``: what the node read - who it is, its devices and its measurements."""
+
     host: Text = None
     collected_at: Time = None
     boot_id: Text = None

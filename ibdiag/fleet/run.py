@@ -499,9 +499,10 @@ def _from_file(out_dir: str, node: str, silent_reason: str) -> NodeOutcome:
     except OSError as exc:
         return NodeOutcome(node=node, answered=False, reason=f"{name}: {exc.strerror}")
     except (ValueError, UnicodeDecodeError, NotAReport) as exc:
-        if not isinstance(exc, NotAReport):
-            exc = f"not JSON ({' '.join(str(exc).split())})"
-        return NodeOutcome(node=node, answered=False, reason=f"{name} is unreadable: {exc}")
+        why = (
+            str(exc) if isinstance(exc, NotAReport) else f"not JSON ({' '.join(str(exc).split())})"
+        )
+        return NodeOutcome(node=node, answered=False, reason=f"{name} is unreadable: {why}")
     return NodeOutcome(node=node, answered=True, verdict=verdict, report=name)
 
 

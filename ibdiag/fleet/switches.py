@@ -129,7 +129,7 @@ def _switches(
                         checks=list(port.failing_checks),
                     )
                 )
-            elif outlying and (node.host, port.rail) in outlying:
+            elif outlying and port.rail is not None and (node.host, port.rail) in outlying:
                 switch.outlying.append(
                     SwitchPort(
                         peer_port=far.peer_port,
