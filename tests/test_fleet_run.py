@@ -550,6 +550,38 @@ def test_sinfo_names_are_node_names_or_host_lists_and_nothing_else():
     assert odd == ["x y", "gpu[1-"]
 
 
+def test_sinfo_runs_through_the_one_runner_and_each_failure_is_one_line(tmp_path, monkeypatch):
+    """sinfo is a command like any other: started by ``ibdiag.sources.commands.Runner`` (its
+    process tree killed with it, its output capped); what went wrong is one RunError line."""
+    from ibdiag.sources import commands
+
+    started = []
+    real_run = commands.Runner.run
+
+    def recording(self, argv):
+        started.append(list(argv))
+        return real_run(self, argv)
+
+    monkeypatch.setattr(commands.Runner, "run", recording)
+    monkeypatch.setattr(run, "SINFO_TIMEOUT_S", 1.0)
+    sinfo = write_script(tmp_path / "sinfo", "#!/bin/sh\nprintf 'gpu01|idle\\ngpu02|down*\\n'\n")
+    request = run.RunRequest(out_dir=str(tmp_path / "o"), hostlist="gpu[01-02]", sinfo=str(sinfo))
+    assert run._slurm_states(request) == {"gpu01": "idle", "gpu02": "down*"}
+    assert started == [run.sinfo_argv(str(sinfo), "gpu[01-02]", None)]
+    cases = {
+        "#!/bin/sh\necho 'sinfo: error: no such partition' >&2\nexit 1\n": "exited 1: sinfo: "
+        "error: no such partition",
+        "#!/bin/sh\nexec sleep 30\n": "did not answer in 1 s",
+    }
+    for n, (text, message) in enumerate(cases.items()):
+        script = write_script(tmp_path / f"sinfo{n}", text)
+        with pytest.raises(run.RunError, match=re.escape(f"{script} {message}")):
+            run._slurm_states(request._replace(sinfo=str(script)))
+    missing = str(tmp_path / "nowhere" / "sinfo")
+    with pytest.raises(run.RunError, match=f"cannot run {re.escape(missing)}: No such file"):
+        run._slurm_states(request._replace(sinfo=missing))
+
+
 def test_nodes_that_are_no_node_names_are_a_usage_error(tmp_path):
     sinfo, srun, _ = fake_slurm(tmp_path, "gpu01|idle\\n", "")
     done = ibdiag("fleet", "run", "--nodes", "gpu01,bad name", "-o", str(tmp_path / "o"),
