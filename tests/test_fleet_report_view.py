@@ -147,3 +147,44 @@ def test_a_field_of_another_type_is_unknown_and_a_stray_item_left_out():
 def test_what_is_no_report_has_no_verdict_results_or_snapshot():
     view = ReportView.model_validate({"verdict": ["OK"], "results": {}, "snapshot": "n1"})
     assert (view.verdict, view.results, view.snapshot) == (None, None, None)
+
+
+# --- a report file read straight into the view, or parsed by json first: the same summary ------
+
+
+@pytest.fixture(scope="module")
+def level_full_report() -> str:
+    from fleet_gen import node_report, plan_fleet
+
+    return node_report(plan_fleet(128, 15), 30)  # gpu0031: a far end down, rates, far ends
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["9" * 401, "-" + "9" * 401, "9" * 5000, "1e999", "Infinity", "NaN", "-1", "true", "-0.0",
+     '"7"', "null", "[]", "{}"],
+)  # fmt: skip
+def test_the_fast_and_the_json_path_read_a_report_alike(level_full_report, literal):
+    """``read._summary`` parses a file with pydantic-core (``model_validate_json``), falling
+    back on ``json`` for what that does not read; ``summarize`` takes what ``json`` parsed. On
+    a real report with every number replaced by a hostile value (or a value of another type),
+    both give the same summary."""
+    import re
+
+    from test_fleet_hostile import numeric_paths
+
+    from ibdiag.fleet import read
+    from ibdiag.fleet.node import summarize
+
+    data = json.loads(level_full_report)
+    for path in numeric_paths(data):
+        target = data
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = "@@hostile@@"
+    text = re.sub('"@@hostile@@"', lambda _: literal, json.dumps(data))
+    fast = read._summary(text.encode(), "x.json")
+    assert fast == summarize(read._parse(text.encode()), "x.json")
+    assert fast.host == "gpu0031"
+    plain = read._summary(level_full_report.encode(), "x.json")
+    assert plain == summarize(json.loads(level_full_report), "x.json") and plain.metrics

@@ -155,7 +155,12 @@ def summarize(report: Any, source: str) -> NodeSummary:
     """The NodeSummary of one parsed Report JSON; ``NotAReport`` (one line) when it is not one."""
     if not isinstance(report, dict):
         raise NotAReport(f"not an ibdiag report (a JSON {type(report).__name__})")
-    view = ReportView.model_validate(report)
+    return summarize_view(ReportView.model_validate(report), source)
+
+
+def summarize_view(view: ReportView, source: str) -> NodeSummary:
+    """The NodeSummary of a Report's view (``ReportView.model_validate_json`` of a report file
+    reads straight into it); ``NotAReport`` (one line) when it is none."""
     snapshot, verdict, results = view.snapshot, view.verdict, view.results
     if snapshot is None or verdict not in VERDICTS or results is None:
         raise NotAReport("not an ibdiag report (no verdict, results and snapshot)")
