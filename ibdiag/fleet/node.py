@@ -96,6 +96,9 @@ class PortSummary(_Frozen):
 
 
 class HcaSummary(_Frozen):
+    """One InfiniBand HCA: its rail, and the inventory drift compares rail by rail
+    (``ibdiag.fleet.drift.HCA_ATTRIBUTES``: one model, board and firmware on every rail k)."""
+
     name: str
     rail: int
     hca_type: Optional[str] = None

@@ -3,7 +3,7 @@ one ``NodeSummary`` - or one ``ReadProblem`` line - at a time out.
 
 Healthy looks like: every input gives exactly one item, in the order given (a directory's
 entries by name), and the good reports beside bad ones are all read. Streaming: each report is
-read, parsed and summarized (``ibdiag.fleet.node.summarize``) and then dropped, so memory holds
+read, parsed into its view and summarized (``ibdiag.fleet.node``) and then dropped, so memory holds
 the summaries, never all reports at once; with ``workers`` > 1 the parsing runs in a process
 pool (chunks of files, results in order), which reads 10,000 level-full reports
 in about 25 s on two cores.
