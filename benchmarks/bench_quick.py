@@ -48,11 +48,11 @@ from sysfs_builder import mlx5_node, write_node  # noqa: E402
 FORBIDDEN_TOP_LEVEL = ("jinja2", "markupsafe", "sh")
 FORBIDDEN_IBDIAG = (
     "ibdiag.render.html",
-    "ibdiag.sources.commands",
+    "ibdiag.runner.command_runner",
     "ibdiag.bundle",
-    "ibdiag.bundle_write",
-    "ibdiag.bundle_open",
-    "ibdiag.bundle_replay",
+    "ibdiag.bundle.write",
+    "ibdiag.bundle.opener",
+    "ibdiag.bundle.replay",
 )
 
 TARGET_FLOOR_RATIO = 1.5

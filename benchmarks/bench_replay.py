@@ -50,7 +50,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--hcas", type=int, default=64, help="HCAs in the sysfs tree")
     args = parser.parse_args(argv)
 
-    from ibdiag.bundle import open_bundle, replay
+    from ibdiag.bundle.opener import open_bundle
+    from ibdiag.bundle.replay import replay
 
     with tempfile.TemporaryDirectory(prefix="ibdiag-bench-replay-") as tmp:
         bundles = {

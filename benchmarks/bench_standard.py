@@ -92,8 +92,8 @@ def runner_sweep(
     tree: str, stubs: S.StubBin, workers: Sequence[int], deadline: float
 ) -> List[Dict[str, float]]:
     """The same planned commands through the Runner alone (in-process), per pool size."""
+    from ibdiag.runner.command_runner import Runner
     from ibdiag.sources import plan, sysfs
-    from ibdiag.sources.commands import Runner
 
     devices, _ = sysfs.read_devices(sysfs.SysfsReader(tree))
     commands = plan.commands_for(devices, {"perfquery", "ethtool", "kernel_log", "ibstat",
@@ -163,7 +163,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     count = len(recorded)
     slowest = args.delay
     total = count * args.delay
-    from ibdiag.sources.commands import DEFAULT_MAX_WORKERS
+    from ibdiag.runner.command_runner import DEFAULT_MAX_WORKERS
 
     waves = math.ceil(count / DEFAULT_MAX_WORKERS) * args.delay
     summary = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Dict, Iterator, List
 
-from ibdiag import hca_models
+from ibdiag import hca_capabilities
 from ibdiag.model import Device, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import evidence, graded_devices
@@ -25,7 +25,7 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     groups: Dict[str, List[Device]] = defaultdict(list)
     for dev in graded_devices(snap, th):
         if dev.fw_ver is not None:
-            groups[hca_models.model_key(dev)].append(dev)
+            groups[hca_capabilities.model_key(dev)].append(dev)
         else:
             yield Result(
                 target=dev.name,
@@ -34,7 +34,7 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=evidence(dev.path, "fw_ver"),
             )
     for model, devices in groups.items():
-        versions = Counter(dev.fw_ver for dev in devices)
+        versions = Counter(str(dev.fw_ver) for dev in devices)  # fw_ver read: grouped so
         common, common_count = versions.most_common(1)[0]
         tied = sum(1 for count in versions.values() if count == common_count) > 1
         for dev in devices:
@@ -53,7 +53,7 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                     evidence=source,
                 )
             elif dev.fw_ver != common or tied:
-                others = ", ".join(sorted(v for v in versions if v != dev.fw_ver))
+                others = ", ".join(sorted(v for v in versions if v and v != dev.fw_ver))
                 yield Result(
                     target=dev.name,
                     status=Status.WARN,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ibdiag.model import Result, Snapshot, Status
+from ibdiag.model import INFINIBAND_CLASS, Result, Snapshot, Status
 from ibdiag.registry import check
-from ibdiag.sources.sysfs import INFINIBAND_CLASS
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 

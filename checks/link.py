@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Dict, Iterator, List, Tuple
 
-from ibdiag import hca_models
+from ibdiag import hca_capabilities
 from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import (
@@ -223,7 +223,7 @@ def _fastest_peer_rates(snap: Snapshot, th: Thresholds) -> Dict[Tuple[str, str],
     """For each (HCA model, link layer) on this node, the best rate any ACTIVE port runs at."""
     best: Dict[Tuple[str, str], float] = defaultdict(float)
     for dev, port in _active_rated_ports(snap, th):
-        key = (hca_models.model_key(dev), _layer(port))
+        key = (hca_capabilities.model_key(dev), _layer(port))
         best[key] = max(best[key], port.rate.gbps)  # type: ignore[union-attr]
     return best
 
@@ -290,7 +290,7 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
             expected=th.expect_rate_gbps,
             evidence=source,
         )
-    key = (hca_models.model_key(dev), _layer(port))
+    key = (hca_capabilities.model_key(dev), _layer(port))
     best = peers.get(key, rate.gbps)
     if rate.gbps < best:
         return Result(
@@ -304,8 +304,8 @@ def _grade_rate(dev, port, th, peers, source) -> Result:
             hint="degraded link: reseat or replace the cable/transceiver; check the switch port",
             evidence=source,
         )
-    model = hca_models.identify(dev)
-    if port.is_infiniband and model is not None and hca_models.below_capability(model, rate):
+    model = hca_capabilities.identify(dev)
+    if port.is_infiniband and model is not None and hca_capabilities.below_capability(model, rate):
         return Result(
             target=target,
             status=Status.WARN,

@@ -44,7 +44,8 @@ def pcie_link(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             pci.max_link_speed,
             pci.max_link_width,
         )
-        if None in values:
+        speed, width, max_speed, max_width = values
+        if speed is None or width is None or max_speed is None or max_width is None:
             unread = [name for name, value in zip(_ATTRIBUTES, values) if value is None]
             reasons = ", ".join(f"{name}: {pci.problems.get(name, 'missing')}" for name in unread)
             yield Result(
@@ -54,12 +55,9 @@ def pcie_link(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=source,
             )
             continue
-        current = _link(pci.current_link_speed, pci.current_link_width)
-        best = _link(pci.max_link_speed, pci.max_link_width)
-        if (
-            pci.current_link_speed < pci.max_link_speed
-            or pci.current_link_width < pci.max_link_width
-        ):
+        current = _link(speed, width)
+        best = _link(max_speed, max_width)
+        if speed < max_speed or width < max_width:
             yield Result(
                 target=dev.name,
                 status=Status.FAIL,

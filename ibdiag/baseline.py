@@ -6,7 +6,7 @@ field by field with today's run, as a bundle is re-graded with today's parsers.
 
 Loading never raises: a missing, unreadable, truncated or foreign file comes back as a reason,
 which the check run records and reports as one warning while grading without a baseline. Only
-a regular file is read (``ibdiag.regular_files``): a FIFO, device or socket given as
+a regular file is read (``ibdiag.read_files``): a FIFO, device or socket given as
 ``--baseline``/``--state`` is a reason too, never waited on.
 """
 
@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 from pydantic import ValidationError
 
 from ibdiag.model import SCHEMA_VERSION, Snapshot
-from ibdiag.regular_files import read_regular_file
+from ibdiag.read_files import read_regular_file
 
 # The Snapshot.problems keys a run records its baseline trouble under; counters.baseline reads
 # them: a baseline that could not be used, and a --state file that could not be written.
@@ -83,7 +83,7 @@ def parse(raw: bytes, path: str) -> Loaded:
 
 def save(path: str, snapshot: Snapshot) -> None:
     """Write the snapshot as JSON, atomically (a concurrent reader sees the old or the new)."""
-    from ibdiag.files import write_output  # tempfile & co.: not on a quick check's path
+    from ibdiag.write_files import write_output  # tempfile & co.: not on a quick check's path
 
     write_output(path, snapshot.model_dump_json(indent=1) + "\n", mode=0o600)
 

@@ -214,7 +214,7 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
     """
     from pydantic import ValidationError
 
-    from ibdiag.bundle_manifest import describe_validation_error
+    from ibdiag.bundle.manifest import describe_validation_error
     from ibdiag.pipeline import Pipeline
     from ibdiag.thresholds import Thresholds
 
@@ -244,7 +244,8 @@ def _grade_bundle(path, options, baseline_path=None, accept_altered=False):
 
 def _replay_bundle(path, accept_altered=False):
     """(snapshot, level, thresholds, altered files, the stored baseline or None) of a bundle."""
-    from ibdiag.bundle import BundleError, open_bundle, replay, replay_baseline
+    from ibdiag.bundle.opener import BundleError, open_bundle
+    from ibdiag.bundle.replay import replay, replay_baseline
 
     try:
         with open_bundle(path, accept_altered=accept_altered) as opened:
@@ -302,7 +303,7 @@ def _emit(report, fmt, as_json, output, quiet, verbose, held_checks=None) -> int
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not output
     text = _render(report, fmt, RenderOptions(color=color, verbose=verbose))
     if output and output != "-":
-        from ibdiag.files import write_output
+        from ibdiag.write_files import write_output
 
         try:
             write_output(output, text)
@@ -385,7 +386,7 @@ def collect_command(
     Exits 0 once the bundle is written, whatever the verdict (the first line says it); with
     --exit-verdict, with the verdict's code. 3: nothing could be written, or a bad setting.
     """
-    from ibdiag.bundle import write_bundle
+    from ibdiag.bundle.write import write_bundle
     from ibdiag.sources.sysfs import Recording
 
     redact_kinds = _redact_kinds(redact)
@@ -400,13 +401,13 @@ def collect_command(
     snapshot = report.snapshot
     redactor = None
     if redact_kinds:
+        from ibdiag.bundle.redact import Redactor
         from ibdiag.hostlist import named_in_launcher_args
-        from ibdiag.redact import Redactor
 
         # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
         peers = named_in_launcher_args(thresholds.nccl_launcher_args)
         redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or "", *peers])
-    from ibdiag.files import remove_stale_temps
+    from ibdiag.write_files import remove_stale_temps
 
     remove_stale_temps(output_dir)  # what a SIGKILLed collect left here, once old enough
     try:
@@ -451,7 +452,7 @@ def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
     else:
         return None
     if loaded.snapshot is not None:
-        from ibdiag.bundle_limits import KEPT_AREAS, size_text
+        from ibdiag.bundle.limits import KEPT_AREAS, size_text
 
         most = next(area[1] for area in KEPT_AREAS if area[0] == "baseline/")
         size = len(loaded.snapshot.model_dump_json(indent=1).encode("utf-8", "surrogatepass"))
@@ -484,7 +485,7 @@ def _write_redaction_map(bundle_path: str, redactor) -> None:
     """original -> replacement, 0600 beside the bundle: for the admin, never for the ticket."""
     import json
 
-    from ibdiag.files import write_output
+    from ibdiag.write_files import write_output
 
     base = bundle_path[: -len(".tar.gz")] if bundle_path.endswith(".tar.gz") else bundle_path
     path = f"{base}.redaction-map.json"
@@ -567,9 +568,9 @@ def _reporter(settings):
 def export_command(textfile, compat, **settings) -> int:
     """Write the check's counters, gauges and results as Prometheus metrics (level quick
     unless --level standard or full)."""
-    from ibdiag.files import write_output
     from ibdiag.render import prometheus
     from ibdiag.render.options import RenderOptions
+    from ibdiag.write_files import write_output
 
     report, duration = _reporter(settings)()
     options = RenderOptions(duration_s=duration, compat=compat)
@@ -808,7 +809,7 @@ def schema(name, output) -> int:
 
     text = schema_text(name)
     if output and output != "-":
-        from ibdiag.files import write_output
+        from ibdiag.write_files import write_output
 
         try:
             write_output(output, text)

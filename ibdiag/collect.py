@@ -14,8 +14,8 @@ from typing import AbstractSet, Any, Callable, Dict, Optional
 
 from ibdiag import __version__
 from ibdiag.model import CommandRun, Problems, Snapshot, command_key
+from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, drivers, procfs, sysfs, topology
-from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.thresholds import Thresholds
 
 
@@ -55,13 +55,13 @@ def collect(
     ``recording``: pass an empty ``sysfs.Recording`` to have every file read (its exact bytes,
     or why it could not be read), every directory listing, ``exists`` answer and resolved
     symlink noted in it, keyed ``sys/<path>`` / ``proc/<path>`` - what a support bundle stores
-    (``ibdiag.bundle.write_bundle``). Commands are recorded in the Snapshot itself.
+    (``ibdiag.bundle.write.write_bundle``). Commands are recorded in the Snapshot itself.
 
     Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
     ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
     active test starts (for a terminal status line).
 
-    ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.sources.watchdog``): a
+    ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.runner.watchdog``): a
     read that has not answered after this many seconds (a hung HCA) is named on its device and
     the node is graded on the rest; all reading ends by twice this. None: unbounded.
     """
@@ -79,7 +79,7 @@ def collect(
     commands = {}
     budget = None
     if needs & (COMMAND_SOURCES | ACTIVE_SOURCES):
-        from ibdiag.sources.commands import OutputBudget
+        from ibdiag.runner.command_runner import OutputBudget
 
         budget = OutputBudget()
     if needs & COMMAND_SOURCES:
@@ -112,8 +112,8 @@ def read_node(
 ) -> Dict[str, Any]:
     """The Snapshot fields that come from files, read through the two readers.
 
-    Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay`` (readers over a bundle),
-    so a replayed bundle is parsed by exactly the code a live run uses.
+    Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay.replay`` (readers over a
+    bundle), so a replayed bundle is parsed by exactly the code a live run uses.
     """
     problems: Problems = {}
     procfs_root = proc_reader.root
@@ -155,8 +155,9 @@ def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from ibdiag.sources import interruptible, plan
-    from ibdiag.sources.commands import Runner  # subprocess and threads from level standard on
+    from ibdiag.runner import interruptible
+    from ibdiag.runner.command_runner import Runner  # subprocess and threads from level standard on
+    from ibdiag.sources import plan
 
     runner = Runner(**runner_options, budget=budget)
     planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))

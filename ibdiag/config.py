@@ -33,7 +33,18 @@ import os
 import re
 import stat
 import sys
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, get_args
+from typing import (
+    AbstractSet,
+    Any,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    get_args,
+)
 
 from pydantic import BaseModel, ValidationError
 
@@ -43,7 +54,7 @@ from ibdiag.thresholds import PATTERN_MEANS, CounterRule, Thresholds
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.9/3.10
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 SITE_CONFIG_DIR = "/etc/ibdiag"
 SITE_CONFIG_DIR_ENV = "IBDIAG_CONFIG_DIR"
@@ -301,7 +312,7 @@ def _defaults() -> Thresholds:
     return Thresholds.model_construct()
 
 
-def _unknown_key(key: str, allowed: Sequence[str], kind: str) -> str:
+def _unknown_key(key: str, allowed: AbstractSet[str], kind: str) -> str:
     if kind == "profile" and key in _CONFIG_ONLY_KEYS:
         return (
             f"unknown key {key!r}: a profile cannot choose another profile "
@@ -311,7 +322,7 @@ def _unknown_key(key: str, allowed: Sequence[str], kind: str) -> str:
         return f"unknown key {key!r}: only a profile has a description"
     if kind == "cli":
         return f"unknown key {key!r}"
-    return f"unknown key {key!r}{_did_you_mean(key, allowed)}"
+    return f"unknown key {key!r}{_did_you_mean(key, sorted(allowed))}"
 
 
 def _did_you_mean(key: str, known: Sequence[str], list_known: bool = True) -> str:

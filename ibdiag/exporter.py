@@ -132,7 +132,7 @@ class _Outcome:
 class _Connection:
     __slots__ = ("idle", "transport")
 
-    def __init__(self, transport: asyncio.BaseTransport) -> None:
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
         self.transport = transport
         self.idle = True  # True until its request has arrived whole
 
@@ -383,7 +383,7 @@ class MetricsServer:
             self.scrapes_waiting -= 1
         if outcome is not None and outcome.body is None:
             return 500, _TEXT, f"ibdiag: {outcome.error}\n".encode()
-        body = outcome.body if outcome is not None else b""
+        body = outcome.body if outcome is not None and outcome.body is not None else b""
         return 200, CONTENT_TYPE, body + render_scrape_timeout(timed_out).encode()
 
     def _start_collection(self) -> asyncio.Future:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, FrozenSet
 
-from ibdiag.grade import REASON_PREFIX
+from ibdiag.drain_reason import REASON_PREFIX
 from ibdiag.model import Report, Status
 from ibdiag.registry import Registry
 

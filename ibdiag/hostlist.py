@@ -25,7 +25,9 @@ class HostlistError(ValueError):
 
 def _split_top_level(text: str) -> List[str]:
     """Split on commas that are not inside brackets."""
-    parts, depth, current = [], 0, []
+    parts: List[str] = []
+    depth = 0
+    current: List[str] = []
     for char in text:
         if char == "[":
             depth += 1

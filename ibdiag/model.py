@@ -47,6 +47,9 @@ from ibdiag.thresholds import Thresholds
 SCHEMA_VERSION = 1
 
 Problems = Dict[str, str]
+# The InfiniBand class directory, relative to ``Snapshot.sysfs_root``: where the HCAs are read
+# from, and the key of ``Snapshot.problems`` when it cannot be listed.
+INFINIBAND_CLASS = "class/infiniband"
 Scalar = Union[int, float, str, None]
 
 
@@ -316,7 +319,7 @@ class Result(_Model):
     observed: Scalar = None
     expected: Scalar = None
     # What within the target (the counter "link_downed"), or a number the finding is about in
-    # stable words ("100<200 Gb/s", "7/8 HCAs"): what a drain reason names (grade.drain_reason)
+    # stable words ("100<200 Gb/s", "7/8 HCAs"): what a drain reason names (ibdiag.drain_reason)
     subject: Optional[str] = None
     hint: Optional[str] = None  # what to do about it
     evidence: List[str] = Field(default_factory=list)  # files/commands it came from

@@ -34,7 +34,7 @@ from typing import (
 )
 
 from ibdiag.model import Report, Snapshot
-from ibdiag.sources.watchdog import DEFAULT_READ_TIMEOUT_S
+from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S
 from ibdiag.thresholds import Thresholds
 
 if TYPE_CHECKING:  # annotations only: each loads when used

@@ -27,10 +27,21 @@ import re
 import sys
 import zlib
 from types import ModuleType
-from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from ibdiag import resources
-from ibdiag.regular_files import regular_file_problem
+from ibdiag.read_files import regular_file_problem
 from ibdiag.sources import SOURCE_LEVELS
 
 LEVELS = ("quick", "standard", "full")
@@ -271,8 +282,8 @@ def find_entry_points() -> list:
     if hasattr(found, "select"):  # Python 3.10+ (which also drops shadowed duplicates)
         return list(found.select(group=ENTRY_POINT_GROUP))
     # Python 3.9 lists a distribution once per sys.path entry it is visible on: keep the first.
-    unique = {}
-    for entry_point in found.get(ENTRY_POINT_GROUP, []):  # type: ignore[attr-defined]
+    unique: Dict[Tuple[str, str], Any] = {}
+    for entry_point in found.get(ENTRY_POINT_GROUP, []):
         unique.setdefault((entry_point.name, entry_point.value), entry_point)
     return list(unique.values())
 

@@ -3,7 +3,7 @@ fleet report (``ibdiag fleet report --json``).
 
 Consumers - a fleet aggregator, a support engineer's script, a monitoring pipeline - validate
 what ibdiag writes against these instead of reverse-engineering it. They are generated from the
-pydantic models that write the files (``Report``, ``bundle_manifest.Manifest``,
+pydantic models that write the files (``Report``, ``ibdiag.bundle.manifest.Manifest``,
 ``fleet.report.FleetReport``), in serialization mode (what the JSON holds, not what validation
 would accept), and the same text is
 committed under ``schema/`` in the repository: a test fails when a model changes and the
@@ -26,7 +26,7 @@ def _report() -> Dict[str, Any]:
 
 
 def _manifest() -> Dict[str, Any]:
-    from ibdiag.bundle_manifest import Manifest
+    from ibdiag.bundle.manifest import Manifest
 
     return Manifest.model_json_schema(mode="serialization")
 

@@ -70,8 +70,9 @@ from snapshots import builtin_registry, device, netdev, pci, port
 from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 
 from ibdiag import __version__, roles
+from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
-from ibdiag.grade import drain_reason, grade
+from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
 from ibdiag.sources import SOURCE_LEVELS, active, plan

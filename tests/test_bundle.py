@@ -17,14 +17,16 @@ from typing import Dict, List, Optional
 import pytest
 from conftest import SCENARIOS_DIR, scenario_names
 
-from ibdiag import bundle, bundle_write
-from ibdiag.bundle import BundleError, open_bundle, replay, write_bundle
+from ibdiag.bundle import write as bundle_write
+from ibdiag.bundle.opener import BundleError, open_bundle
+from ibdiag.bundle.replay import replay
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Report, Snapshot
 from ibdiag.registry import load_registry
 from ibdiag.render.options import RenderOptions
-from ibdiag.sources.commands import Runner
+from ibdiag.runner.command_runner import Runner
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
 
@@ -237,8 +239,8 @@ def test_a_redacted_bundle_redacts_member_names_and_replays_whole(tmp_path, proc
     mapping, listed so in the manifest, and replayed; a 16-digit data counter stays a number."""
     import shutil
 
+    from ibdiag.bundle.redact import Redactor
     from ibdiag.model import InspectorFile
-    from ibdiag.redact import Redactor
 
     sys_root = tmp_path / "sys"
     shutil.copytree(scenario_sysfs(GOOD), str(sys_root), symlinks=True)
@@ -296,7 +298,7 @@ def test_directory_bundle_layout_and_modes(good, tmp_path):
     out = tmp_path / "out"
     path = write_bundle(snapshot, report, recording, str(out))
     assert os.listdir(str(out)) == [os.path.basename(path)]  # no temp left beside it
-    assert os.path.basename(path) == bundle.bundle_name("gpu-node-017", snapshot.collected_at)
+    assert os.path.basename(path) == bundle_write.bundle_name("gpu-node-017", snapshot.collected_at)
     for name in ("report.json", "report.html", "summary.txt", "manifest.json"):
         assert os.path.isfile(os.path.join(path, name)), name
     state = os.path.join(path, "root/sys/class/infiniband/mlx5_0/ports/1/state")
@@ -336,7 +338,7 @@ def test_tarball_mode_and_checksum(good, tmp_path):
     snapshot, report, recording = good
     out = tmp_path / "out"
     path = write_bundle(snapshot, report, recording, str(out), tarball=True)
-    name = bundle.bundle_name("gpu-node-017", snapshot.collected_at)
+    name = bundle_write.bundle_name("gpu-node-017", snapshot.collected_at)
     assert os.path.basename(path) == f"{name}.tar.gz"
     assert sorted(os.listdir(str(out))) == [f"{name}.tar.gz", f"{name}.tar.gz.sha256"]
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -355,9 +357,9 @@ def test_tarball_mode_and_checksum(good, tmp_path):
 
 def test_names_are_sanitised_and_never_clobber(good, tmp_path):
     when = datetime(2024, 3, 5, 7, 8, 9, tzinfo=timezone.utc)
-    assert bundle.bundle_name("node 01/<b>", when) == "ibdiag-node_01_b-20240305T070809Z"
-    assert bundle.bundle_name(None, when) == "ibdiag-unknown-20240305T070809Z"
-    assert bundle.bundle_name("../..", when) == "ibdiag-unknown-20240305T070809Z"
+    assert bundle_write.bundle_name("node 01/<b>", when) == "ibdiag-node_01_b-20240305T070809Z"
+    assert bundle_write.bundle_name(None, when) == "ibdiag-unknown-20240305T070809Z"
+    assert bundle_write.bundle_name("../..", when) == "ibdiag-unknown-20240305T070809Z"
     snapshot, report, recording = good
     out = str(tmp_path / "out")
     first = write_bundle(snapshot, report, recording, out)
@@ -374,7 +376,7 @@ def failing_html(report: Report, options: RenderOptions) -> str:
 
 
 def renderers_with(html) -> Dict[str, object]:
-    renderers = bundle.default_renderers()
+    renderers = bundle_write.default_renderers()
     renderers["report.html"] = html
     return renderers
 

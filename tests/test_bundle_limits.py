@@ -29,9 +29,12 @@ import pytest
 from conftest import REPO
 from sysfs_builder import mlx5_node, write_node
 
-from ibdiag import bundle_archive, bundle_limits, bundle_manifest, registry
-from ibdiag.bundle import write_bundle
-from ibdiag.bundle_archive import ArchiveError, CorruptArchive, read_archive
+from ibdiag import registry
+from ibdiag.bundle import archive as bundle_archive
+from ibdiag.bundle import limits as bundle_limits
+from ibdiag.bundle import manifest as bundle_manifest
+from ibdiag.bundle.archive import ArchiveError, CorruptArchive, read_archive
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
@@ -512,11 +515,12 @@ def test_limits_are_stated_in_the_units_of_their_messages():
 
 def test_each_area_holds_what_the_collector_can_write_there():
     """The limits follow the collector's own caps: raising one of those must raise these."""
-    from ibdiag.sources import commands, inspector_files, sysfs
+    from ibdiag.runner import command_runner
+    from ibdiag.sources import inspector_files, sysfs
 
     areas = {prefix: (each, total) for prefix, each, total, _what in bundle_limits.KEPT_AREAS}
     assert areas["root/"][0] >= 2 * sysfs._MAX_ATTRIBUTE_BYTES
-    assert areas["commands/"][0] >= 2 * commands.OUTPUT_CAP_BYTES
+    assert areas["commands/"][0] >= 2 * command_runner.OUTPUT_CAP_BYTES
     assert areas["nccl_inspector/"][0] >= 2 * inspector_files.MAX_BYTES
     assert areas["nccl_inspector/"][1] >= inspector_files.MAX_TOTAL_BYTES
     assert areas["baseline/"][0] == areas["baseline/"][1]  # one file: the README gives one size

@@ -10,9 +10,10 @@ from typing import Dict, List, Optional
 import pytest
 
 from ibdiag import roles
+from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import Partner, PortInfo
 from ibdiag.facts.perfquery import PmaReading
-from ibdiag.grade import drain_reason, run_check
+from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
 from ibdiag.sources.interpret import runs_by_role, with_ports
 from ibdiag.sources.interpret.partner import port_partner

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from snapshots import builtin_registry, device, interpreted, port, replaced, snapshot
 from test_checks_partner import partner
 
+from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.fleet import node as fleet_node
 from ibdiag.fleet.node import NotAReport, summarize
-from ibdiag.grade import drain_reason, grade
+from ibdiag.grade import grade
 from ibdiag.model import InspectorFile
 from ibdiag.thresholds import Thresholds
 

@@ -17,7 +17,8 @@ from conftest import REPO, SCENARIOS_DIR
 from snapshots import device, port, snapshot
 from test_fleet_node import report_json
 
-from ibdiag.bundle import open_bundle, write_bundle
+from ibdiag.bundle.opener import open_bundle
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.fleet import read as fleet_read
 from ibdiag.fleet.identity import deduplicate
@@ -340,7 +341,7 @@ _REGISTRY: list = []
 
 
 def make_bundle(tmp_path, host: str, tarball: bool) -> str:
-    """A real bundle (ibdiag.bundle.write_bundle, as ``ibdiag collect`` writes) of the good
+    """A real bundle (ibdiag.bundle.write.write_bundle, as ``ibdiag collect`` writes) of the good
     scenario's sysfs, as ``host``."""
     if not _REGISTRY:
         _REGISTRY.append(load_registry())

@@ -551,9 +551,9 @@ def test_sinfo_names_are_node_names_or_host_lists_and_nothing_else():
 
 
 def test_sinfo_runs_through_the_one_runner_and_each_failure_is_one_line(tmp_path, monkeypatch):
-    """sinfo is a command like any other: started by ``ibdiag.sources.commands.Runner`` (its
+    """sinfo is a command like any other: started by ``ibdiag.runner.command_runner.Runner`` (its
     process tree killed with it, its output capped); what went wrong is one RunError line."""
-    from ibdiag.sources import commands
+    from ibdiag.runner import command_runner as commands
 
     started = []
     real_run = commands.Runner.run

@@ -386,7 +386,7 @@ def _found(status: Status, target: str, check_id: str, **fields) -> Result:
 
 
 def test_drain_reason_names_the_first_fail_before_any_error_or_warning() -> None:
-    from ibdiag.grade import drain_reason
+    from ibdiag.drain_reason import drain_reason
 
     report = _graded(
         [
@@ -400,7 +400,7 @@ def test_drain_reason_names_the_first_fail_before_any_error_or_warning() -> None
 
 
 def test_drain_reason_holds_no_numbers_but_the_subject_instead() -> None:
-    from ibdiag.grade import drain_reason
+    from ibdiag.drain_reason import drain_reason
 
     counted = _found(Status.WARN, "mlx5_0:1", "counters.port_errors", observed=37)
     counted = counted.model_copy(update={"subject": "symbol_error"})
@@ -410,7 +410,7 @@ def test_drain_reason_holds_no_numbers_but_the_subject_instead() -> None:
 
 
 def test_drain_reason_is_empty_when_nothing_is_wrong() -> None:
-    from ibdiag.grade import drain_reason
+    from ibdiag.drain_reason import drain_reason
 
     assert drain_reason(_report(HEALTHY)) == ""
     assert drain_reason(_graded([_found(Status.SKIP, "node", "x.y")])) == ""
@@ -427,7 +427,7 @@ def test_the_printed_reason_is_the_policy_made_one_safe_line() -> None:
 
 
 def _reason_of_node(snap: Snapshot, th: Thresholds) -> str:
-    from ibdiag.grade import drain_reason
+    from ibdiag.drain_reason import drain_reason
 
     return drain_reason(_report(snap, th))
 
@@ -469,8 +469,8 @@ def test_the_fleet_reads_the_same_reason_out_of_the_report_json() -> None:
     the observed value must survive that trip (it travels in the result's subject)."""
     import json
 
+    from ibdiag.drain_reason import drain_reason
     from ibdiag.fleet.node import summarize
-    from ibdiag.grade import drain_reason
 
     th = Thresholds(expect_hcas=8, expect_rate_gbps=200)
     slow = snapshot([device("mlx5_0", ports=[port(1, rate_text="100 Gb/sec (4X EDR)")]),
@@ -485,7 +485,7 @@ def test_the_fleet_reads_the_same_reason_out_of_the_report_json() -> None:
 
 def test_the_reason_holds_no_value_that_changes_from_run_to_run() -> None:
     """Counters keep naming the counter, never its increase; a rate is the rate itself."""
-    from ibdiag.grade import drain_reason
+    from ibdiag.drain_reason import drain_reason
 
     for increase in (3, 4000):
         counted = _found(Status.FAIL, "mlx5_0:1", "counters.port_errors", observed=increase)

@@ -10,7 +10,9 @@ import shutil
 import pytest
 from test_bundle import GOOD, report_for, scenario_sysfs, write_procfs
 
-from ibdiag.bundle import open_bundle, replay, write_bundle
+from ibdiag.bundle.opener import open_bundle
+from ibdiag.bundle.replay import replay
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.sources import drivers, procfs
 from ibdiag.sources.sysfs import Recording, SysfsReader

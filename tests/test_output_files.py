@@ -14,7 +14,7 @@ import threading
 import pytest
 from conftest import REPO, SCENARIOS_DIR
 
-from ibdiag.files import atomic_file, write_output
+from ibdiag.write_files import atomic_file, write_output
 
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 

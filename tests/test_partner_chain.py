@@ -374,7 +374,9 @@ def test_a_bundle_replays_a_chain_cut_short_into_the_same_snapshot(tmp_path):
     into the bundle like any run and replay into the same Snapshot, ``Port.partner`` included."""
     from test_bundle import assert_same_snapshot
 
-    from ibdiag.bundle import open_bundle, replay, write_bundle
+    from ibdiag.bundle.opener import open_bundle
+    from ibdiag.bundle.replay import replay
+    from ibdiag.bundle.write import write_bundle
     from ibdiag.grade import grade
     from ibdiag.registry import load_registry
     from ibdiag.sources.sysfs import Recording

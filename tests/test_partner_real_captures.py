@@ -18,8 +18,9 @@ from snapshots import builtin_registry, device, port, replaced, snapshot
 
 from ibdiag import roles
 from ibdiag.catalogue import catalogue_name, lookup
+from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import Partner, cable_name
-from ibdiag.grade import drain_reason, run_check
+from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
 from ibdiag.sources.interpret.perfquery import reading
 from ibdiag.thresholds import Thresholds

@@ -30,13 +30,13 @@ from sysfs_builder import mlx5_node, write_node
 
 from ibdiag import exporter
 from ibdiag.collect import collect
-from ibdiag.files import write_output
 from ibdiag.grade import grade
 from ibdiag.model import Report
 from ibdiag.registry import load_registry
 from ibdiag.render import prometheus
 from ibdiag.render.options import RenderOptions
 from ibdiag.thresholds import Thresholds
+from ibdiag.write_files import write_output
 
 ODD_COUNTER = 'TxWait, total "x"\\y z'  # hfi1-style: spaces, a comma - plus a quote, backslash
 TOOL_TIMEOUT_S = 60

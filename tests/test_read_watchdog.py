@@ -21,7 +21,9 @@ from typing import Iterator, List
 import pytest
 from sysfs_builder import mlx5_node, write_node
 
-from ibdiag import bundle
+from ibdiag.bundle.opener import open_bundle
+from ibdiag.bundle.replay import replay
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
@@ -144,9 +146,9 @@ def test_a_bundle_of_a_hung_run_replays_to_the_same_snapshot(node, hang, tmp_pat
     snap = collect(sys_root, proc, {"sysfs"}, recording=recording, read_timeout=TIMEOUT)
     assert HUNG.replace("class", "sys/class", 1) not in recording.files
     report = grade(snap, load_registry(), Thresholds(), "quick")
-    path = bundle.write_bundle(snap, report, recording, str(tmp_path / "out"), tarball=False)
-    with bundle.open_bundle(path) as opened:
-        replayed = bundle.replay(opened)
+    path = write_bundle(snap, report, recording, str(tmp_path / "out"), tarball=False)
+    with open_bundle(path) as opened:
+        replayed = replay(opened)
     assert replayed.devices == snap.devices
 
 

@@ -2,8 +2,8 @@
 
 ``.ci/run`` installs infiniband-diags (perfquery, ibstat), perftest (ib_write_bw), ibverbs-utils
 (ibv_devinfo) and ethtool. Nothing here is a stub: each tool is run through the one command runner
-(``ibdiag.sources.commands.Runner``) and through ``ibdiag check --level standard``, and must fail
-in its own real way - recorded as data, turned into a ``skip`` naming the tool and quoting its
+(``ibdiag.runner.command_runner.Runner``) and through ``ibdiag check --level standard``, and must
+fail in its own real way - recorded as data, turned into a ``skip`` naming the tool and quoting its
 reason - never a traceback, never exit 3 from a crash. When a tool is missing these tests FAIL
 (they never skip): CI must prove this path.
 
@@ -43,7 +43,7 @@ from stubs import write_procfs
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.model import CommandRun
-from ibdiag.sources.commands import Runner
+from ibdiag.runner.command_runner import Runner
 
 REAL_TOOLS: Dict[str, str] = {  # binary -> the Debian package that ships it
     "perfquery": "infiniband-diags",

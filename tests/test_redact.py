@@ -12,7 +12,7 @@ from conftest import FIXTURES_DIR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibdiag.redact import Redactor
+from ibdiag.bundle.redact import Redactor
 
 FIXTURES = Path(FIXTURES_DIR)
 

@@ -18,7 +18,9 @@ import stubs as S
 from conftest import SCENARIOS_DIR, scenario_names
 from test_bundle import assert_same_snapshot, write_procfs
 
-from ibdiag.bundle import open_bundle, replay, write_bundle
+from ibdiag.bundle.opener import open_bundle
+from ibdiag.bundle.replay import replay
+from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry

@@ -21,8 +21,8 @@ from typing import Callable, Dict, List
 import pytest
 
 from ibdiag.model import CommandRun, command_key
-from ibdiag.sources import commands
-from ibdiag.sources.commands import Runner
+from ibdiag.runner import command_runner
+from ibdiag.runner.command_runner import Runner
 
 PERFQUERY_CAPTURE = """\
 # Port extended counters: Lid 133 port 1 (CapMask: 0x5A00)
@@ -518,7 +518,7 @@ def test_runner_failure_is_recorded_not_raised(monkeypatch, stubs, stub_path):
 
 
 def test_tail_buffer_memory_stays_bounded():
-    tail = commands._Tail(10)
+    tail = command_runner._Tail(10)
     for _ in range(1000):
         tail.write(b"0123456789abcdef")
         assert len(tail.buf) <= 20 + 16
@@ -538,7 +538,7 @@ def test_tail_buffer_memory_stays_bounded():
 )
 def test_tail_text_starts_on_a_whole_line(cap, text):
     written = b"one\ntwo\nthree\n"
-    tail = commands._Tail(cap)
+    tail = command_runner._Tail(cap)
     for byte in range(len(written)):  # byte by byte: trimming happens along the way
         tail.write(written[byte : byte + 1])
     assert tail.text() == text
@@ -546,7 +546,7 @@ def test_tail_text_starts_on_a_whole_line(cap, text):
 
 
 def test_tail_of_one_long_line_does_not_start_inside_a_utf8_character():
-    tail = commands._Tail(3)
+    tail = command_runner._Tail(3)
     tail.write("x\u00e9\u00e9".encode())  # x, then two 2-byte characters: 5 bytes
     assert tail.text() == "\u00e9"
 
@@ -571,7 +571,7 @@ def test_the_run_keeps_at_most_its_total_cap_beyond_each_streams_floor(stubs, st
 
 
 def test_one_budget_can_be_shared_by_several_runners(stubs, stub_path):
-    from ibdiag.sources.commands import OutputBudget
+    from ibdiag.runner.command_runner import OutputBudget
 
     stubs("floods", "head -c 50000 /dev/zero | tr '\\000' y\n")
     budget = OutputBudget(60_000)

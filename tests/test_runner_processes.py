@@ -26,7 +26,7 @@ from typing import List
 import pytest
 from test_runner import assert_no_strays, marker, processes_with
 
-from ibdiag.sources.commands import Runner
+from ibdiag.runner.command_runner import Runner
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -177,7 +177,7 @@ def test_sigkill_of_the_runner_leaves_no_command_nor_grandchild(tmp_path, stubs,
     code = f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
-        from ibdiag.sources.commands import Runner
+        from ibdiag.runner.command_runner import Runner
         runner = Runner(timeout_s=60, deadline_s=60, path={stub_path!r})
         runner.run_all([["hangs", "1"], ["hangs", "2"], ["escapes"]])
     """
@@ -199,7 +199,7 @@ def test_commands_still_running_when_the_interpreter_exits_are_killed(tmp_path, 
     code = f"""
         import sys, threading, time, os
         sys.path.insert(0, {str(REPO)!r})
-        from ibdiag.sources.commands import Runner
+        from ibdiag.runner.command_runner import Runner
         runner = Runner(timeout_s=60, deadline_s=60, path={stub_path!r})
         threading.Thread(target=runner.run, args=(["hangs"],), daemon=True).start()
         while not os.path.exists({str(tmp_path / "started")!r}):
@@ -214,7 +214,7 @@ def test_commands_still_running_when_the_interpreter_exits_are_killed(tmp_path, 
 
 def test_one_commands_cookie_never_matches_anothers():
     """Command 1's cookie is a prefix of command 12's: killing 1's tree must not touch 12."""
-    from ibdiag.sources import proctree
+    from ibdiag.runner import proctree
 
     env = {**os.environ, proctree.COOKIE_VARIABLE: "123.456.12"}
     proc = subprocess.Popen(["sleep", "30"], env=env)
@@ -235,7 +235,7 @@ def test_a_thread_that_exits_while_children_are_read_costs_no_scan_of_proc(monke
     /proc/<pid>/task that exits before its ``children`` file is read is skipped - scanning
     every process of the machine is only for a kernel without that file (the task there,
     its ``children`` file not)."""
-    from ibdiag.sources import proctree
+    from ibdiag.runner import proctree
 
     me = os.getpid()
     ghost = "999999999"  # a thread id no task has: listed, then gone
@@ -311,7 +311,7 @@ def test_500_failing_execs_and_500_timeouts_leave_no_descriptor_nor_child(stubs,
 
 
 def test_stale_hidden_temp_files_are_removed_once_old_enough(tmp_path):
-    from ibdiag.files import remove_stale_temps
+    from ibdiag.write_files import remove_stale_temps
 
     old = time.time() - 7200
     stale_file = tmp_path / ".ibdiag-abc123.tmp"
@@ -446,7 +446,7 @@ def test_interruptible_waits_let_a_signal_sent_to_the_awaited_thread_through(
 ):
     from concurrent.futures import ThreadPoolExecutor
 
-    from ibdiag.sources import interruptible
+    from ibdiag.runner import interruptible
 
     release = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="awaited")
@@ -465,7 +465,7 @@ def test_interruptible_waits_let_a_signal_sent_to_the_awaited_thread_through(
 
 
 def test_interruptible_join_returns_at_its_timeout():
-    from ibdiag.sources import interruptible
+    from ibdiag.runner import interruptible
 
     release = threading.Event()
     worker = threading.Thread(target=release.wait, args=(30,), daemon=True)

@@ -42,7 +42,7 @@ from ibdiag.fleet.switches import (
     suspect_ports,
 )
 from ibdiag.hostlist import compress
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.natural import natural_key
 
 MISSING = "MISSING"
 NOT_RUN = "NOT_RUN"

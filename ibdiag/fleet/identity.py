@@ -60,7 +60,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tu
 from ibdiag.fleet.node import NODE_NAME, NodeSummary
 from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.hostlist import compress
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.natural import natural_key
 
 REPORT_SUFFIX = ".json"
 # What a bundle tarball's name ends with (``ibdiag collect --tarball`` writes ``.tar.gz``).

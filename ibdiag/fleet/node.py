@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequenc
 
 from pydantic import BaseModel, ConfigDict
 
+from ibdiag.drain_reason import reason_of
 from ibdiag.fleet.report_view import (
     CounterIncreasesView,
     DeviceView,
@@ -39,7 +40,6 @@ from ibdiag.fleet.report_view import (
     SnapshotView,
     Unusable,
 )
-from ibdiag.grade import reason_of
 from ibdiag.rails import infiniband_port, rail_numbers
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ check's process group gets SIGTERM (``ibdiag check`` then stops its commands and
 SIGKILL ``grace_s`` later; the task then reports ``timed_out`` without waiting any longer for a
 process the kernel will not let die.
 
-Why the check is started here and not by the one command runner (``ibdiag.sources.commands``),
+Why the check is started here and not by the one command runner (``ibdiag.runner.command_runner``),
 which every other command of ibdiag goes through: the runner is made for the tools a check
 reads, and two of its guarantees are wrong for the check itself. It keeps each stream's tail
 in memory (1 MiB by default), where the check's stdout is the report - up to 256 MiB at level
@@ -43,8 +43,8 @@ import tempfile
 from datetime import datetime, timezone
 from typing import IO, List, NamedTuple, Optional, Sequence
 
-from ibdiag.files import TEMP_PREFIX, TEMP_SUFFIX
 from ibdiag.fleet.run_record import NodeStatus
+from ibdiag.write_files import TEMP_PREFIX, TEMP_SUFFIX
 
 KILL_GRACE_S = 10.0  # after SIGTERM, how long the check may take to stop its commands
 GIVE_UP_S = 5.0  # after SIGKILL: a process stuck in the kernel is left behind, reported

@@ -13,7 +13,7 @@ What an input may be:
 - a report JSON (``ibdiag check --json``, ``fleet run``'s ``DIR/<node>.json``);
 - a support bundle (``ibdiag collect``): a tarball (``.tar.gz``, ``.tgz``, ``.tar``,
   ``.tar.bz2``, ``.tar.xz``, or any file whose first bytes say so) or a directory holding
-  ``manifest.json``; it is opened and verified with ``ibdiag.bundle.open_bundle`` and its
+  ``manifest.json``; it is opened and verified with ``ibdiag.bundle.opener.open_bundle`` and its
   ``report.json`` - the report as graded when it was collected, not re-graded - is read. A
   bundle whose files differ from its manifest's sha256 is a problem line unless
   ``accept_altered``; then its node is read with a note saying so;
@@ -80,14 +80,14 @@ from ibdiag.fleet.node import NODE_NAME, NodeSummary, NotAReport, summarize, sum
 from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.fleet.report_view import ReportView
 from ibdiag.hostlist import compress
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.natural import natural_key
 
 MiB = 1 << 20
 # The largest report ibdiag writes is a level-full run's: every command's output (each kept to
 # its last 1 MiB) and up to 64 MiB of NCCL Inspector dumps - the bundle reader's limit for one
-# member, ``bundle_limits.MAX_MEMBER_BYTES``. A level-standard report is 0.2-1 MB.
+# member, ``ibdiag.bundle.limits.MAX_MEMBER_BYTES``. A level-standard report is 0.2-1 MB.
 MAX_REPORT_BYTES = 256 * MiB
-REPORT = "report.json"  # a bundle's report (ibdiag.bundle_write)
+REPORT = "report.json"  # a bundle's report (ibdiag.bundle.write)
 MANIFEST = "manifest.json"
 
 # What ``ibdiag fleet report -o`` writes into a directory it may read again.
@@ -445,7 +445,7 @@ def _looks_like_tarball(head: bytes) -> bool:
 
 def _read_bundle(path: str, options: _Options) -> _Result:
     """A bundle's report.json, after ``open_bundle`` verified the bundle."""
-    from ibdiag.bundle import BundleError, open_bundle
+    from ibdiag.bundle.opener import BundleError, open_bundle
 
     try:
         with open_bundle(path, options.accept_altered, keep={REPORT: options.max_bytes}) as opened:

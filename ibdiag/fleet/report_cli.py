@@ -152,7 +152,7 @@ def report_command(
         report = report.model_copy(update={"read_notes": [*read.notes, *report.read_notes]})
     text = render(report, form)
     if output and output != "-":
-        from ibdiag.files import write_output
+        from ibdiag.write_files import write_output
 
         try:
             write_output(output, text)

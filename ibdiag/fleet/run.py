@@ -24,7 +24,7 @@ The steps, each a function a test can call alone:
    (``ibdiag-fleet-node: {...}``), srun's own messages are passed on to stderr as they come.
    Once every node has answered, srun gets ``ALL_ANSWERED_GRACE_S`` to end before it is
    stopped (a step held by a process stuck in the kernel must not hold the run). srun is the
-   one process ibdiag starts outside the one command runner (``ibdiag.sources.commands``;
+   one process ibdiag starts outside the one command runner (``ibdiag.runner.command_runner``;
    ``sinfo`` goes through it): the runner returns a command's output once it has ended, where
    srun runs for as long as the slowest node (15 minutes at level full, hours with a wait for
    busy nodes) and its lines must be read as they come - to count the nodes that answered,
@@ -69,7 +69,6 @@ from typing import (
 
 from pydantic import ValidationError
 
-from ibdiag.files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temps
 from ibdiag.fleet.node_task import GIVE_UP_S, KILL_GRACE_S
 from ibdiag.fleet.run_record import (
     EXIT_ALL_ANSWERED,
@@ -81,6 +80,7 @@ from ibdiag.fleet.run_record import (
     NodeOutcome,
     NodeStatus,
 )
+from ibdiag.write_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temps
 
 # Per-node time limit by level, when --node-timeout is not given: quick reads files (seconds,
 # its reads bounded by 2 x --read-timeout); standard adds commands under check's 25 s deadline;
@@ -677,7 +677,7 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
 
 def _slurm_states(request: RunRequest, odd: Optional[List[str]] = None) -> Dict[str, str]:
     """Slurm's state of the asked-for nodes: ``sinfo`` run by the one command runner."""
-    from ibdiag.sources.commands import Runner
+    from ibdiag.runner.command_runner import Runner
 
     argv = sinfo_argv(request.sinfo, request.hostlist, request.partition)
     runner = Runner(

@@ -144,10 +144,10 @@ def run_command(
     Exit codes: 0 every node answered (whatever its verdict: 'fleet report' judges), 1 some
     never answered, 3 none did, the run was interrupted, or a usage error.
     """
-    from ibdiag.files import write_output
     from ibdiag.fleet.run import NODE_IBDIAG, RunError, RunRequest, execute
     from ibdiag.fleet.run_record import SUMMARY_NAME
     from ibdiag.render.inert import inert
+    from ibdiag.write_files import write_output
 
     if not hostlist and not partition:
         raise click.UsageError("give --nodes HOSTLIST or --partition NAME (or both)")

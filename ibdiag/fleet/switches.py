@@ -54,7 +54,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 from ibdiag.fleet.node import FarEnd, NodeSummary, PortSummary
 from ibdiag.fleet.report import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.hostlist import compress
-from ibdiag.sources.sysfs import natural_key
+from ibdiag.natural import natural_key
 
 FAILING = ("fail", "error")
 STRAY_SHARE = 0.25  # a rail with <= 1/4 of the ports of a switch's most common rail is a stray

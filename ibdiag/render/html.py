@@ -9,7 +9,7 @@ meanings, the warning-signs guidance) to explain what is shown, never to grade i
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import jinja2
 
@@ -73,7 +73,7 @@ def _worst(results: List[Result]) -> str:
 CABLE = "<->"  # how results name a cable by both ends: mlx5_3:1<->leaf07/21 (checks/partner.py)
 
 
-def port_matrix(report: Report) -> List[Dict[str, object]]:
+def port_matrix(report: Report) -> List[Dict[str, Any]]:
     """One row per HCA: each port's worst status and its far end's (``far_end``), for the
     colour of each cell, and the HCA's: the worst of its own results, its ports' and their
     cables' - an HCA whose only port fails is never a green cell."""
@@ -83,9 +83,9 @@ def port_matrix(report: Report) -> List[Dict[str, object]]:
         by_target.setdefault(result.target, []).append(result)
         if CABLE in result.target:
             by_local_end.setdefault(result.target.split(CABLE, 1)[0], []).append(result)
-    rows = []
+    rows: List[Dict[str, Any]] = []
     for dev in report.snapshot.devices:
-        ports = []
+        ports: List[Dict[str, Any]] = []
         for port in dev.ports:
             local = by_target.get(dev.target(port), [])
             cable = by_local_end.get(dev.target(port), [])
@@ -174,9 +174,9 @@ def _counter_rows(values: Dict[str, int], directory: str) -> List[Dict[str, obje
     return rows
 
 
-def counter_tables(report: Report) -> List[Dict[str, object]]:
+def counter_tables(report: Report) -> List[Dict[str, Any]]:
     """Per device and per port: the sysfs counters and hw_counters, ready to tabulate."""
-    tables = []
+    tables: List[Dict[str, Any]] = []
     for dev in report.snapshot.devices:
         if dev.hw_counters:
             rows = _counter_rows(dev.hw_counters, "hw_counters")
@@ -184,7 +184,7 @@ def counter_tables(report: Report) -> List[Dict[str, object]]:
                 {"target": dev.name, "groups": [("hw_counters (device)", rows)], "rows": rows}
             )
         for port in dev.ports:
-            groups = []
+            groups: List[Tuple[str, List[Dict[str, object]]]] = []
             if port.counters:
                 groups.append(("counters", _counter_rows(port.counters, "counters")))
             if port.hw_counters:

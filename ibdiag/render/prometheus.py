@@ -1,6 +1,6 @@
 """Prometheus output: text exposition 0.0.4 (``ibdiag export`` writes it with the one atomic
-writer, ``ibdiag.files.write_output``, so node_exporter's textfile collector never reads half a
-file; ``ibdiag serve``, ``ibdiag.exporter``, answers scrapes with it).
+writer, ``ibdiag.write_files.write_output``, so node_exporter's textfile collector never reads half
+a file; ``ibdiag serve``, ``ibdiag.exporter``, answers scrapes with it).
 
 Written by hand with the standard library only (no prometheus_client), so importing this module
 costs nothing on the quick check path and adds no dependency.
@@ -77,7 +77,7 @@ Gauges:
   A port attribute that could not be read has no sample.
 - ``ibdiag_port_rail_info{device,port,ib_port,rail,hca_model}`` (always 1): the rail of the
   port's HCA, its index among the node's InfiniBand HCAs in natural name order (``ibdiag.rails``,
-  as the fleet view numbers them), and its model (``ibdiag.hca_models.model_key``:
+  as the fleet view numbers them), and its model (``ibdiag.hca_capabilities.model_key``:
   ``ConnectX-7``, else the driver's hca_type): the rate class a fleet compares a port within,
   as link.rate compares it with the other ports of its model, so a ConnectX-6 at HDR is not
   slow beside ConnectX-7s at NDR. Every port of an HCA with an InfiniBand port has one, an HCA
@@ -124,7 +124,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ibdiag.catalogue import lookup
 from ibdiag.facts.partner import CABLE, Partner, cable_name
-from ibdiag.hca_models import model_key
+from ibdiag.hca_capabilities import model_key
 from ibdiag.model import Report, Status
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import List
 
+from ibdiag.drain_reason import drain_reason
 from ibdiag.model import Report, Result, Status, Verdict
 from ibdiag.render.inert import inert
 from ibdiag.render.options import DEFAULT, RenderOptions
@@ -29,7 +30,7 @@ _RESET = "\033[0m"
 _ORDER = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2, Status.SKIP: 3, Status.PASS: 4}
 
 
-def _paint(text: str, key: object, color: bool) -> str:
+def _paint(text: str, key: str, color: bool) -> str:
     return f"{_ANSI[key]}{text}{_RESET}" if color else text
 
 
@@ -70,12 +71,10 @@ def reason_text(text: str) -> str:
 
 
 def reason_line(report: Report) -> str:
-    """The report's drain reason (``ibdiag.grade.drain_reason``, which decides it) as printed
+    """The report's drain reason (``ibdiag.drain_reason.drain_reason``, which decides it) as printed
     by ``check --reason`` and the Slurm hooks: ``reason_text``, so a name read from the node
     or the fabric can neither steer a terminal, add a line, nor reach a shell or scontrol as
     anything but plain words."""
-    from ibdiag.grade import drain_reason
-
     return reason_text(drain_reason(report))
 
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ibdiag.grade import REASON_PREFIX
+from ibdiag.drain_reason import REASON_PREFIX
 from ibdiag.held import clean_reason, is_held
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S
 
@@ -103,7 +103,7 @@ class Scontrol:
         self._run(["update", f"NodeName={self.node}", "State=RESUME"])
 
     def _run(self, args: List[str]) -> str:
-        from ibdiag.sources.commands import Runner
+        from ibdiag.runner.command_runner import Runner
 
         timeout = self.timeout_s
         if self.until is not None:

@@ -3,7 +3,7 @@
 They are the only way to catch a port that is ACTIVE, at full rate and error-free but delivers
 half its bandwidth. They run only at ``--level full``, after the read-only commands (so the
 GPU topology is known for GPUDirect RDMA pairing), and every process they start runs under a
-timeout that kills it with everything it started (``ibdiag.sources.commands``).
+timeout that kills it with everything it started (``ibdiag.runner.command_runner``).
 
 ib_write_bw loopback, per ACTIVE InfiniBand port, all ports at once:
 
@@ -48,7 +48,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ibdiag.bandwidth import below_floor, perftest_floor, perftest_timeout_s
 from ibdiag.model import CommandRun, Device
-from ibdiag.sources import interruptible
+from ibdiag.runner import interruptible
 from ibdiag.thresholds import Thresholds
 
 RETRY_PORT_OFFSET = 100
@@ -76,7 +76,7 @@ class Limits:
         return own_s if self.cap_s is None else min(own_s, self.cap_s)
 
     def runner(self, own_timeout_s: float, budget=None):
-        from ibdiag.sources.commands import Runner
+        from ibdiag.runner.command_runner import Runner
 
         return Runner(
             timeout_s=self.timeout(own_timeout_s), deadline_s=self.deadline_s,
@@ -242,7 +242,7 @@ def read_loopback_argv(argv: Sequence[str]) -> Optional[RecordedLoopback]:
 
 def loopback_roles_before_roles(argvs: Iterable[Sequence[str]]) -> Dict[str, str]:
     """command key -> role of every ib_write_bw run among ``argvs``: the recorded runs of a
-    bundle written before runs kept their role (``ibdiag.bundle.replay``).
+    bundle written before runs kept their role (``ibdiag.bundle.replay.replay``).
 
     One argv alone cannot say its role: a server's argv does not name the client it served
     (``perftest_pairing = "pairs"``), nor does an argv say its attempt. So all of a bundle's
@@ -455,7 +455,7 @@ def client_gbps(run: CommandRun) -> Optional[float]:
 
 def _run_wave(tests: List[LoopbackTest], thresholds: Thresholds, limits: Limits, budget=None):
     """Every test of the wave at once; [(server run, client run)] in the tests' order."""
-    from ibdiag.sources.commands import Runner
+    from ibdiag.runner.command_runner import Runner
 
     own = perftest_timeout_s(thresholds)
     # Made before anything starts, so an interrupt at any moment reaches every one of them.

@@ -59,7 +59,8 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
 from ibdiag.model import CommandRun, Device, LinkRate, command_key
-from ibdiag.sources import interruptible, names
+from ibdiag.runner import interruptible
+from ibdiag.sources import names
 from ibdiag.sources.plan import port_problem
 
 DIRECT_ROUTE = "0,1"  # out of the port the tool opens (-C/-P), one hop
@@ -135,7 +136,7 @@ def _ports(devices: List[Device]) -> Iterator[_Vetted]:
 
 def read_partners(runner, devices: List[Device]) -> Dict[str, CommandRun]:
     """Every ACTIVE InfiniBand port's chain, all at once, through ``runner`` (an
-    ``ibdiag.sources.commands.Runner``); the runs by ``CommandRun.key``. Ports whose names may
+    ``ibdiag.runner.command_runner.Runner``); the runs by ``CommandRun.key``. Ports whose names may
     not go on a command line are left to ``refused_runs``."""
     mad_ms = mad_timeout_ms(runner.timeout_s)
     todo = [(dev.name, number, rate) for dev, number, rate, why in _ports(devices) if why is None]

@@ -78,7 +78,7 @@ def read_modules(
     if problem is not None:
         problems["procfs:modules"] = problem
         return None
-    return sorted({line.split()[0] for line in text.splitlines() if line.strip()})
+    return sorted({line.split()[0] for line in (text or "").splitlines() if line.strip()})
 
 
 def kernel_hostname() -> str:

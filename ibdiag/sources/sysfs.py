@@ -21,16 +21,15 @@ import re
 import stat
 from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
-from ibdiag.model import Device, NetDev, Pci, Port, Problems
-from ibdiag.natural import natural_key  # also imported from here by others
-from ibdiag.regular_files import OPEN_FLAGS, describe_os_error, not_regular
+from ibdiag.model import INFINIBAND_CLASS, Device, NetDev, Pci, Port, Problems
+from ibdiag.natural import natural_key
+from ibdiag.read_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
 from ibdiag.sources.names import shown
 from ibdiag.sources.parsers import sysfs_values as parse
 
 T = TypeVar("T")
 
-INFINIBAND_CLASS = "class/infiniband"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", re.IGNORECASE)
 _MAX_ATTRIBUTE_BYTES = 64 * 1024  # sysfs attributes are at most a page; guard against odd files
 _COUNTER_DIRS = ("counters", "counters_ext")
@@ -50,10 +49,10 @@ class SysfsReader:
     or a bundle. The links sysfs is made of (``class/infiniband/<dev>`` ->
     ``../../devices/...``, ``device`` -> the PCI function) stay inside the root and are followed.
 
-    Only regular files are read (``ibdiag.regular_files``): a FIFO, device or socket in place of
+    Only regular files are read (``ibdiag.read_files``): a FIFO, device or socket in place of
     an attribute is recorded as such, never waited on.
 
-    ``watch``: set by ``ibdiag.sources.watchdog`` while a bounded read is in progress; every
+    ``watch``: set by ``ibdiag.runner.watchdog`` while a bounded read is in progress; every
     file read, listing, ``exists`` and link resolution then goes through it.
     """
 
@@ -230,7 +229,7 @@ class SysfsReader:
         if problem is not None:
             return [], problem
         try:
-            names = os.listdir(directory)  # type: ignore[arg-type]
+            names = os.listdir(directory)
         except OSError as exc:
             return [], describe_os_error(exc)
         return sorted(names, key=natural_key), None
@@ -360,7 +359,7 @@ class _AttributeReader:
         directory = f"{self.directory}/{subdir}"
         entries, problem = self.reader.listdir(directory)
         if problem not in (None, "missing"):
-            self.problems[subdir] = problem  # type: ignore[assignment]
+            self.problems[subdir] = problem
         read_text, problems = self.reader.read_text, self.problems
         for name in entries:  # self.get(f"{subdir}/{name}", parse_counter), unrolled: the
             # hundreds of counters are most of a node's files, read on every scrape
@@ -450,7 +449,9 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
         sm_lid=attrs.get("sm_lid", parse.parse_hex_or_int, required=False),
         counters=counters,
         hw_counters=hw_counters,
-        netdev=read_port_netdev(reader, device_path, number, port_count, problems),
+        netdev=read_port_netdev(
+            reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)
+        ),
         problems=problems,  # last: every attribute above has had its say
     )
 
@@ -523,15 +524,11 @@ def find_netdev_name(
 
 
 def read_port_netdev(
-    reader: SysfsReader,
-    device_path: str,
-    number: int,
-    port_count: int,
-    port_problems: Optional[Problems] = None,
+    reader: SysfsReader, device_path: str, name: Optional[str]
 ) -> Optional[NetDev]:
-    """The port's netdev, named as shown; a name that may not go on a command line is one
-    problem on it ("name"), and its attributes are read all the same."""
-    name = find_netdev_name(reader, device_path, number, port_count, port_problems)
+    """The port's netdev ``name`` (``find_netdev_name``; None: no netdev), named as shown; a
+    name that may not go on a command line is one problem on it ("name"), and its attributes
+    are read all the same."""
     if name is None:
         return None
     directory = f"class/net/{name}"

@@ -26,7 +26,7 @@ from ibdiag.facts.partner import (
 )
 from ibdiag.facts.partner_ranges import answer_problem, guid_value, lid_problem, local_port_problem
 from ibdiag.facts.perfquery import PmaReading
-from ibdiag.hca_models import is_virtual_function
+from ibdiag.hca_capabilities import is_virtual_function
 from ibdiag.model import CommandRun, Device, Port
 from ibdiag.sources.interpret import runs_by_role, with_ports
 from ibdiag.sources.interpret.partner_unread import unread as why_unread

@@ -6,7 +6,7 @@ Opening a FIFO for reading waits for a writer, forever; a character device such 
 through here: it is opened ``O_NONBLOCK`` (opening a FIFO then returns at once), ``fstat``-ed,
 and read only when it is a regular file - sysfs attributes, procfs files, snapshots and Python
 modules all are - and never more than a bound. (The site config loader does the same with a
-``stat`` first: ``ibdiag.config``.)
+``stat`` first: ``ibdiag.config``.) Writing one atomically is ``ibdiag.write_files``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1 << 20
@@ -65,7 +65,7 @@ def read_fd(fd: int, limit: int, whole: bool) -> Tuple[Optional[bytes], Optional
             return None, why
         if not whole:
             return os.read(fd, limit), None
-        chunks = []
+        chunks: List[bytes] = []
         size = 0
         while size <= limit:
             chunk = os.read(fd, min(_CHUNK, limit + 1 - size))

@@ -1,12 +1,12 @@
 """Opening a support bundle safely: ``open_bundle`` verifies one and yields an ``OpenedBundle``.
 
 A bundle is a directory or a tarball (gzip, bzip2, xz or plain), written by
-``ibdiag.bundle_write``. Opening one writes nothing: a tarball is read as a stream, once, within
-``ibdiag.bundle_limits`` (``ibdiag.bundle_archive`` judges every member's header before its
+``ibdiag.bundle.write``. Opening one writes nothing: a tarball is read as a stream, once, within
+``ibdiag.bundle.limits`` (``ibdiag.bundle.archive`` judges every member's header before its
 data); a directory is used in place after checking it holds no symlink or special file. The
-manifest is validated (``ibdiag.bundle_manifest``) and every file checked against its sha256.
+manifest is validated (``ibdiag.bundle.manifest``) and every file checked against its sha256.
 What cannot be used at all is a ``BundleError``: one line that names the bundle once.
-``ibdiag.bundle_replay`` rebuilds the Snapshot from what was opened.
+``ibdiag.bundle.replay`` rebuilds the Snapshot from what was opened.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from ibdiag import bundle_limits as limits
-from ibdiag.bundle_archive import (
+from ibdiag.bundle import limits
+from ibdiag.bundle.archive import (
     Archive,
     ArchiveError,
     CorruptArchive,
@@ -27,7 +27,7 @@ from ibdiag.bundle_archive import (
     member_limit,
     read_archive,
 )
-from ibdiag.bundle_manifest import MANIFEST, Manifest, ManifestError, load_manifest, safe_relpath
+from ibdiag.bundle.manifest import MANIFEST, Manifest, ManifestError, load_manifest, safe_relpath
 
 _CHUNK = 1024 * 1024
 
@@ -231,7 +231,7 @@ def open_bundle(
     against its manifest.
 
     A tarball is read as a stream, once, judging every member's header before its data (see
-    ``ibdiag.bundle_archive``) and within ``ibdiag.bundle_limits``; nothing is written to disk.
+    ``ibdiag.bundle.archive``) and within ``ibdiag.bundle.limits``; nothing is written to disk.
     A directory is used in place after checking it holds no symlink or special file. Raises
     ``BundleError`` (one line naming the bundle once, and the culprit) when the bundle cannot be
     used: an unsafe or oversized member, a truncated or corrupt archive, a missing, oversized or

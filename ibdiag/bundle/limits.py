@@ -5,7 +5,7 @@ few kilobytes of gzip can claim gigabytes (a sparse member, a zip bomb of zeros,
 members, a manifest nested a million deep). Each limit below is far above what ``ibdiag
 collect`` writes for the largest node we know of, and far below what would hurt the machine
 reading it. A bundle past any of them is refused with one line naming the limit (exit 3);
-nothing is ever extracted to disk (members are read from the stream, see ``bundle_archive``).
+nothing is ever extracted to disk (members are read from the stream, see ``ibdiag.bundle.archive``).
 
 For scale, ``ibdiag collect`` on a 64-HCA node writes about 5,000 files, a 1 MiB manifest with
 about 25,000 JSON values, and listings of about 3,500 names; an SR-IOV host with 8 PFs x 16 VFs
@@ -37,7 +37,7 @@ KEPT_AREAS = (
     # sysfs and procfs files are read up to 64 KiB each (sources.sysfs); a 64-HCA node's
     # ~5,000 come to well under 1 MiB.
     ("root/", 256 * KiB, 32 * MiB, "a raw sysfs or procfs file"),
-    # each command's stdout and stderr are kept to their last 1 MiB (sources.commands
+    # each command's stdout and stderr are kept to their last 1 MiB (runner.command_runner
     # OUTPUT_CAP_BYTES); most are a few KB, a level-full run's all together a few MB.
     ("commands/", 2 * MiB, 32 * MiB, "a command's output"),
     # NCCL Inspector dumps: at most 4 MiB each and 64 MiB in all (sources.inspector_files).

@@ -1,4 +1,4 @@
-"""Reading a bundle tarball in one pass, within ``bundle_limits``, writing nothing to disk.
+"""Reading a bundle tarball in one pass, within ``ibdiag.bundle.limits``, writing nothing to disk.
 
 The archive is read as a stream (gzip, bzip2, xz or plain tar): each header is parsed and judged
 *before* any of its data is read - a path that is absolute or has ``..``, a link, a device, a
@@ -20,10 +20,10 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Dict, Mapping, Optional, Tuple
+from typing import BinaryIO, Dict, Mapping, Optional, Tuple, Type
 
-from ibdiag import bundle_limits as limits
-from ibdiag.bundle_limits import size_text
+from ibdiag.bundle import limits
+from ibdiag.bundle.limits import size_text
 
 BLOCK = 512
 _ZERO_BLOCK = bytes(BLOCK)
@@ -180,7 +180,7 @@ def member_limit(rel: str) -> Tuple[int, str]:
 
 
 def kept_area(rel: str) -> Optional[Tuple[str, int, int, str]]:
-    """The ``bundle_limits.KEPT_AREAS`` entry of a file replay reads; None for the others."""
+    """The ``limits.KEPT_AREAS`` entry of a file replay reads; None for the others."""
     return next((area for area in limits.KEPT_AREAS if rel.startswith(area[0])), None)
 
 
@@ -336,10 +336,10 @@ def read_archive(raw: BinaryIO, keep: Optional[Mapping[str, int]] = None) -> Arc
         raise CorruptArchive(str(exc) or type(exc).__name__) from None
 
 
-def _stream_errors() -> Tuple[type, ...]:
+def _stream_errors() -> Tuple[Type[BaseException], ...]:
     """What a damaged or truncated compressed stream raises (gzip.BadGzipFile and bz2's
     "Invalid data stream" are OSErrors; a stream cut short is an EOFError)."""
-    errors: Tuple[type, ...] = (EOFError, OSError, zlib.error)
+    errors: Tuple[Type[BaseException], ...] = (EOFError, OSError, zlib.error)
     try:
         import lzma
     except ImportError:  # Python built without liblzma: no .xz bundles either

@@ -7,7 +7,7 @@ A stuck ``perfquery`` in a Slurm prolog must never hang the node's job starts, s
   before anything runs), then started with ``subprocess.Popen``: a session and process group of
   its own (``start_new_session``), stdin from /dev/null, ``LC_ALL=C`` and ``LANG=C``, stdout and
   stderr through pipes the runner reads itself, no descriptor of ibdiag's inherited;
-- dies with ibdiag, and takes everything it started with it (``ibdiag.sources.proctree``): the
+- dies with ibdiag, and takes everything it started with it (``ibdiag.runner.proctree``): the
   child gets ``PR_SET_PDEATHSIG`` before exec, ibdiag is the child subreaper while commands run,
   every command's environment carries a cookie, and a sentinel process kills what carries this
   ibdiag's cookie when ibdiag is gone, SIGKILLed included;
@@ -65,10 +65,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set
 
 from ibdiag.model import CommandRun, command_key
-from ibdiag.sources import interruptible, proctree
+from ibdiag.runner import interruptible, proctree
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_DEADLINE_S = 25.0  # well inside Slurm's 60 s HealthCheckTimeout
@@ -480,7 +480,7 @@ class Runner:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _record(self, args: List[str], started: float, **fields: object) -> CommandRun:
+    def _record(self, args: List[str], started: float, **fields: Any) -> CommandRun:
         duration = round(time.monotonic() - started, 6)
         return CommandRun.model_construct(argv=args, duration_s=duration, **fields)
 

@@ -25,9 +25,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
-from ibdiag.sources.sysfs import INFINIBAND_CLASS, SysfsReader
+from ibdiag.model import INFINIBAND_CLASS
+
+
+class WatchedReader(Protocol):
+    """What a bounded read needs of a reader (``ibdiag.sources.sysfs.SysfsReader`` is one): its
+    root, and a ``watch`` slot through which it routes every call while ``watch`` is set."""
+
+    root: str
+    watch: Optional[Any]
+
 
 DEFAULT_READ_TIMEOUT_S = 5.0
 THREAD_NAME = "ibdiag-read"
@@ -70,7 +79,7 @@ class _Watch:
         self.hung: Dict[Tuple[str, str, str], str] = {}  # the calls that hung -> refusal
         self.scopes: List[Tuple[str, str, bool, str]] = []  # root, prefix, is_device, reason
 
-    def call(self, reader: SysfsReader, op: str, rel: str, live: Callable[[str], Any]) -> Any:
+    def call(self, reader: WatchedReader, op: str, rel: str, live: Callable[[str], Any]) -> Any:
         """``live(rel)``, watched; or what was answered before; or a refusal.
 
         No lock on this path, which every file read takes: each step is one atomic operation
@@ -171,7 +180,7 @@ class _Watch:
 
 
 def bounded_read(
-    read: Callable[[], Any], readers: Sequence[SysfsReader], timeout: Optional[float]
+    read: Callable[[], Any], readers: Sequence[WatchedReader], timeout: Optional[float]
 ) -> Any:
     """``read()`` (which reads through ``readers``), bounded as the module doc says; its result.
 

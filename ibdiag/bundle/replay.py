@@ -1,6 +1,6 @@
 """Replaying a support bundle: the Snapshot the live run built, rebuilt from its raw files.
 
-``replay(opened)`` (an ``ibdiag.bundle_open.OpenedBundle``) parses the bundle's recorded sysfs
+``replay(opened)`` (an ``ibdiag.bundle.opener.OpenedBundle``) parses the bundle's recorded sysfs
 and procfs files with the code a live collection uses (``collect.read_node``, through a
 ``BundleReader`` that answers from the bundle and never follows a link out of it), turns its
 recorded command runs into typed fields with today's ``ibdiag.sources.interpret`` (so a bundle
@@ -13,14 +13,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
-from ibdiag.bundle_manifest import RUN_FIELDS
-from ibdiag.bundle_open import OpenedBundle
+from ibdiag.bundle.manifest import RUN_FIELDS
+from ibdiag.bundle.opener import OpenedBundle
 from ibdiag.model import CommandRun, InspectorFile, Snapshot
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import SysfsReader, decode_attribute
 
 if TYPE_CHECKING:  # annotations only
     from ibdiag.baseline import Loaded
+
+# What the replayed Snapshot takes from the manifest's header as it is recorded (what the
+# readers build from the stored files gives the rest).
+_FROM_HEADER = ("schema_version", "tool_version", "collected_at", "sysfs_root", "procfs_root")
 
 
 class BundleReader(SysfsReader):
@@ -151,18 +155,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
         fields["problems"] = {**fields["problems"], **manifest.baseline.problems}
     # Validated: the header came from outside. What the readers and interpret built (devices,
     # typed command fields) are model instances already, which pydantic takes as they are.
-    return Snapshot.model_validate(
-        dict(
-            schema_version=header.schema_version,
-            tool_version=header.tool_version,
-            collected_at=header.collected_at,
-            sysfs_root=header.sysfs_root,
-            procfs_root=header.procfs_root,
-            sources=sources,
-            commands=commands,
-            **fields,
-        )
-    )
+    carried = {name: getattr(header, name) for name in _FROM_HEADER}
+    return Snapshot.model_validate(dict(carried, sources=sources, commands=commands, **fields))
 
 
 def replay_baseline(opened: OpenedBundle) -> Optional[Loaded]:

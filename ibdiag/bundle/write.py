@@ -3,7 +3,7 @@
 Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that directory in a
 ``.tar.gz`` with a ``.sha256`` beside it):
 
-    manifest.json    an ``ibdiag.bundle_manifest.Manifest`` (its JSON Schema is published as
+    manifest.json    an ``ibdiag.bundle.manifest.Manifest`` (its JSON Schema is published as
                      schema/manifest.schema.json): schema_version, tool, host, level,
                      created_utc, effective thresholds, the snapshot's header; every file
                      (size, sha256); every command (argv, rc, role, duration_s, timed_out,
@@ -26,10 +26,10 @@ With a redactor, contents and member names alike pass through its one mapping (a
 as stored, so a redacted bundle opens without missing or unlisted files and replays whole.
 
 A bundle is built in a temporary directory beside its destination and renamed into place (a
-directory) or streamed into the one atomic writer (``ibdiag.files.atomic_file``, linked into
+directory) or streamed into the one atomic writer (``ibdiag.write_files.atomic_file``, linked into
 place, never over an existing file: the tarball, then its ``.sha256``), so an interrupted or
-failed write leaves nothing under the final name. ``ibdiag.bundle_open`` opens one,
-``ibdiag.bundle_replay`` replays it.
+failed write leaves nothing under the final name. ``ibdiag.bundle.opener`` opens one,
+``ibdiag.bundle.replay`` replays it.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, List, Mapping, Optional
 
 from ibdiag import __version__
-from ibdiag.bundle_manifest import (
+from ibdiag.bundle.manifest import (
     BASELINE_FILE,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
@@ -59,13 +59,14 @@ from ibdiag.bundle_manifest import (
     SnapshotHeader,
     safe_relpath,
 )
-from ibdiag.files import atomic_file
 from ibdiag.model import Report, Snapshot
+from ibdiag.natural import natural_key
 from ibdiag.render.options import RenderOptions
-from ibdiag.sources.sysfs import Recording, natural_key
+from ibdiag.sources.sysfs import Recording
+from ibdiag.write_files import atomic_file
 
 if TYPE_CHECKING:  # only for annotations: redaction loads when asked for
-    from ibdiag.redact import Redactor
+    from ibdiag.bundle.redact import Redactor
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -164,18 +165,8 @@ class _Stage:
 
 
 def _snapshot_header(snapshot: Snapshot) -> SnapshotHeader:
-    return SnapshotHeader(
-        schema_version=snapshot.schema_version,
-        tool_version=snapshot.tool_version,
-        host=snapshot.host,
-        boot_id=snapshot.boot_id,
-        boot_time=snapshot.boot_time,
-        collected_at=snapshot.collected_at,
-        sysfs_root=snapshot.sysfs_root,
-        procfs_root=snapshot.procfs_root,
-        sources=list(snapshot.sources),
-        nccl_inspector_dir=snapshot.nccl_inspector_dir,
-    )
+    """The manifest's ``snapshot``: the Snapshot's fields of the same names (each one is one)."""
+    return SnapshotHeader(**{name: getattr(snapshot, name) for name in SnapshotHeader.model_fields})
 
 
 def _encode(text: str) -> bytes:
@@ -359,7 +350,7 @@ def write_bundle(
     the final name until it is complete; any exception (KeyboardInterrupt included) removes
     the temporary directory and whatever final path this call had created, then propagates.
     ``baseline``: the snapshot ``report`` graded counters against, stored in the bundle so
-    that replaying it grades the same way (``ibdiag.bundle_replay.replay_baseline``).
+    that replaying it grades the same way (``ibdiag.bundle.replay.replay_baseline``).
     """
     renderers = default_renderers() if renderers is None else renderers
     os.makedirs(outdir, exist_ok=True)

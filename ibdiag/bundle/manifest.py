@@ -1,4 +1,4 @@
-"""A bundle's manifest.json: parsed within ``bundle_limits``, then validated field by field.
+"""A bundle's manifest.json: parsed within ``ibdiag.bundle.limits``, then validated field by field.
 
 The manifest is the one file of a bundle that is not checked against a sha256 (it holds them),
 so everything in it is taken as untrusted input: its size and JSON nesting are checked before it
@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ibdiag import bundle_limits as limits
+from ibdiag.bundle import limits
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
@@ -26,7 +26,7 @@ _NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 _DEPTH_STEP = [0] * 256  # byte -> change of nesting depth
 _DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
 _DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
-_INFINIBAND = "sys/class/infiniband"  # ibdiag.sources.sysfs.INFINIBAND_CLASS under root/sys
+_INFINIBAND = "sys/class/infiniband"  # ibdiag.model.INFINIBAND_CLASS under root/sys
 _PORTS_LISTING = re.compile(r"sys/class/infiniband/[^/]+/ports")
 
 
@@ -190,7 +190,7 @@ class BaselineEntry(_Entry):
 
 
 class Manifest(_Entry):
-    """manifest.json as ``ibdiag.bundle_write`` writes it (fields added over time have defaults)."""
+    """manifest.json as ``ibdiag.bundle.write`` writes it (fields added over time have defaults)."""
 
     schema_version: int
     tool: Dict[str, Any] = Field(default_factory=dict)

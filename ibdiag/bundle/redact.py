@@ -160,6 +160,14 @@ def _v4_token(n: int) -> Optional[int]:
     return None if (n & 0xFF) in (0, 0xFF) else _V4_BASE + n
 
 
+def _numbered(tokens: Dict[str, str], key: str, kind: str) -> str:
+    """``key``'s token in ``tokens``: the one it has, else the next ``<kind>-<n>``."""
+    token = tokens.get(key)
+    if token is None:
+        token = tokens[key] = f"{kind}-{len(tokens) + 1}"
+    return token
+
+
 class Redactor:
     """Consistent, shape-keeping redaction of one support bundle (see the module docstring)."""
 
@@ -381,18 +389,6 @@ class Redactor:
         return self._v6.get(value), "ips"
 
     def _ip6_text(self, text: str) -> Tuple[str, str]:
-        if "." in text:  # embedded dotted IPv4: keep the spelling, swap the IPv4
-            head = text.rpartition(":")[0]
-            try:
-                value = int(ipaddress.IPv6Address(text))
-            except ValueError:
-                return text, "ips"
-            new, kind = self._ip6_value(value)
-            if new == value:
-                return text, kind
-            if (new >> 32) == (value >> 32):
-                return f"{head}:{ipaddress.IPv4Address(new & 0xFFFFFFFF)}", kind
-            return _compress6(new, _has_upper(text)), kind
         try:
             value = int(ipaddress.IPv6Address(text))
         except ValueError:
@@ -400,6 +396,11 @@ class Redactor:
         new, kind = self._ip6_value(value)
         if new == value:
             return text, kind
+        if "." in text:  # embedded dotted IPv4: keep the spelling, swap the IPv4
+            if (new >> 32) == (value >> 32):
+                head = text.rpartition(":")[0]
+                return f"{head}:{ipaddress.IPv4Address(new & 0xFFFFFFFF)}", kind
+            return _compress6(new, _has_upper(text)), kind
         full = re.fullmatch(r"[0-9a-f]{4}(?::[0-9a-f]{4}){7}", text, re.IGNORECASE)
         render = _exploded6 if full else _compress6
         return render(new, _has_upper(text)), kind
@@ -458,18 +459,10 @@ class Redactor:
     # Hostnames -------------------------------------------------------------------------
 
     def _host_token(self, name: str) -> str:
-        key = name.lower()
-        token = self._hosts.get(key)
-        if token is None:
-            token = self._hosts[key] = f"host-{len(self._hosts) + 1}"
-        return token
+        return _numbered(self._hosts, name.lower(), "host")
 
     def _domain_token(self, name: str) -> str:
-        key = name.lower()
-        token = self._domains.get(key)
-        if token is None:
-            token = self._domains[key] = f"domain-{len(self._domains) + 1}"
-        return token
+        return _numbered(self._domains, name.lower(), "domain")
 
     def _host_text(self, match: re.Match) -> str:
         groups = match.groupdict()

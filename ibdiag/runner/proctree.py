@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 COOKIE_VARIABLE = "IBDIAG_RUNNER"
 PR_SET_PDEATHSIG = 1
@@ -110,7 +110,7 @@ def children(pid: int) -> List[int]:
 # hundred files with 35 commands running (each has a reading and a waiting thread) - and every
 # command that times out at the run's deadline asks at the same moment. A reading that began
 # after a caller asked is as good as its own: concurrent callers share one.
-_own_children = (-1.0, 0, [])  # (when the reading began, pid, children)
+_own_children: Tuple[float, int, List[int]] = (-1.0, 0, [])  # (when read, pid, children)
 _own_children_lock = threading.Lock()
 
 

@@ -1,5 +1,8 @@
 """Writing files so that a reader never sees half of one, and never replacing what is not ours.
 
+(Reading one without blocking on it is ``ibdiag.read_files``: kept apart because the quick
+check reads on every run and writes rarely, and this module imports ``tempfile`` & co.)
+
 The one atomic writer is :func:`atomic_file`: a temp file ``.ibdiag-*.tmp`` beside the
 destination, fsync'ed, then renamed over it - or, with ``replace=False``, linked to it, which
 fails rather than replace anything already there (a support bundle never overwrites a file, nor
@@ -29,7 +32,7 @@ import errno
 import os
 import stat
 import tempfile
-from typing import BinaryIO, Iterator, Union
+from typing import BinaryIO, Iterator, List, Union
 
 TEMP_PREFIX = ".ibdiag-"
 TEMP_SUFFIX = ".tmp"
@@ -124,7 +127,7 @@ def remove_stale_temps(directory: str, max_age_s: float = STALE_TEMP_AGE_S) -> l
     import shutil
     import time
 
-    removed = []
+    removed: List[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
