@@ -216,7 +216,7 @@ def test_a_fleet_run_directory_expects_the_nodes_that_run_was_asked_for(tmp_path
     is missing without --expect-nodes (which, given, still wins)."""
     from datetime import datetime, timezone
 
-    from ibdiag.fleet.run_model import SUMMARY_NAME, FleetRun, NodeOutcome
+    from ibdiag.fleet.run_record import SUMMARY_NAME, FleetRun, NodeOutcome
 
     folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002"])
     now = datetime(2026, 11, 25, tzinfo=timezone.utc)
@@ -343,7 +343,7 @@ def test_no_input_is_a_usage_error():
 
 def test_the_settings_options_are_the_fleet_settings():
     from ibdiag.cli.fleet_report import _SETTINGS
-    from ibdiag.fleet.model import FleetSettings
+    from ibdiag.fleet.report import FleetSettings
 
     assert list(_SETTINGS) == list(FleetSettings.model_fields)
     for name, field in FleetSettings.model_fields.items():

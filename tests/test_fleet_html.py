@@ -17,7 +17,7 @@ import test_html
 from test_html import HOSTILE, assert_renders_in_chromium, assert_self_contained
 
 from ibdiag.fleet import render_html as fleet_html
-from ibdiag.fleet.model import (
+from ibdiag.fleet.report import (
     Drift,
     DriftValue,
     FleetReport,

@@ -22,14 +22,13 @@ from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.fleet import read as fleet_read
 from ibdiag.fleet.identity import deduplicate
-from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, summarize
 from ibdiag.fleet.read import (
     MAX_REPORT_BYTES,
     read_fleet,
-    read_inputs,
     read_with_notes,
 )
+from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
 from ibdiag.sources.sysfs import Recording
@@ -53,6 +52,11 @@ def node_report(
     _, data = report_json(snap)
     data.update(extra)
     return data
+
+
+def read_inputs(paths, **options) -> list:
+    """The items ``read_with_notes`` reads, without their notes."""
+    return [item for item, _ in read_with_notes(paths, **options)]
 
 
 def write_json(path, data) -> str:
@@ -248,11 +252,11 @@ UNPRIVILEGED = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 
 def read_unprivileged(paths: List[str]) -> List[dict]:
-    """read_inputs in a subprocess that cannot bypass file permissions: its items as dicts."""
+    """read_with_notes in a subprocess that cannot bypass file permissions: its items as dicts."""
     code = (
         "import json, sys\n"
-        "from ibdiag.fleet.read import read_inputs\n"
-        "for item in read_inputs(sys.argv[1:], workers=2):\n"
+        "from ibdiag.fleet.read import read_with_notes\n"
+        "for item, _ in read_with_notes(sys.argv[1:], workers=2):\n"
         "    print(json.dumps({'type': type(item).__name__, **item.model_dump(mode='json')}))\n"
     )
     prefix = UNPRIVILEGED if os.geteuid() == 0 else []
