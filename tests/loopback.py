@@ -4,6 +4,8 @@ stopping what they started."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,3 +129,19 @@ class ServeProcess:
             self.proc.kill()
             self.proc.wait(timeout=15)
         return self.proc.returncode, self.stderr()
+
+
+def prometheus_tool(name: str) -> str:
+    """The path of ``name`` (``prometheus``, ``promtool``, ``prometheus-node-exporter``); fails
+    the test, never skips it, when Debian's package is not installed."""
+    found = shutil.which(name) or (
+        f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None
+    )
+    if not found:
+        import pytest  # benchmarks import this module too: pytest only when a tool is missing
+
+        pytest.fail(
+            f"{name} is not installed: these tests need Debian's prometheus and "
+            "prometheus-node-exporter (apt-get install -y prometheus prometheus-node-exporter)"
+        )
+    return found

@@ -14,11 +14,11 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 import stubs as S
+from full_level_node import HALF_RATE, stub_ib_write_bw
+from prometheus_text import parse, promtool_check
 from snapshots import device, port, snapshot
 from sysfs_builder import mlx5_node, write_node
 from test_fleet_node import node_snapshot, report_json
-from test_full_level import HALF_RATE, stub_ib_write_bw
-from test_prometheus import parse, promtool_check
 
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.fleet import node as fleet_node
