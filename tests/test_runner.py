@@ -10,7 +10,6 @@ for the thing it should have killed".
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import threading
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 import pytest
+from stubs import assert_no_strays, marker
 
 from ibdiag.model import CommandRun, command_key
 from ibdiag.runner import command_runner
@@ -34,43 +34,12 @@ PortXmitPkts:....................3262536283
 PortRcvPkts:.....................3262604342
 """
 
-_MARKERS = itertools.count(1)
-
 
 def assert_round_trips(run: CommandRun) -> None:
     """Every run the runner records survives the JSON a snapshot or bundle is saved as."""
     again = CommandRun.model_validate_json(run.model_dump_json())
     assert again == run
     assert again.model_dump() == run.model_dump()
-
-
-def marker(seconds: int = 1000) -> str:
-    """A sleep duration no other process on the machine uses: its argv finds strays."""
-    return f"{seconds}.{os.getpid()}{next(_MARKERS):04d}"
-
-
-def processes_with(mark: str) -> List[str]:
-    """Command lines of live processes whose argv contains ``mark`` (``pgrep -f``, portably)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if f" {mark} " in f" {cmdline} ":  # a zombie's cmdline is empty: it never matches
-            found.append(f"{pid}: {cmdline}")
-    return found
-
-
-def assert_no_strays(mark: str) -> None:
-    """SIGKILL is asynchronous: give the kernel a moment, then nothing may be left."""
-    end = time.monotonic() + 3.0
-    while processes_with(mark) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert processes_with(mark) == []
 
 
 @pytest.fixture

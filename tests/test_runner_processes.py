@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from test_runner import assert_no_strays, marker, processes_with
+from stubs import assert_no_strays, marker, processes_with
 
 from ibdiag.runner.command_runner import Runner
 
