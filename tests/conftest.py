@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from typing import List
@@ -27,6 +28,11 @@ def scenario_names() -> List[str]:
         for name in os.listdir(SCENARIOS_DIR)
         if os.path.isfile(os.path.join(SCENARIOS_DIR, name, "expected.json"))
     )
+
+
+def scenario_sysfs(name: str) -> str:
+    """The sysfs tree of the golden scenario ``name`` (tests/scenarios/<name>/root/sys)."""
+    return os.path.join(SCENARIOS_DIR, name, "root", "sys")
 
 
 def capture_names(kind: str) -> list:
@@ -97,6 +103,20 @@ def run_cli():
         return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of headless Chromium, for the HTML pages' tests; fails (never skips) without it."""
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+    )
+    if found is None:
+        pytest.fail(
+            "headless Chromium is needed to test the HTML report and is not installed: "
+            "run `apt-get install -y chromium` (Debian) so that `chromium` is on PATH"
+        )
+    return found
 
 
 # The modules whose tests start real services or do a minute of work each (real Slurm, NHC,
