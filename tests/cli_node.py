@@ -9,6 +9,7 @@ import json
 import os
 from typing import Dict, List
 
+from stubs import write_procfs
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.model import Snapshot
@@ -26,9 +27,7 @@ class Node:
         self.proc = str(tmp_path / "proc")
         self._run = run_cli
         write_node(self.sys, mlx5_node(2))
-        os.makedirs(os.path.join(self.proc, "sys", "kernel", "random"))
-        self.write(os.path.join(self.proc, "sys", "kernel", "hostname"), HOST)
-        self.set_boot_id(BOOT_ID)
+        write_procfs(self.proc, hostname=HOST, boot_id=BOOT_ID, boot_time=None, modules=None)
 
     @staticmethod
     def write(path: str, text: str) -> None:
