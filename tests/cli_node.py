@@ -10,7 +10,7 @@ import os
 from typing import Dict, List
 
 from stubs import write_procfs
-from sysfs_builder import mlx5_node, write_node
+from sysfs_builder import bump_counter, mlx5_node, write_node
 
 from ibdiag.model import Snapshot
 
@@ -45,8 +45,7 @@ class Node:
             return int(handle.read())
 
     def bump(self, dev: str, name: str, by: int, directory: str = "counters") -> None:
-        value = self.read_counter(dev, name, directory)
-        self.write(self.counter_path(dev, name, directory), str(value + by))
+        bump_counter(self.sys, dev, name, by, directory)
 
     def check(self, *args: str):
         # an empty site config: the run never depends on this machine's /etc/ibdiag/ibdiag.toml

@@ -288,6 +288,12 @@ def by_target(results: Iterable[Result]) -> Dict[str, Result]:
     return keyed
 
 
+def only(results: List[Result]) -> Result:
+    """The one result of a check that must give exactly one."""
+    assert len(results) == 1, results
+    return results[0]
+
+
 def statuses(results: Iterable[Result]) -> Dict[str, str]:
     """{target: status value}, for compact assertions."""
     return {target: result.status.value for target, result in by_target(results).items()}

@@ -14,7 +14,6 @@ tests/test_grafana_fleet.py, against five.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import urllib.error
@@ -34,7 +33,7 @@ from grafana_queries import (
     query,
 )
 from loopback import free_port, http_get, prometheus_tool, start_prometheus, stop
-from sysfs_builder import mlx5_node, write_node
+from sysfs_builder import bump_counter, mlx5_node, write_node
 
 from ibdiag import exporter
 from ibdiag.collect import collect
@@ -54,7 +53,8 @@ HW_ERRORS = {
 }
 # Counters mlx5 exposes on some kernels that sysfs_builder's list lacks; the dashboard uses them.
 EXTRA_HW = ("req_transport_retries_exceeded", "req_rnr_retries_exceeded")
-GROWING = ("counters/port_rcv_data", "counters/port_xmit_data", "hw_counters/rx_write_requests")
+GROWING = (("counters", "port_rcv_data"), ("counters", "port_xmit_data"),
+           ("hw_counters", "rx_write_requests"))  # fmt: skip
 # The far end's plain perfquery: the ibsim capture with SymbolErrorCounter 1234 and
 # LinkDownedCounter 3, its SymbolErrorCounter grown by 7 at each run.
 FAR_END_ERRORS = {"symbol_error", "link_downed"}
@@ -129,13 +129,6 @@ def test_dashboard_shape() -> None:
 # --- against a real Prometheus ---------------------------------------------------------------
 
 
-def _bump(path: str, by: int) -> None:
-    with open(path) as handle:
-        value = int(handle.read().strip())
-    with open(path, "w") as handle:
-        handle.write(f"{value + by}\n")
-
-
 def _far_end_tools(tmp_path: Path) -> S.StubBin:
     """smpquery/perfquery answering mlx5_0's far end as the ibsim captures do (switch leaf07,
     port 1); plain perfquery's SymbolErrorCounter grows by 7 at each run."""
@@ -162,16 +155,13 @@ def _serving(tmp_path: Path):
     hcas[1].ports[0].phys_state = "2: Polling"
     write_node(sys_root, hcas)
     registry = load_registry()
-    port_dirs = [
-        os.path.join(sys_root, "class", "infiniband", hca.name, "ports", "1") for hca in hcas
-    ]
 
     def make_report():
         start = time.monotonic()
-        for port_dir in port_dirs:
-            for name in GROWING:
-                _bump(os.path.join(port_dir, name), 250_000)
-        _bump(os.path.join(port_dirs[0], "hw_counters", "out_of_sequence"), 1)
+        for hca in hcas:
+            for directory, name in GROWING:
+                bump_counter(sys_root, hca.name, name, 250_000, directory)
+        bump_counter(sys_root, hcas[0].name, "out_of_sequence", 1, "hw_counters")
         options = {"path": far_end.path, "timeout_s": 5.0, "deadline_s": 10.0}
         snapshot = collect(sys_root, "/nonexistent-proc", {"sysfs", "partner"}, options)
         report = grade(snapshot, registry, Thresholds(), "quick")
