@@ -6,7 +6,7 @@ import os
 import shutil
 import signal
 import sys
-from typing import List
+from typing import Callable, List
 
 import pytest
 from click.testing import CliRunner
@@ -103,6 +103,31 @@ def run_cli():
         return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture
+def stubs(tmp_path) -> Callable[..., str]:
+    """``stubs(name, body)`` writes an executable script (``#!/bin/sh`` unless told) into
+    tmp_path/bin, the first folder of ``stub_path``; returns its path. For the command runner's
+    tests, which need odd modes and interpreters (tests/stubs' StubBin, for the CLI's tests,
+    logs every call instead)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+
+    def write(name: str, body: str, mode: int = 0o755, shebang: str = "#!/bin/sh\n") -> str:
+        path = bindir / name
+        path.write_text(shebang + body)
+        path.chmod(mode)
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def stub_path(tmp_path) -> str:
+    """PATH for ``stubs``: tmp_path/bin first, then the system's own tools (sh, cat, sleep,
+    setsid) for the stubs to use."""
+    return f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import pytest
 from stubs import assert_no_strays, marker
@@ -40,27 +40,6 @@ def assert_round_trips(run: CommandRun) -> None:
     again = CommandRun.model_validate_json(run.model_dump_json())
     assert again == run
     assert again.model_dump() == run.model_dump()
-
-
-@pytest.fixture
-def stubs(tmp_path: Path) -> Callable[..., str]:
-    """``stubs(name, body)`` writes an executable /bin/sh script into a bin dir on our PATH."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-
-    def write(name: str, body: str, mode: int = 0o755, shebang: str = "#!/bin/sh\n") -> str:
-        path = bindir / name
-        path.write_text(shebang + body)
-        path.chmod(mode)
-        return str(path)
-
-    return write
-
-
-@pytest.fixture
-def stub_path(tmp_path: Path) -> str:
-    """The stubs first, then the system's own tools (cat, sleep, env) for the stubs to use."""
-    return f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
 def test_prints_a_capture_and_passes_argv_verbatim(tmp_path, stubs, stub_path):
