@@ -10,10 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 
 def free_port() -> int:
@@ -50,6 +51,19 @@ def start_prometheus(
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     return proc, port
+
+
+def serve_in_thread(make_report, **options: Any) -> Tuple[Any, threading.Thread, int]:
+    """``ibdiag serve``'s server (``ibdiag.exporter.make_server`` over ``make_report``, with
+    ``options``) on a free loopback port, in a daemon thread: (server, thread, port). Stop it
+    with ``server.shutdown()`` and ``server.server_close()``."""
+    from ibdiag import exporter
+
+    port = free_port()
+    server = exporter.make_server(f"127.0.0.1:{port}", make_report, **options)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, port
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -14,7 +14,6 @@ tests/test_grafana_fleet.py, against five.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -32,10 +31,9 @@ from grafana_queries import (
     panels,
     query,
 )
-from loopback import free_port, http_get, prometheus_tool, start_prometheus, stop
+from loopback import http_get, prometheus_tool, serve_in_thread, start_prometheus, stop
 from sysfs_builder import bump_counter, mlx5_node, write_node
 
-from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
@@ -167,11 +165,7 @@ def _serving(tmp_path: Path):
         report = grade(snapshot, registry, Thresholds(), "quick")
         return report, time.monotonic() - start
 
-    listen_port = free_port()
-    server = exporter.make_server(f"127.0.0.1:{listen_port}", make_report)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, listen_port
+    return serve_in_thread(make_report)
 
 
 def _label_values(prom_port: int, definition: str) -> List[str]:

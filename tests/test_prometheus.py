@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,12 +22,11 @@ from pathlib import Path
 
 import pytest
 from conftest import SCENARIOS_DIR, scenario_names
-from loopback import free_port, http_get, prometheus_tool, start_prometheus, stop
+from loopback import free_port, http_get, prometheus_tool, serve_in_thread, start_prometheus, stop
 from prometheus_text import parse, promtool_check
 from snapshots import loaded_registry
 from sysfs_builder import mlx5_node, write_node
 
-from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import Report
@@ -264,11 +262,7 @@ def _serving(tmp_path: Path):
         report = _report(sys_root)
         return report, time.monotonic() - start
 
-    port = free_port()
-    server = exporter.make_server(f"127.0.0.1:{port}", make_report)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, port
+    return serve_in_thread(make_report)
 
 
 def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:

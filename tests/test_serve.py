@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 import pytest
-from loopback import free_port, raw_request
+from loopback import raw_request, serve_in_thread
 from prometheus_text import parse, promtool_check
 from snapshots import loaded_registry
 from sysfs_builder import mlx5_node, write_node
@@ -62,12 +62,9 @@ class Running:
     def __init__(self, node: Node, **options) -> None:
         self.node = node
         self.log: List[str] = []
-        self.port = free_port()
-        self.server = exporter.make_server(
-            f"127.0.0.1:{self.port}", node.make_report, log=self.log.append, **options
+        self.server, self.thread, self.port = serve_in_thread(
+            node.make_report, log=self.log.append, **options
         )
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def get(self, request: bytes = b"GET /metrics HTTP/1.0\r\n\r\n", timeout: float = WAIT_S):
         return raw_request(self.port, request, timeout)
