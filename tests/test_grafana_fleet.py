@@ -7,7 +7,7 @@ sysfs tree, procfs (its host name) and stub ``smpquery``/``perfquery`` answering
 of each cable as the real tools did against ibsim (``fleet_nodes``); the fifth is what a node
 running ``ibdiag export --level full`` from a maintenance job looks like: its textfile served by
 a real ``prometheus-node-exporter`` (stub ``ib_write_bw`` printing real perftest captures, as
-tests/test_full_level.py does). Rail-aligned: HCA k of node n plugs into ``leaf0(7+k)`` port n.
+tests/full_level_node.py has it). Rail-aligned: HCA k of node n plugs into ``leaf0(7+k)`` port n.
 
 - gpu001: healthy (OK);
 - gpu002: mlx5_0 trained 1X, 50 Gb/s (the switch port says 1X too): link.rate and link.partner

@@ -4,7 +4,7 @@ rail), ``ibdiag_port_loopback_bandwidth_bytes_per_second`` (level full's measure
 
 Rails and bandwidth must say what ``ibdiag fleet`` says of the same Report (``ibdiag.fleet.node``
 reads it as JSON): one definition, two readers. Every rendering goes through the strict parser
-of test_prometheus and ``promtool check metrics``.
+of tests/prometheus_text.py and ``promtool check metrics``.
 """
 
 from __future__ import annotations

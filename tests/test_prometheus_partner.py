@@ -7,7 +7,7 @@ shows SymbolErrorCounter 1234 and LinkDownedCounter 3, and here PortRcvErrors 5,
 receive error details are read too: perfquery -E runs only when PortRcvErrors or
 PortRcvSwitchRelayErrors is not 0), mlx5_1 into another HCA back to back
 (``hostB mlx5_0``), mlx5_2's port is down (no far end is read). Every rendering is checked by the
-strict parser of test_prometheus and by ``promtool check metrics``.
+strict parser of tests/prometheus_text.py and by ``promtool check metrics``.
 """
 
 from __future__ import annotations
