@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from typing import Dict, Iterator, List
 
 from ibdiag import hca_capabilities
+from ibdiag.check_results import about
 from ibdiag.model import Device, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import evidence, graded_devices
@@ -38,36 +39,24 @@ def firmware_consistency(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         common, common_count = versions.most_common(1)[0]
         tied = sum(1 for count in versions.values() if count == common_count) > 1
         for dev in devices:
-            source = evidence(dev.path, "fw_ver")
+            result = about(dev.name, evidence(dev.path, "fw_ver"), observed=dev.fw_ver)
             if len(versions) == 1:
                 alike = (
                     f"same as the other {model} HCAs"
                     if len(devices) > 1
                     else f"the only {model} HCA on this node"
                 )
-                yield Result(
-                    target=dev.name,
-                    status=Status.PASS,
-                    message=f"firmware {dev.fw_ver}, {alike}",
-                    observed=dev.fw_ver,
-                    evidence=source,
-                )
+                yield result(status=Status.PASS, message=f"firmware {dev.fw_ver}, {alike}")
             elif dev.fw_ver != common or tied:
                 others = ", ".join(sorted(v for v in versions if v and v != dev.fw_ver))
-                yield Result(
-                    target=dev.name,
+                yield result(
                     status=Status.WARN,
                     message=f"firmware {dev.fw_ver} differs from {others} on other {model} HCAs",
-                    observed=dev.fw_ver,
                     expected=None if tied else common,
                     hint="bring every card to one firmware version (mlxfwmanager), then reset it",
-                    evidence=source,
                 )
             else:
-                yield Result(
-                    target=dev.name,
+                yield result(
                     status=Status.PASS,
                     message=f"firmware {dev.fw_ver}, the version most {model} HCAs run",
-                    observed=dev.fw_ver,
-                    evidence=source,
                 )

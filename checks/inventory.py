@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ibdiag.check_results import about
 from ibdiag.model import INFINIBAND_CLASS, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
@@ -57,34 +58,20 @@ def inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             )
         return
     listing = ", ".join(present)
+    result = about("node", [INFINIBAND_CLASS], observed=len(present), expected=expected)
     if expected is not None and len(present) < expected:
-        yield Result(
-            target="node",
+        yield result(
             status=Status.FAIL,
             message=f"found {len(present)} of {expected} expected HCAs ({listing})",
-            observed=len(present),
-            expected=expected,
             subject=f"{len(present)}/{expected} HCAs",
             hint="a missing HCA: check lspci, dmesg for mlx5_core/PCIe errors, driver loaded",
-            evidence=[INFINIBAND_CLASS],
         )
     elif expected is not None and len(present) > expected:
-        yield Result(
-            target="node",
+        yield result(
             status=Status.WARN,
             message=f"found {len(present)} HCAs, more than the {expected} expected ({listing})",
-            observed=len(present),
-            expected=expected,
             subject=f"{len(present)}/{expected} HCAs",
             hint="update the expected count, or ignore non-InfiniBand devices (--ignore-hca)",
-            evidence=[INFINIBAND_CLASS],
         )
     elif not missing_names:
-        yield Result(
-            target="node",
-            status=Status.PASS,
-            message=f"{len(present)} HCAs present ({listing})",
-            observed=len(present),
-            expected=expected,
-            evidence=[INFINIBAND_CLASS],
-        )
+        yield result(status=Status.PASS, message=f"{len(present)} HCAs present ({listing})")

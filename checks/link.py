@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Dict, Iterator, List, Tuple
 
 from ibdiag import hca_capabilities
+from ibdiag.check_results import about
 from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import (
@@ -67,38 +68,26 @@ def port_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=[f"{dev.path}/ports"],
             )
     for dev, port in graded_ports(snap, th):
-        target = dev.target(port)
+        result = about(dev.target(port), evidence(port.path, "state"), expected="4: ACTIVE")
         if port.state is None:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
                 message=f"port state unreadable ({port.problems.get('state', 'unknown')})",
-                expected="4: ACTIVE",
                 hint="read the file by hand; a driver that cannot report state is suspect",
-                evidence=evidence(port.path, "state"),
             )
             continue
         observed = _state_text(port.state, port.state_name)
         if port.state == ACTIVE:
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"state {observed}",
-                observed=observed,
-                expected="4: ACTIVE",
-                evidence=evidence(port.path, "state"),
-            )
+            yield result(status=Status.PASS, message=f"state {observed}", observed=observed)
             continue
         hints = IB_STATE_HINTS if port.is_infiniband else ETH_STATE_HINTS
         hint = hints.get(port.state, "port is not ACTIVE: check cable, peer port and SM")
         if port.state == 2 and port.is_infiniband and port.sm_lid == 0:
             hint += " (sm_lid is 0: no SM has ever reached it)"
-        yield Result(
-            target=target,
+        yield result(
             status=Status.FAIL,
             message=f"port state {observed}, expected 4: ACTIVE",
             observed=observed,
-            expected="4: ACTIVE",
             hint=hint,
             evidence=evidence(port.path, "state", "sm_lid"),
         )
@@ -117,47 +106,30 @@ def phys_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     cable. Virtualised HCAs that report 0: <unknown> on an ACTIVE port are skipped.
     """
     for dev, port in graded_ports(snap, th):
-        target = dev.target(port)
-        source = evidence(port.path, "phys_state")
+        result = about(dev.target(port), evidence(port.path, "phys_state"), expected="5: LinkUp")
         if port.phys_state is None:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
                 message=f"phys_state unreadable ({port.problems.get('phys_state', 'unknown')})",
-                expected="5: LinkUp",
                 hint="read the file by hand; a driver that cannot report it is suspect",
-                evidence=source,
             )
             continue
         observed = _state_text(port.phys_state, port.phys_state_name)
         if port.phys_state == LINK_UP:
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"phys_state {observed}",
-                observed=observed,
-                expected="5: LinkUp",
-                evidence=source,
-            )
+            yield result(status=Status.PASS, message=f"phys_state {observed}", observed=observed)
         elif port.phys_state == 0 and port.state == ACTIVE:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.SKIP,
                 message=f"phys_state {observed} on an ACTIVE port: not reported by this "
                 "(virtualised) HCA",
                 observed=observed,
-                expected="5: LinkUp",
-                evidence=source,
             )
         else:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.FAIL,
                 message=f"phys_state {observed}, expected 5: LinkUp",
                 observed=observed,
-                expected="5: LinkUp",
                 hint=PHYS_STATE_HINTS.get(port.phys_state, "check the cable and peer port"),
-                evidence=source,
             )
 
 
@@ -174,34 +146,23 @@ def link_layer(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     mlx5_an0, for example).
     """
     for dev, port in graded_ports(snap, th):
-        target = dev.target(port)
-        source = evidence(port.path, "link_layer")
+        result = about(dev.target(port), evidence(port.path, "link_layer"))
         if port.is_infiniband:
             layer = port.link_layer or "InfiniBand (no link_layer file: pre-RoCE kernel)"
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"link layer {layer}",
-                observed="InfiniBand",
-                evidence=source,
-            )
+            yield result(status=Status.PASS, message=f"link layer {layer}", observed="InfiniBand")
         elif port.is_ethernet:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.PASS,
                 message="link layer Ethernet (RoCE): InfiniBand-only rules not applied",
                 observed="Ethernet",
-                evidence=source,
             )
         else:
             shown = port.link_layer or port.problems.get("link_layer", "unreadable")
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
                 message=f"link layer {shown!r}, expected InfiniBand or Ethernet",
                 observed=port.link_layer,
                 hint="read the file by hand; an unknown link layer is not graded as IB or RoCE",
-                evidence=source,
             )
 
 
@@ -243,87 +204,65 @@ def link_rate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     """
     peers = _fastest_peer_rates(snap, th)
     for dev, port in graded_ports(snap, th):
-        target = dev.target(port)
         source = evidence(port.path, "rate")
+        result = about(dev.target(port), source)
         if port.state != ACTIVE:
-            yield Result(
-                target=target,
-                status=Status.SKIP,
-                message="port not ACTIVE: its rate means nothing until it is",
-                evidence=source,
+            yield result(
+                status=Status.SKIP, message="port not ACTIVE: its rate means nothing until it is"
             )
             continue
         if port.rate is None:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
                 message=f"rate unreadable on an ACTIVE port ({port.problems.get('rate', '?')})",
                 expected=th.expect_rate_gbps,
                 hint="read the file by hand; compare with ibstat",
-                evidence=source,
             )
             continue
         yield _grade_rate(dev, port, th, peers, source)
 
 
 def _grade_rate(dev, port, th, peers, source) -> Result:
-    target, rate = dev.target(port), port.rate
+    rate = port.rate
     observed = rate.describe()
+    result = about(dev.target(port), source, observed=rate.gbps)
     if th.expect_rate_gbps is not None and port.is_infiniband:
         if rate.gbps < th.expect_rate_gbps:
-            return Result(
-                target=target,
+            return result(
                 status=Status.FAIL,
                 message=f"rate {observed}, expected {th.expect_rate_gbps:g} Gb/s",
-                observed=rate.gbps,
                 expected=th.expect_rate_gbps,
                 subject=_below(rate.gbps, th.expect_rate_gbps),
                 hint="degraded link: reseat or replace the cable/transceiver; check the "
                 "switch port speed",
-                evidence=source,
             )
-        return Result(
-            target=target,
+        return result(
             status=Status.PASS,
             message=f"rate {observed} (expected {th.expect_rate_gbps:g} Gb/s)",
-            observed=rate.gbps,
             expected=th.expect_rate_gbps,
-            evidence=source,
         )
     key = (hca_capabilities.model_key(dev), _layer(port))
     best = peers.get(key, rate.gbps)
     if rate.gbps < best:
-        return Result(
-            target=target,
+        return result(
             status=Status.FAIL,
             message=f"rate {observed}, below the {best:g} Gb/s of the other {key[0]} "
             f"{key[1]} ports on this node",
-            observed=rate.gbps,
             expected=best,
             subject=_below(rate.gbps, best),
             hint="degraded link: reseat or replace the cable/transceiver; check the switch port",
-            evidence=source,
         )
     model = hca_capabilities.identify(dev)
     if port.is_infiniband and model is not None and hca_capabilities.below_capability(model, rate):
-        return Result(
-            target=target,
+        return result(
             status=Status.WARN,
             message=f"rate {observed}: a {model.name} supports {model.max_ib_speed}",
-            observed=rate.gbps,
             expected=model.max_ib_speed,
             subject=f"{rate.gbps:g} Gb/s<{model.max_ib_speed}",
             hint="cable, transceiver or switch limits the speed; if the fabric is slower on "
             "purpose, set --expect-rate",
-            evidence=source,
         )
-    return Result(
-        target=target,
-        status=Status.PASS,
-        message=f"rate {observed}",
-        observed=rate.gbps,
-        evidence=source,
-    )
+    return result(status=Status.PASS, message=f"rate {observed}")
 
 
 def _below(gbps: float, expected: float) -> str:
@@ -347,22 +286,14 @@ def link_width(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             continue
         if port.rate.lanes is None:
             continue
-        target, source = dev.target(port), evidence(port.path, "rate")
+        width = port.rate.width
+        result = about(dev.target(port), evidence(port.path, "rate"), observed=width)
         if port.rate.lanes < 2:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
-                message=f"link width {port.rate.width}, expected 4X (or 2X for split cables)",
-                observed=port.rate.width,
+                message=f"link width {width}, expected 4X (or 2X for split cables)",
                 expected="4X",
                 hint="lanes failed to train: reseat or replace the cable/transceiver",
-                evidence=source,
             )
         else:
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"link width {port.rate.width}",
-                observed=port.rate.width,
-                evidence=source,
-            )
+            yield result(status=Status.PASS, message=f"link width {width}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ibdiag.check_results import about
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
@@ -26,17 +27,11 @@ def netdev_operstate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         netdev = port.netdev
         if netdev is None or port.state != ACTIVE:
             continue
-        target = dev.target(port)
         kind = "IPoIB" if netdev.is_ipoib or port.is_infiniband else "RoCE"
         source = [f"class/net/{netdev.name}/operstate"]
+        result = about(dev.target(port), source)
         if netdev.operstate == "up":
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"{kind} {netdev.name} is up",
-                observed="up",
-                evidence=source,
-            )
+            yield result(status=Status.PASS, message=f"{kind} {netdev.name} is up", observed="up")
             continue
         observed = netdev.operstate or netdev.problems.get("operstate", "unreadable")
         flaps = (
@@ -44,8 +39,7 @@ def netdev_operstate(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             if netdev.carrier_changes
             else ""
         )
-        yield Result(
-            target=target,
+        yield result(
             status=Status.WARN,
             message=f"{kind} {netdev.name} operstate {observed} while the port is ACTIVE{flaps}",
             observed=observed,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ibdiag.check_results import about
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import evidence, graded_devices
@@ -57,23 +58,13 @@ def pcie_link(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             continue
         current = _link(speed, width)
         best = _link(max_speed, max_width)
+        result = about(dev.name, source, observed=current, expected=best)
         if speed < max_speed or width < max_width:
-            yield Result(
-                target=dev.name,
+            yield result(
                 status=Status.FAIL,
                 message=f"PCIe {pci.address} trained at {current}, capable of {best}",
-                observed=current,
-                expected=best,
                 hint="reseat the card/riser, check BIOS slot settings and dmesg for PCIe AER; "
                 f"lspci -vv -s {pci.address} shows LnkCap vs LnkSta",
-                evidence=source,
             )
         else:
-            yield Result(
-                target=dev.name,
-                status=Status.PASS,
-                message=f"PCIe {pci.address} at {current}",
-                observed=current,
-                expected=best,
-                evidence=source,
-            )
+            yield result(status=Status.PASS, message=f"PCIe {pci.address} at {current}")

@@ -49,6 +49,7 @@ from typing import (
 from pydantic import BaseModel, ValidationError
 
 from ibdiag.catalogue import CATALOGUE, rule_for
+from ibdiag.errors import IbdiagError
 from ibdiag.thresholds import PATTERN_MEANS, CounterRule, Thresholds
 
 if sys.version_info >= (3, 11):
@@ -70,7 +71,7 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _TOML_POSITION = re.compile(r"\s*\(at (line \d+, column \d+|end of document)\)\s*$")
 
 
-class ConfigError(Exception):
+class ConfigError(IbdiagError):
     """A bad profile, config file or flag. ``str()`` is one line: file, key, what was expected."""
 
 

@@ -14,7 +14,8 @@ import os
 import signal
 import sys
 
-EXIT_UNKNOWN = 3
+from ibdiag.exit_codes import ExitCode  # the enum alone: signal imports enum already
+
 _STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGALRM")
 
 
@@ -22,7 +23,7 @@ def _stopped_early(signum: int, frame: object) -> None:
     try:
         os.write(2, b"ibdiag: interrupted\n")
     finally:
-        os._exit(EXIT_UNKNOWN)
+        os._exit(ExitCode.UNKNOWN)
 
 
 def main() -> None:
@@ -36,4 +37,4 @@ def main() -> None:
         cli_main()
     except KeyboardInterrupt:  # between the handler and click's own main: still one line
         sys.stderr.write("ibdiag: interrupted\n")
-        sys.exit(EXIT_UNKNOWN)
+        sys.exit(int(ExitCode.UNKNOWN))

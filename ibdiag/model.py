@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Union
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from ibdiag.exit_codes import ExitCode
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
@@ -334,11 +335,8 @@ class Verdict(str, enum.Enum):
     UNKNOWN = "UNKNOWN"
 
     @property
-    def exit_code(self) -> int:
-        return _EXIT_CODES[self]
-
-
-_EXIT_CODES = {Verdict.OK: 0, Verdict.WARNING: 1, Verdict.CRITICAL: 2, Verdict.UNKNOWN: 3}
+    def exit_code(self) -> ExitCode:
+        return ExitCode[self.name]
 
 
 class CounterIncreases(_Model):

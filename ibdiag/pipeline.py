@@ -1,12 +1,16 @@
-"""Grading a node, written once: collect -> baseline -> (save the state) -> grade.
+"""Grading a node, written once: input -> collect -> baseline -> (save the state) -> grade.
 
 ``ibdiag check``, ``collect``, ``report``/``check --from``, ``export``, ``serve`` and the Slurm
-hooks (``ibdiag.slurm.commands``) all grade through a :class:`Pipeline`, made from one frozen
+hooks (``ibdiag.cli.slurm``) all grade through a :class:`Pipeline`, made from one frozen
 :class:`PipelineOptions` - what the command line said: where to read, the level, the
 expectations (profile, config, --expect-*, --ignore-hca), the checks directories and the time
 limits. ``Pipeline.prepare`` settles the thresholds and the registry once (``serve`` grades
 with them on every scrape); ``run`` collects and grades; ``grade_snapshot`` grades a Snapshot
 from elsewhere (a replayed bundle).
+
+The input is chosen here too (:func:`grade`, what ``check`` and ``report`` call): this node
+live, or a recording - a support bundle, or a saved report or snapshot JSON - graded offline
+at the level it was taken at, with the thresholds it recorded unless expectations are given.
 
 The baseline step: the baseline file, when given, is read before grading (a file that cannot
 be used is a node-level problem the ``counters.baseline`` check warns about, never an error);
@@ -14,8 +18,9 @@ the save path, when given, receives this run's Snapshot *before* it is graded, s
 that cannot be written is a result too (NHC and Slurm discard stderr on success). Models are
 frozen: each step hands the next a new Snapshot.
 
-No click here: a setting that cannot be used raises :class:`SetupError` (one line), which the
-command line turns into its usage error (exit 3).
+No click here: a setting or input that cannot be used raises an ``IbdiagError`` (one line:
+:class:`SetupError`, or the config's, registry's or bundle's own), which the command line
+prints and exits 3 for.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import (
     Union,
 )
 
+from ibdiag.errors import IbdiagError
 from ibdiag.model import Report, Snapshot
 from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S
 from ibdiag.thresholds import Thresholds
@@ -44,8 +50,9 @@ if TYPE_CHECKING:  # annotations only: each loads when used
     from ibdiag.sources.sysfs import Recording
 
 
-class SetupError(Exception):
-    """A bad profile, config file, --expect-hcas value or checks directory: one line."""
+class SetupError(IbdiagError):
+    """A bad --expect-hcas value, an unreadable checks directory, or a recording (bundle, saved
+    report) that cannot be graded: one line."""
 
 
 class PipelineOptions(NamedTuple):
@@ -89,8 +96,9 @@ def _expected_hcas(value: Optional[str]) -> Tuple[Optional[int], List[str]]:
 def effective_config(options: PipelineOptions) -> Effective:
     """Profile, then site config, then flags: the thresholds to grade with, and who set what.
 
-    --ignore-hca adds to the patterns the profile and config set; the other flags replace."""
-    from ibdiag.config import ConfigError, load_effective
+    --ignore-hca adds to the patterns the profile and config set; the other flags replace.
+    A bad profile, config file or flag: ``ConfigError`` (or ``SetupError``)."""
+    from ibdiag.config import load_effective
 
     count, names = _expected_hcas(options.expect_hcas)
     flags: Dict[str, object] = {
@@ -98,25 +106,23 @@ def effective_config(options: PipelineOptions) -> Effective:
         "expect_hca_names": names,
         "expect_rate_gbps": options.expect_rate,
     }
-    try:
-        if options.ignore_hcas:  # added to what the profile and config ignore: read those first
-            layered = load_effective(options.profile, options.config_path, {})
-            flags["ignore_hcas"] = [*layered.thresholds.ignore_hcas, *options.ignore_hcas]
-        return load_effective(options.profile, options.config_path, flags)
-    except ConfigError as exc:
-        raise SetupError(str(exc)) from exc
+    if options.ignore_hcas:  # added to what the profile and config ignore: read those first
+        layered = load_effective(options.profile, options.config_path, {})
+        flags["ignore_hcas"] = [*layered.thresholds.ignore_hcas, *options.ignore_hcas]
+    return load_effective(options.profile, options.config_path, flags)
 
 
 def load_checks(checks_dirs: Tuple[str, ...] = ()) -> Registry:
     """Built-ins, entry points and the drop-in directories (default: the site's checks.d, when
-    it exists), validated."""
-    from ibdiag.registry import RegistryError, default_dropin_dir, load_registry
+    it exists), validated. A check that cannot be loaded: ``RegistryError``; a directory that
+    cannot be read: ``SetupError``."""
+    from ibdiag.registry import default_dropin_dir, load_registry
 
     default = default_dropin_dir()
     dirs = list(checks_dirs) or ([default] if os.path.isdir(default) else [])
     try:
         return load_registry(dirs)
-    except (RegistryError, OSError) as exc:
+    except OSError as exc:
         raise SetupError(str(exc)) from exc
 
 
@@ -134,7 +140,8 @@ class Pipeline:
 
     @classmethod
     def prepare(cls, options: PipelineOptions) -> Pipeline:
-        """Thresholds from ``effective_config``, checks from ``load_checks``; SetupError."""
+        """Thresholds from ``effective_config``, checks from ``load_checks``; an
+        ``IbdiagError`` when a setting cannot be used."""
         return cls(options, effective_config(options).thresholds, load_checks(options.checks_dirs))
 
     def runner_options(self) -> Dict[str, float]:
@@ -198,6 +205,135 @@ class Pipeline:
         """Collect, then ``grade_snapshot``: the node's Report."""
         snapshot = self.collect(recording, progress, runner_options)
         return self.grade_snapshot(snapshot, baseline_path, save_path, baseline=baseline)
+
+
+class Input(NamedTuple):
+    """What ``grade`` grades: ``recorded`` (a support bundle - tarball or directory - or a saved
+    report or snapshot JSON) offline, or this node live when it is None."""
+
+    recorded: Optional[str] = None
+    baseline_path: Optional[str] = None  # grade counters on their change since this snapshot
+    state_path: Optional[str] = None  # live: the previous run's snapshot, replaced by this one's
+    accept_altered: bool = False  # a bundle whose files differ from its manifest: graded anyway
+
+
+class Graded(NamedTuple):
+    """A Report and the Pipeline that graded it (its checks say which failures hold a drain)."""
+
+    report: Report
+    pipeline: Pipeline
+
+
+def grade(
+    options: PipelineOptions,
+    given: Input,
+    progress: Optional[Callable[[str], None]] = None,
+    warn: Optional[Callable[[str], None]] = None,
+) -> Graded:
+    """Grade what ``given`` names: a recording (``grade_recorded``; ``warn`` receives what is
+    wrong with a bundle that can still be graded), else this node at the options' level.
+
+    Live, counters are graded against ``baseline_path``; with ``state_path``, against the
+    previous run's state when there is one (or a link to one), which this run's snapshot then
+    replaces - before grading, so a state that cannot be saved is a result, not a stderr line.
+    """
+    if given.recorded is not None:
+        return grade_recorded(
+            given.recorded, options, given.baseline_path, given.accept_altered, warn
+        )
+    pipeline = Pipeline.prepare(options)
+    baseline_path = given.baseline_path
+    if given.state_path:
+        baseline_path = given.state_path if os.path.exists(given.state_path) else None
+    return Graded(pipeline.run(baseline_path, given.state_path, progress=progress), pipeline)
+
+
+def grade_recorded(
+    path: str,
+    options: PipelineOptions,
+    baseline_path: Optional[str] = None,
+    accept_altered: bool = False,
+    warn: Optional[Callable[[str], None]] = None,
+) -> Graded:
+    """Replay a bundle's raw files and outputs (or load a saved report or snapshot) and grade
+    them with today's checks, at the level the recording was taken at.
+
+    Thresholds: the recording's own, unless --profile, --config or expectation flags are given
+    (then those, as for a live run). Counters: against ``baseline_path`` when given, else
+    against the baseline the bundle stores (``collect --baseline``/``--state``), as the live
+    run graded them. Missing and unlisted files of a bundle go to ``warn``; a bundle with
+    altered files is refused unless ``accept_altered`` (``BundleError``), and then the Report
+    names them. A recording that cannot be used at all is an ``IbdiagError``.
+    """
+    from pydantic import ValidationError
+
+    from ibdiag.bundle.manifest import describe_validation_error
+
+    registry = load_checks(options.checks_dirs)
+    altered: List[str] = []
+    stored_baseline = None
+    if _is_saved_json(path):
+        snapshot, level, recorded = _load_saved_json(path)
+    else:
+        replayed = _replay_bundle(path, accept_altered, warn)
+        snapshot, level, recorded, altered, stored_baseline = replayed
+    if options.expectations_given or recorded is None:
+        thresholds = effective_config(options).thresholds
+    else:
+        try:
+            thresholds = Thresholds.model_validate(recorded)
+        except ValidationError as exc:
+            raise SetupError(
+                f"{path}: the thresholds it records are not valid: thresholds."
+                f"{describe_validation_error(exc)} (grade it with --profile or --config)"
+            ) from None
+    pipeline = Pipeline(options._replace(level=level), thresholds, registry)
+    report = pipeline.grade_snapshot(snapshot, baseline_path, baseline=stored_baseline)
+    if altered:
+        report = report.model_copy(update={"altered_files": altered})
+    return Graded(report, pipeline)
+
+
+def _replay_bundle(path: str, accept_altered: bool, warn: Optional[Callable[[str], None]]):
+    """(snapshot, level, thresholds, altered files, the stored baseline or None) of a bundle."""
+    from ibdiag.bundle.opener import open_bundle
+    from ibdiag.bundle.replay import replay, replay_baseline
+
+    with open_bundle(path, accept_altered=accept_altered) as opened:
+        for warning in opened.warnings():
+            if warn is not None:
+                warn(warning)
+        level, thresholds = opened.level or "quick", opened.thresholds
+        altered = list(opened.altered)
+        return replay(opened), level, thresholds, altered, replay_baseline(opened)
+
+
+def _is_saved_json(path: str) -> bool:
+    """A report or snapshot written as JSON (check -o F.json, ibdiag snapshot), not a bundle."""
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as handle:
+        return handle.read(64).lstrip().startswith(b"{")
+
+
+def _load_saved_json(path: str):
+    """(snapshot, level, thresholds) of a saved report, or of a bare snapshot (quick)."""
+    import json
+
+    from ibdiag import baseline
+    from ibdiag.registry import LEVELS
+
+    snapshot, problem = baseline.load(path)
+    if problem is not None or snapshot is None:
+        raise SetupError(problem or f"{path}: not a snapshot")
+    with open(path, "rb") as handle:
+        data = json.loads(handle.read())
+    if "results" in data:  # a report: grade as it was graded, unless told otherwise
+        level = data.get("level") or "quick"
+        if level not in LEVELS:
+            raise SetupError(f"{path}: level {repr(level)[:40]} is not one of {', '.join(LEVELS)}")
+        return snapshot, level, data.get("thresholds")
+    return snapshot, "standard" if snapshot.commands else "quick", None
 
 
 def read_baseline(

@@ -41,6 +41,7 @@ from typing import (
 )
 
 from ibdiag import resources
+from ibdiag.errors import IbdiagError
 from ibdiag.read_files import regular_file_problem
 from ibdiag.sources import SOURCE_LEVELS
 
@@ -51,7 +52,7 @@ CHECK_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 _SPEC_ATTRIBUTE = "__ibdiag_check__"
 
 
-class RegistryError(Exception):
+class RegistryError(IbdiagError):
     """A check could not be loaded or is invalid; the message names the offender."""
 
 

@@ -40,6 +40,9 @@ PATTERN_MEANS = {
 }
 # One argument for mpirun/srun: any text but empty or holding NUL (an argv item cannot).
 LauncherArgument = Annotated[str, StringConstraints(min_length=1, pattern=NO_NUL)]
+# Bounds several settings share: each field then says only its default and what it means.
+Floor = Annotated[float, Field(gt=0)]  # a least bandwidth (Gb/s or GB/s, as the field says)
+Fraction = Annotated[float, Field(gt=0, le=1)]  # of a link rate, or of the peers' median
 
 
 class CounterRule(BaseModel):
@@ -122,21 +125,16 @@ class Thresholds(BaseModel):
         le=65000,
         description="First TCP port ib_write_bw servers listen on (one per test, loopback).",
     )
-    perftest_floor_gbps: Optional[float] = Field(
+    perftest_floor_gbps: Optional[Floor] = Field(
         default=None,
-        gt=0,
         description="Least ib_write_bw bandwidth (Gb/s) per port; unset: perftest_min_fraction "
         "of the port's link rate.",
     )
-    perftest_gdr_floor_gbps: Optional[float] = Field(
-        default=None,
-        gt=0,
-        description="The same with perftest_gdr (GPU memory), e.g. 380 on ND H100 v5.",
+    perftest_gdr_floor_gbps: Optional[Floor] = Field(
+        default=None, description="The same with perftest_gdr (GPU memory), e.g. 380 on ND H100 v5."
     )
-    perftest_min_fraction: float = Field(
+    perftest_min_fraction: Fraction = Field(
         default=0.9,
-        gt=0,
-        le=1,
         description="Without a floor: the least bandwidth as a fraction of the link rate.",
     )
     nccl_tests: Optional[str] = Field(
@@ -165,16 +163,13 @@ class Thresholds(BaseModel):
     nccl_timeout_s: int = Field(
         default=600, ge=10, le=7200, description="Kill nccl-tests after this many seconds."
     )
-    nccl_busbw_floor_gbytes: Optional[float] = Field(
+    nccl_busbw_floor_gbytes: Optional[Floor] = Field(
         default=None,
-        gt=0,
         description="Least nccl-tests bus bandwidth (GB/s, as nccl-tests prints it) at the "
         "largest size; unset: across nodes, nccl_min_fraction of one HCA's link rate.",
     )
-    nccl_min_fraction: float = Field(
+    nccl_min_fraction: Fraction = Field(
         default=0.8,
-        gt=0,
-        le=1,
         description="Without a floor, across nodes: the least bus bandwidth as a fraction of "
         "the per-GPU HCA link rate (seed 004: 80%).",
     )
@@ -186,16 +181,13 @@ class Thresholds(BaseModel):
     nccl_inspector_max_age_s: int = Field(
         default=3600, ge=1, le=366 * 86400, description="Ignore Inspector dumps older than this."
     )
-    nccl_inspector_floor_gbytes: Optional[float] = Field(
+    nccl_inspector_floor_gbytes: Optional[Floor] = Field(
         default=None,
-        gt=0,
         description="Least bus bandwidth (GB/s) an Inspector sample may show for messages of "
         "1 MiB and more; unset: only stragglers are graded.",
     )
-    straggler_fraction: float = Field(
+    straggler_fraction: Fraction = Field(
         default=0.8,
-        gt=0,
-        le=1,
         description="A GPU below this fraction of its peers' median bus bandwidth is a straggler.",
     )
     counters: Dict[str, CounterRule] = Field(

@@ -330,8 +330,8 @@ def test_no_input_is_a_usage_error():
 
 
 def test_the_settings_options_are_the_fleet_settings():
+    from ibdiag.cli.fleet_report import _SETTINGS
     from ibdiag.fleet.model import FleetSettings
-    from ibdiag.fleet.report_cli import _SETTINGS
 
     assert list(_SETTINGS) == list(FleetSettings.model_fields)
     for name, field in FleetSettings.model_fields.items():

@@ -335,7 +335,7 @@ def test_a_collected_at_past_the_fleet_reports_clock_never_wins(
     """Two runs' gpu0031.json (the same file name): the second healthy, collected in 2030.
     Made by a clock before 2030, the fleet report does not believe that time; made after it,
     the later run is the newest and the node is healthy again."""
-    from ibdiag.fleet import report_cli
+    from ibdiag.cli import fleet_report as report_cli
 
     healed = posing_as(text_of(fleet, HEALTHY), text_of(fleet, SICK), "2030-01-01T00:00:00Z")
     run1 = directory(tmp_path / "run1", fleet)

@@ -24,9 +24,9 @@ from pathlib import Path
 import click
 import pytest
 
+from ibdiag.cli.fleet_run import validated_check_args
 from ibdiag.fleet import node_task, run
 from ibdiag.fleet.node import summarize
-from ibdiag.fleet.run_cli import validated_check_args
 from ibdiag.fleet.run_model import STATUS_MARKER, SUMMARY_NAME, FleetRun, NodeStatus
 from tests.conftest import REPO, SCENARIOS_DIR
 from tests.slurm_cluster import MARKER_VARIABLE, SlurmCluster, write_script
@@ -834,7 +834,7 @@ def sh_blocks() -> list:
 
 
 def test_readme_fleet_run_recipe_parses_as_fleet_run_and_check_options():
-    from ibdiag.fleet.run_cli import run_command
+    from ibdiag.cli.fleet_run import run_command
 
     [line] = [line for line in sh_blocks()[0].splitlines() if line.startswith("ibdiag fleet run")]
     context = run_command.make_context("run", shlex.split(line)[3:])

@@ -10,9 +10,19 @@ import os
 import pytest
 from conftest import SCENARIOS_DIR
 
-from ibdiag.cli_options import pipeline_options
+from ibdiag.cli.options import pipeline_options
+from ibdiag.config import ConfigError
+from ibdiag.errors import IbdiagError
 from ibdiag.model import Status
-from ibdiag.pipeline import Pipeline, PipelineOptions, SetupError, effective_config
+from ibdiag.pipeline import (
+    Input,
+    Pipeline,
+    PipelineOptions,
+    SetupError,
+    effective_config,
+    grade,
+    grade_recorded,
+)
 
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root")
 OPTIONS = PipelineOptions(
@@ -40,11 +50,12 @@ def test_prepare_settles_thresholds_and_the_sources_the_level_needs():
     assert "perfquery" in Pipeline.prepare(OPTIONS._replace(level="standard")).needs
 
 
-def test_a_bad_setting_is_one_setup_error():
+def test_a_bad_setting_is_one_ibdiag_error_raised_once_not_translated():
     with pytest.raises(SetupError, match="give a count"):
         effective_config(OPTIONS._replace(expect_hcas=",,"))
-    with pytest.raises(SetupError, match="no-such-profile"):
+    with pytest.raises(ConfigError, match="no-such-profile") as raised:
         Pipeline.prepare(OPTIONS._replace(profile="no-such-profile"))
+    assert isinstance(raised.value, IbdiagError) and raised.value.__cause__ is None
 
 
 def test_run_grades_the_node_at_the_options_level():
@@ -94,3 +105,53 @@ def test_command_line_parameters_map_onto_the_options_and_nothing_is_dropped():
     )
     with pytest.raises(TypeError, match="listen"):
         pipeline_options({"level": "quick", "listen": "127.0.0.1:9477"})
+
+
+# --- input selection: this node, or a recording of one (grade, grade_recorded) -----------------
+
+
+def test_grade_without_a_recording_grades_this_node_live():
+    report, pipeline = grade(OPTIONS, Input())
+    assert report.snapshot.sysfs_root == OPTIONS.sysfs_root and report.verdict.value == "OK"
+    assert pipeline.registry.get("counters.baseline") is not None
+
+
+def test_grade_with_a_state_uses_it_when_present_and_replaces_it(tmp_path):
+    state = tmp_path / "state.json"
+    first, _ = grade(OPTIONS, Input(state_path=str(state)))
+    assert [r.status for r in _baseline_results(first)] == [Status.SKIP]  # the first run
+    assert state.is_file()
+    second, _ = grade(OPTIONS, Input(state_path=str(state)))
+    assert [r.status for r in _baseline_results(second)] == [Status.PASS]
+
+
+def test_a_saved_report_is_graded_at_its_level_with_its_thresholds(tmp_path):
+    live, _ = grade(OPTIONS._replace(expect_hcas="8"), Input())
+    saved = tmp_path / "report.json"
+    saved.write_text(live.model_dump_json())
+    report, pipeline = grade(OPTIONS, Input(recorded=str(saved)))
+    assert pipeline.options.level == live.level and pipeline.thresholds.expect_hcas == 8
+    assert report.verdict == live.verdict
+    # expectations given: those instead of the recorded ones
+    _, regraded = grade(OPTIONS._replace(expect_hcas="4"), Input(recorded=str(saved)))
+    assert regraded.thresholds.expect_hcas == 4
+
+
+def test_a_bare_snapshot_is_graded_at_quick(tmp_path):
+    snapshot = Pipeline.prepare(OPTIONS).collect()
+    saved = tmp_path / "snapshot.json"
+    saved.write_text(snapshot.model_dump_json())
+    report, pipeline = grade_recorded(str(saved), OPTIONS._replace(level="full"))
+    assert pipeline.options.level == "quick" and report.level == "quick"
+
+
+def test_a_recording_that_cannot_be_graded_is_one_setup_error(tmp_path):
+    live, _ = grade(OPTIONS, Input())
+    data = json.loads(live.model_dump_json())
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps({**data, "level": "turbo"}))
+    with pytest.raises(SetupError, match="level 'turbo' is not one of quick, standard, full"):
+        grade_recorded(str(saved), OPTIONS)
+    saved.write_text(json.dumps({**data, "thresholds": {"expect_hcas": "many"}}))
+    with pytest.raises(SetupError, match="the thresholds it records are not valid"):
+        grade_recorded(str(saved), OPTIONS)

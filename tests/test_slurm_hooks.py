@@ -636,7 +636,8 @@ def test_the_script_documents_the_contract_these_tests_drive():
 
 
 def test_the_command_documents_the_same_answers():
-    from ibdiag.slurm import commands, hooks
+    from ibdiag.cli import slurm as commands
+    from ibdiag.slurm import hooks
 
     assert (hooks.GO_ON, hooks.SICK) == (0, 2)
     for answer in ("- 0 go on", "- 2 sick", "- 3 ibdiag could not run as configured"):

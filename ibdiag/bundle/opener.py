@@ -28,11 +28,12 @@ from ibdiag.bundle.archive import (
     read_archive,
 )
 from ibdiag.bundle.manifest import MANIFEST, Manifest, ManifestError, load_manifest, safe_relpath
+from ibdiag.errors import IbdiagError
 
 _CHUNK = 1024 * 1024
 
 
-class BundleError(Exception):
+class BundleError(IbdiagError):
     """The bundle cannot be used (unsafe or oversized member, truncated archive, missing or
     invalid manifest, altered files): one line that names the bundle once."""
 

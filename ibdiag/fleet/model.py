@@ -13,6 +13,8 @@ from typing import Dict, List, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ibdiag.exit_codes import ExitCode
+
 FLEET_SCHEMA_VERSION = 1
 
 
@@ -190,5 +192,5 @@ class FleetReport(_Frozen):
     read_notes: List[NodeGroup] = Field(default_factory=list)
 
     @property
-    def exit_code(self) -> int:
-        return {"OK": 0, "WARNING": 1, "CRITICAL": 2}.get(self.verdict, 3)
+    def exit_code(self) -> ExitCode:
+        return ExitCode.__members__.get(self.verdict, ExitCode.UNKNOWN)

@@ -63,6 +63,7 @@ from typing import (
 
 from pydantic import ValidationError
 
+from ibdiag.errors import IbdiagError
 from ibdiag.fleet.node_task import GIVE_UP_S, KILL_GRACE_S
 from ibdiag.fleet.run_model import (
     EXIT_ALL_ANSWERED,
@@ -116,7 +117,7 @@ _STATE_FLAGS = "*~#!%$@^-"
 NODE_IBDIAG = "/opt/ibdiag/bin/ibdiag"
 
 
-class RunError(Exception):
+class RunError(IbdiagError):
     """The run cannot start (bad DIR, sinfo failed, no node): one line, exit 3."""
 
 

@@ -14,6 +14,8 @@ from typing import List, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ibdiag.exit_codes import ExitCode
+
 FLEET_RUN_KIND = "ibdiag-fleet-run"  # the summary's "kind": how a reader of DIR tells it apart
 FLEET_RUN_SCHEMA_VERSION = 1
 SUMMARY_NAME = "fleet-run.json"
@@ -25,9 +27,9 @@ STATUS_MARKER = "ibdiag-fleet-node:"
 
 # fleet run's exit codes: how complete the collection is (the nodes' health is in their
 # reports, judged by `ibdiag fleet report`).
-EXIT_ALL_ANSWERED = 0
-EXIT_SOME_NEVER_ANSWERED = 1
-EXIT_NOTHING_COLLECTED = 3
+EXIT_ALL_ANSWERED = ExitCode.OK
+EXIT_SOME_NEVER_ANSWERED = ExitCode.WARNING
+EXIT_NOTHING_COLLECTED = ExitCode.UNKNOWN
 
 
 class _Frozen(BaseModel):

@@ -18,7 +18,7 @@ shared with ``check --reason`` and NHC). No hook replaces or resumes a held reas
 (``ibdiag.slurm.scontrol``), whichever wrote it first.
 
 Every hook returns ``GO_ON`` (0) or ``SICK`` (2), the exit contract of
-``ibdiag.slurm.commands`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
+``ibdiag.cli.slurm`` and contrib/slurm/ibdiag-slurm-hook: ``GO_ON`` when nothing is left
 for Slurm to do (healthy, a warning, not judged, or sick and drained by the epilog or health
 check itself), ``SICK`` when Slurm must see a failure (the prolog's job must not start here; the
 epilog or health check could not drain the node). A hook that cannot run as configured raises
@@ -40,20 +40,22 @@ import time
 from dataclasses import dataclass
 from typing import Callable, FrozenSet, Optional
 
+from ibdiag.errors import IbdiagError
+from ibdiag.exit_codes import ExitCode
 from ibdiag.held import epilog_reason, report_reason
 from ibdiag.model import Report, Verdict
 from ibdiag.slurm.scontrol import Scontrol, SlurmError, mark_healthy, mark_unhealthy
 
 HEALTHCHECK_STATE = "healthcheck.json"
-GO_ON = 0  # exit code: nothing left for Slurm to do
-SICK = 2  # exit code: sick and Slurm must see a failure; the hook script turns it into Slurm's 1
+GO_ON = ExitCode.OK  # exit code: nothing left for Slurm to do
+SICK = ExitCode.CRITICAL  # exit code: sick and Slurm must see a failure (the script: Slurm's 1)
 
 # grade(baseline_path or None, save_path or None, seconds) -> Report: collect this node, grade
 # it (against the baseline when given), save its snapshot to save_path; commands stop in time.
 Grader = Callable[[Optional[str], Optional[str], float], Report]
 
 
-class HookError(Exception):
+class HookError(IbdiagError):
     """The hook cannot run as configured (bad job id, unusable state dir): one line."""
 
 

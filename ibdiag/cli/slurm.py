@@ -28,13 +28,13 @@ from typing import Callable, Optional
 
 import click
 
-from ibdiag.cli_options import (
-    UsageFailure,
+from ibdiag.cli.options import (
     checks_dir_option,
     command_timeout_option,
     expectation_options,
+    level_option,
     pipeline_options,
-    prepare,
+    seconds_option,
     source_options,
 )
 from ibdiag.slurm import DEFAULT_SCONTROL_TIMEOUT_S, DEFAULT_STATE_DIR
@@ -47,12 +47,10 @@ def _hook_options(default_level: str):
 
     def decorate(command):
         options = [
-            click.option(
-                "--level",
-                type=click.Choice(["quick", "standard"]),
+            level_option(
+                "quick reads files only; standard also runs perfquery, ethtool -S, dmesg.",
                 default=default_level,
-                show_default=True,
-                help="quick reads files only; standard also runs perfquery, ethtool -S, dmesg.",
+                highest="standard",
             ),
             click.option(
                 "--node",
@@ -75,20 +73,15 @@ def _hook_options(default_level: str):
                 metavar="PROGRAM",
                 help="The scontrol to drain and resume with.",
             ),
-            click.option(
+            seconds_option(
                 "--scontrol-timeout",
-                type=click.FloatRange(min=0.1),
                 default=DEFAULT_SCONTROL_TIMEOUT_S,
-                show_default=True,
-                metavar="SECONDS",
                 help="Kill an scontrol call that takes longer (a hung slurmctld).",
             ),
-            click.option(
+            seconds_option(
                 "--deadline",
-                type=click.FloatRange(min=2),
+                minimum=2,
                 default=DEFAULT_DEADLINE_S,
-                show_default=True,
-                metavar="SECONDS",
                 help="The whole hook, scontrol included, ends within this; a check still "
                 "running then (a hung HCA) drains the node.",
             ),
@@ -154,7 +147,7 @@ def healthcheck_command(**options) -> int:
     return _run_hook("healthcheck", options)
 
 
-def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
+def _run_hook(name: str, options: dict, job_id: str = "") -> int:
     """Run the hook ``name`` (prolog, epilog, healthcheck); its exit code."""
     import socket
     import threading
@@ -175,15 +168,12 @@ def _run_hook(name: str, options: dict, job_id: Optional[str] = None) -> int:
         strict=hook["strict"],
         change_checks=change_checks,
     )
-    try:
-        if name == "prolog":
-            code = hooks.prolog(ctx, grade, job_id)
-        elif name == "epilog":
-            code = hooks.epilog(ctx, grade, job_id)
-        else:
-            code = hooks.healthcheck(ctx, grade)
-    except hooks.HookError as exc:
-        raise UsageFailure(str(exc)) from exc
+    if name == "prolog":  # a hook that cannot run as configured: hooks.HookError, exit 3
+        code = hooks.prolog(ctx, grade, job_id)
+    elif name == "epilog":
+        code = hooks.epilog(ctx, grade, job_id)
+    else:
+        code = hooks.healthcheck(ctx, grade)
     if any(thread.name == "ibdiag-check" for thread in threading.enumerate()):
         # The check is stuck in the kernel (a hung HCA's sysfs read): exit without waiting
         # for it, which the interpreter's normal shutdown would.
@@ -203,13 +193,15 @@ def _grader(settings: dict):
     seconds the hook has left (``hooks.Grader``); and the ids of the checks it runs that are
     graded on change since a baseline (their failures are held drains)."""
     from ibdiag import held
+    from ibdiag.pipeline import Pipeline
 
-    pipeline = prepare(pipeline_options(settings))
+    pipeline = Pipeline.prepare(pipeline_options(settings))
     change_checks = held.change_checks(pipeline.registry, pipeline.options.level)
 
     def grade_node(baseline_path: Optional[str], save_path: Optional[str], seconds: float):
+        timeout = pipeline.options.command_timeout_s  # the option's, or its default
         limits = {
-            "timeout_s": min(pipeline.options.command_timeout_s, seconds),
+            "timeout_s": seconds if timeout is None else min(timeout, seconds),
             "deadline_s": max(1.0, seconds - 1.0),
         }
         # the baseline saved before grading: one that cannot be saved is a warning result

@@ -1,13 +1,13 @@
 """``ibdiag fleet run|report``: the fleet's commands (``ibdiag.fleet``).
 
-Only click is imported here; each command imports what it needs when it runs, so ``ibdiag
-check`` on a prolog's path pays nothing for the fleet.
+Only click and the command line's own modules are imported here; each command imports what it
+needs when it runs, so ``ibdiag check`` on a prolog's path pays nothing for the fleet.
 """
 
 import click
 
-from ibdiag.fleet.report_cli import report_command
-from ibdiag.fleet.run_cli import node_task_command, run_command
+from ibdiag.cli.fleet_report import report_command
+from ibdiag.cli.fleet_run import node_task_command, run_command
 
 
 @click.group("fleet")

@@ -1,34 +1,52 @@
-"""What the ``ibdiag`` commands share: option decorators, the ``ibdiag.pipeline`` options they
-give and the one-line usage error (exit 3) a setting that cannot be used becomes.
+"""What the ``ibdiag`` commands share: option decorators (``--level`` and every SECONDS option
+from one factory each), the ``ibdiag.pipeline`` options they give, and the usage failure
+(an ``IbdiagError``: one line, exit 3) a value that cannot be used becomes.
 
-Kept apart from ``ibdiag.cli`` so that command groups in other modules (``ibdiag slurm``) can
-use the same options without importing the command line itself.
+Only click (and ``ibdiag.errors``) is imported here: every command module uses these.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, TypeVar
 
 import click
 
-EXIT_UNKNOWN = 3
+from ibdiag.errors import IbdiagError
+
 FORMATS = ("text", "json", "html")
+# ibdiag.registry.LEVELS, lightest first (not imported: the registry loads more than click)
+LEVELS = ("quick", "standard", "full")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class UsageFailure(click.ClickException):
-    """A configuration or input problem reported as one line, exit 3."""
+class UsageFailure(IbdiagError):
+    """A value given on the command line that cannot be used (a file that cannot be written, a
+    host list that names no host): one line, exit 3."""
 
-    exit_code = EXIT_UNKNOWN
+
+def level_option(help: str, default: str = "quick", highest: str = "full") -> Callable[[F], F]:
+    """``--level``, from quick up to ``highest`` (serve, snapshot and the Slurm hooks stop at
+    standard: they never run the traffic tests), ``default`` shown in --help."""
+    return click.option(
+        "--level",
+        type=click.Choice(LEVELS[: LEVELS.index(highest) + 1]),
+        default=default,
+        show_default=True,
+        help=help,
+    )
 
 
-def registry_for(checks_dirs: Sequence[str]):
-    """The checks (``ibdiag.pipeline.load_checks``); a bad checks directory is exit 3."""
-    from ibdiag.pipeline import SetupError, load_checks
-
-    try:
-        return load_checks(tuple(checks_dirs))
-    except SetupError as exc:
-        raise UsageFailure(str(exc)) from exc
+def seconds_option(*names: str, minimum: float = 0.1, **settings: Any) -> Callable[[F], F]:
+    """A duration option: a number of at least ``minimum`` seconds (metavar SECONDS); its
+    default, when it has one, shown in --help. ``settings``: click.option's others."""
+    return click.option(
+        *names,
+        type=click.FloatRange(min=minimum),
+        metavar="SECONDS",
+        show_default=True,
+        **settings,
+    )
 
 
 _dir = click.Path(exists=True, file_okay=False, dir_okay=True)
@@ -66,12 +84,9 @@ def _unless_given(ctx, param, value):
     return value
 
 
-command_timeout_option = click.option(
+command_timeout_option = seconds_option(
     "--command-timeout",
-    type=click.FloatRange(min=0.1),
     default=10.0,
-    show_default=True,
-    metavar="SECONDS",
     callback=_unless_given,
     help="Kill a command, and everything it started, that runs longer than this. Level full's "
     "traffic tests have their own timeouts; given, this caps them too.",
@@ -81,12 +96,10 @@ command_timeout_option = click.option(
 def command_limits(command):
     """--deadline and --command-timeout: how long levels standard and full may spend."""
     command = command_timeout_option(command)
-    return click.option(
+    return seconds_option(
         "--deadline",
-        type=click.FloatRange(min=1),
+        minimum=1,
         default=25.0,
-        show_default=True,
-        metavar="SECONDS",
         callback=_unless_given,
         help="Start no command after this long (well inside Slurm's 60 s HealthCheckTimeout). "
         "Level full's traffic tests have their own bound, 2 x (perftest_duration_s + 31 s) + "
@@ -201,27 +214,6 @@ def pipeline_options(params: Mapping[str, Any], **overrides: Any):
         if name in params
     }
     return PipelineOptions(**{**fields, **overrides})
-
-
-def effective_config(options):
-    """The thresholds ``options`` imply and who set what (``ibdiag.pipeline.effective_config``);
-    a bad profile, config file or flag is exit 3."""
-    from ibdiag.pipeline import SetupError
-    from ibdiag.pipeline import effective_config as settle
-
-    try:
-        return settle(options)
-    except SetupError as exc:
-        raise UsageFailure(str(exc)) from exc
-
-
-def prepare(options):
-    """The ``ibdiag.pipeline.Pipeline`` for ``options``, its thresholds and checks settled;
-    a bad setting is exit 3."""
-    from ibdiag.pipeline import Pipeline
-
-    thresholds = effective_config(options).thresholds
-    return Pipeline(options, thresholds, registry_for(options.checks_dirs))
 
 
 checks_dir_option = click.option(

@@ -10,7 +10,10 @@ from typing import Dict, Sequence, Tuple
 
 import click
 
-from ibdiag.cli_options import UsageFailure
+from ibdiag.cli.check import check_command
+from ibdiag.cli.options import UsageFailure, level_option, seconds_option
+from ibdiag.cli.output import write_file
+from ibdiag.exit_codes import ExitCode
 
 # check's options that fleet run sets itself, or that would change what a node prints.
 _SET_BY_FLEET_RUN = frozenset(
@@ -38,13 +41,7 @@ _SET_BY_FLEET_RUN = frozenset(
     context_settings={"ignore_unknown_options": True},
     short_help="Run ibdiag check on many nodes through one srun.",
 )
-@click.option(
-    "--level",
-    type=click.Choice(["quick", "standard", "full"]),
-    default="quick",
-    show_default=True,
-    help="The level of every node's check.",
-)
+@level_option("The level of every node's check.")
 @click.option(
     "--nodes",
     "hostlist",
@@ -65,21 +62,18 @@ _SET_BY_FLEET_RUN = frozenset(
     help="Where each node writes DIR/<node>.json and the run DIR/fleet-run.json: a new or "
     "empty directory on a filesystem every node mounts at the same path.",
 )
-@click.option(
+@seconds_option(
     "--node-timeout",
     "node_timeout",
-    type=click.FloatRange(min=1),
-    metavar="SECONDS",
+    minimum=1,
     help="Stop a node's check after this long (it then never answered) [default: 60 quick, "
     "120 standard, 900 full].",
 )
-@click.option(
+@seconds_option(
     "--wait-for-nodes",
     "allocation_wait",
-    type=click.FloatRange(min=0),
+    minimum=0,
     default=300,
-    show_default=True,
-    metavar="SECONDS",
     help="Give up when Slurm has not allocated the nodes after this long (busy with jobs, with "
     "--include-busy, or a request it cannot grant now); 0 waits as long as it takes.",
 )
@@ -144,10 +138,9 @@ def run_command(
     Exit codes: 0 every node answered (whatever its verdict: 'fleet report' judges), 1 some
     never answered, 3 none did, the run was interrupted, or a usage error.
     """
-    from ibdiag.fleet.run import NODE_IBDIAG, RunError, RunRequest, execute
+    from ibdiag.fleet.run import NODE_IBDIAG, RunRequest, execute
     from ibdiag.fleet.run_model import SUMMARY_NAME
     from ibdiag.render.inert import inert
-    from ibdiag.write_files import write_output
 
     if not hostlist and not partition:
         raise click.UsageError("give --nodes HOSTLIST or --partition NAME (or both)")
@@ -167,15 +160,13 @@ def run_command(
         check_args=validated_check_args(check_args),
         include_busy=include_busy,
     )
-    try:
-        result = execute(request, on_message=lambda line: click.echo(inert(line), err=True))
-    except RunError as exc:
-        raise UsageFailure(str(exc)) from exc
+    # a run that cannot start: fleet.run.RunError, exit 3
+    result = execute(request, on_message=lambda line: click.echo(inert(line), err=True))
     summary = os.path.join(result.out_dir, SUMMARY_NAME)
     try:
-        write_output(summary, result.model_dump_json(indent=2) + "\n")
-    except OSError as exc:
-        click.echo(f"ibdiag: fleet run: cannot write {summary}: {exc.strerror}", err=True)
+        write_file(summary, result.model_dump_json(indent=2) + "\n")
+    except UsageFailure as exc:  # the reports are written: say so, and go on
+        click.echo(f"ibdiag: fleet run: {exc}", err=True)
         summary = "(not written)"
     for outcome in result.nodes:
         if not outcome.answered:
@@ -216,8 +207,6 @@ def validated_check_args(args: Sequence[str]) -> Tuple[str, ...]:
     """``args`` when each is an ``ibdiag check`` option (with its value) that fleet run does
     not set itself; a usage error naming the first that is not - here, once, rather than on
     every node."""
-    from ibdiag.cli import check_command
-
     takes_value: Dict[str, bool] = {}
     for param in check_command.params:
         if isinstance(param, click.Option):
@@ -257,4 +246,4 @@ def node_task_command(out_dir, timeout_s, node, check_args) -> int:
 
     status = run_task(node_name(node), out_dir, check_argv(sys.executable, check_args), timeout_s)
     click.echo(status.line())
-    return 0 if status.report else 1
+    return ExitCode.OK if status.report else ExitCode.WARNING

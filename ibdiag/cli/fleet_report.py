@@ -7,19 +7,20 @@ Reads its inputs as a stream (``ibdiag.fleet.read``), analyses the nodes
 the node's: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (no node could be read) - and 3 for a usage
 error (a bad option, a host list that cannot be expanded), one line on stderr.
 
-Only click is imported here; the rest when the command runs. The options that tune the
-analysis mirror ``FleetSettings``'s fields one for one (``_SETTINGS``; a test keeps them in step).
+Only click and the command line's own modules are imported here; the rest when the command
+runs. The options that tune the analysis mirror ``FleetSettings``'s fields one for one
+(``_SETTINGS``; a test keeps them in step).
 """
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import click
 
-from ibdiag.cli_options import FORMATS, UsageFailure
+from ibdiag.cli.options import FORMATS, UsageFailure
+from ibdiag.cli.output import format_for, write_or_print
 
 # FleetSettings field -> (type, metavar, help). The defaults (and why) are FleetSettings's.
 _SETTINGS: Dict[str, Tuple[Any, str, str]] = {
@@ -56,8 +57,6 @@ _SETTINGS: Dict[str, Tuple[Any, str, str]] = {
         "node ports cabled to it [default: 0.5].",
     ),
 }
-
-_EXTENSIONS = {".json": "json", ".html": "html", ".htm": "html", ".txt": "text"}
 
 
 def _settings_options(command):
@@ -125,7 +124,7 @@ def report_command(
     own DIR/<node>.json answers for a node then."""
     settings = _settings(given)
     expected = _expected(expect_nodes)
-    form = _format_for(output, fmt, as_json)
+    form = format_for(output, fmt, as_json)
     from ibdiag.fleet.analyze import analyze
     from ibdiag.fleet.read import RunExpectations, fleet_run_expectations, read_fleet
 
@@ -150,20 +149,10 @@ def report_command(
     )
     if read.notes:
         report = report.model_copy(update={"read_notes": [*read.notes, *report.read_notes]})
-    text = render(report, form)
-    if output and output != "-":
-        from ibdiag.write_files import write_output
+    if write_or_print(render(report, form), output, quiet) and not quiet:
+        from ibdiag.fleet.render_text import verdict_line
 
-        try:
-            write_output(output, text)
-        except OSError as exc:
-            raise UsageFailure(f"cannot write {output}: {exc.strerror or exc}") from exc
-        if not quiet:
-            from ibdiag.fleet.render_text import verdict_line
-
-            click.echo(verdict_line(report))
-    elif not quiet:
-        click.echo(text, nl=False)
+        click.echo(verdict_line(report))
     return report.exit_code
 
 
@@ -184,14 +173,6 @@ def render(report, form: str) -> str:
     from ibdiag.fleet.render_text import render_text
 
     return render_text(report)
-
-
-def _format_for(output: Optional[str], fmt: Optional[str], as_json: bool) -> str:
-    if as_json:
-        return "json"
-    if fmt:
-        return fmt
-    return _EXTENSIONS.get(os.path.splitext(output or "")[1].lower(), "text")
 
 
 def _settings(given: Dict[str, Any]):

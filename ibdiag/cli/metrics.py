@@ -1,0 +1,149 @@
+"""``ibdiag export`` and ``ibdiag serve``: the check as Prometheus metrics, written for
+node_exporter's textfile collector or answered over HTTP (``ibdiag.render.prometheus``,
+``ibdiag.exporter``). Both exit 0 once done (a textfile written, a server stopped); the node's
+health is in the metrics.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ibdiag.cli.options import (
+    UsageFailure,
+    checks_dir_option,
+    command_limits,
+    compat_option,
+    expectation_options,
+    level_option,
+    pipeline_options,
+    seconds_option,
+    source_options,
+)
+from ibdiag.cli.output import write_file
+
+_LEVELS_HELP = (
+    "quick: sysfs only, no command; standard: also the read-only commands under --deadline "
+    "(perfquery, ethtool -S, ...), the far end of each cable (ibdiag_partner_*) included"
+)
+
+
+def _reporter(settings):
+    """A function making a fresh report of the node ``settings`` name at their level, and how
+    long it took: the node re-read (and, at level standard, its commands re-run) every time;
+    thresholds and checks settled once."""
+    import time
+
+    from ibdiag.pipeline import Pipeline
+
+    pipeline = Pipeline.prepare(pipeline_options(settings))
+
+    def make_report():
+        start = time.monotonic()
+        report = pipeline.run()
+        return report, time.monotonic() - start
+
+    return make_report
+
+
+@click.command("export")
+@level_option(
+    f"{_LEVELS_HELP}; full: also the traffic tests (ib_write_bw loopback: "
+    "ibdiag_port_loopback_bandwidth_bytes_per_second; minutes) - from a maintenance job, "
+    "never a frequent timer."
+)
+@command_limits
+@source_options
+@checks_dir_option
+@expectation_options
+@click.option(
+    "--textfile",
+    metavar="PATH",
+    required=True,
+    help="Write Prometheus metrics to PATH atomically, e.g. into node_exporter's "
+    "--collector.textfile.directory as ibdiag.prom.",
+)
+@compat_option
+def export_command(textfile, compat, **settings) -> int:
+    """Write the check's counters, gauges and results as Prometheus metrics (level quick
+    unless --level standard or full)."""
+    from ibdiag.render import prometheus
+    from ibdiag.render.options import RenderOptions
+
+    report, duration = _reporter(settings)()
+    options = RenderOptions(duration_s=duration, compat=compat)
+    # atomically, mode 0644: node_exporter's textfile collector never reads half a file
+    write_file(textfile, prometheus.render(report, options), mode=0o644)
+    return 0
+
+
+def _listen_address(ctx, param, value: str) -> str:
+    """--listen must be HOST:PORT ([IPv6]:PORT) with a port 1-65535: checked before binding."""
+    from ibdiag.exporter import parse_listen
+
+    try:
+        parse_listen(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    return value
+
+
+@click.command("serve")
+@level_option(f"{_LEVELS_HELP}.", highest="standard")
+@command_limits
+@source_options
+@checks_dir_option
+@expectation_options
+@click.option(
+    "--listen",
+    default="127.0.0.1:9477",
+    show_default=True,
+    metavar="ADDR:PORT",
+    callback=_listen_address,
+    help="Where to answer GET /metrics ([::1]:PORT for IPv6); every scrape re-reads the node "
+    "at --level (quick: sysfs, no command).",
+)
+@seconds_option(
+    "--scrape-timeout",
+    default=10.0,
+    help="Answer a scrape within this long (or Prometheus's own scrape timeout less 0.5 s, if "
+    "shorter): past it, with the last complete collection and ibdiag_scrape_timeout 1.",
+)
+@seconds_option(
+    "--client-timeout",
+    default=10.0,
+    help="Drop a client that has not sent its whole request, or not taken the answer, within "
+    "this long.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    metavar="N",
+    help="Connections at once; a new one beyond this closes the oldest still sending its request.",
+)
+@compat_option
+def serve_command(
+    listen, scrape_timeout, client_timeout, max_connections, compat, **settings
+) -> int:
+    """Serve the check (level quick unless --level standard) as Prometheus metrics over HTTP.
+
+    Concurrent scrapes share one collection; a scrape answers within --scrape-timeout even if
+    sysfs hangs. Stops on SIGTERM, SIGINT or SIGHUP (exit 0).
+    """
+    from ibdiag import exporter
+
+    make_report = _reporter(settings)
+    try:
+        exporter.serve(
+            listen,
+            make_report,
+            compat,
+            scrape_timeout=scrape_timeout,
+            client_timeout=client_timeout,
+            max_connections=max_connections,
+            log=lambda line: click.echo(f"ibdiag serve: {line}", err=True),
+        )
+    except OSError as exc:
+        raise UsageFailure(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
+    return 0
