@@ -14,7 +14,8 @@ from typing import Dict, List
 
 import pytest
 from conftest import REPO, SCENARIOS_DIR
-from snapshots import device, port, snapshot
+from snapshots import device, loaded_registry, port, snapshot
+from stubs import write_procfs
 from test_fleet_node import report_json
 
 from ibdiag.bundle.opener import open_bundle
@@ -30,7 +31,6 @@ from ibdiag.fleet.read import (
 )
 from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.grade import grade
-from ibdiag.registry import load_registry
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
 
@@ -323,33 +323,14 @@ def test_a_newer_report_schema_is_read_best_effort_with_a_note(tmp_path):
 # -- bundles ------------------------------------------------------------------------------------
 
 
-def write_procfs(path, host: str) -> str:
-    files = {
-        "sys/kernel/hostname": f"{host}\n",
-        "sys/kernel/random/boot_id": "5c1f2f6e-7a0e-4c59-9a0b-0d3b1a3a8e11\n",
-        "stat": "cpu  1 2 3 4\nbtime 1700000000\nprocesses 42\n",
-    }
-    for rel, text in files.items():
-        full = os.path.join(str(path), rel)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w") as handle:
-            handle.write(text)
-    return str(path)
-
-
-_REGISTRY: list = []
-
-
 def make_bundle(tmp_path, host: str, tarball: bool) -> str:
     """A real bundle (ibdiag.bundle.write.write_bundle, as ``ibdiag collect`` writes) of the good
     scenario's sysfs, as ``host``."""
-    if not _REGISTRY:
-        _REGISTRY.append(load_registry())
     sysfs = os.path.join(SCENARIOS_DIR, GOOD_SCENARIO, "root", "sys")
-    procfs = write_procfs(tmp_path / f"proc-{host}", host)
+    procfs = write_procfs(tmp_path / f"proc-{host}", hostname=host, modules=None)
     recording = Recording()
     snap = collect(sysfs, procfs, {"sysfs"}, recording=recording)
-    report = grade(snap, _REGISTRY[0], Thresholds(), "quick")
+    report = grade(snap, loaded_registry(), Thresholds(), "quick")
     out = tmp_path / "bundles"
     out.mkdir(exist_ok=True)
     return write_bundle(snap, report, recording, str(out), tarball)
