@@ -270,7 +270,7 @@ def _load_saved_json(path: str):
     """(snapshot, level, thresholds) of a saved report, or of a bare snapshot (quick)."""
     import json
 
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
     from ibdiag.registry import LEVELS
 
     snapshot, problem = baseline.load(path)
@@ -432,7 +432,8 @@ def collect_command(
 
 
 def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
-    """The baseline ``collect`` grades against and stores (``ibdiag.baseline.Loaded``), or None.
+    """The baseline ``collect`` grades against and stores (``ibdiag.counters.baseline.Loaded``),
+    or None.
 
     --baseline: a file that cannot be used, or too large for a bundle, is a usage error before
     anything is collected (a bundle for a ticket that silently lacks the change it was taken to
@@ -441,7 +442,7 @@ def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
     """
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
 
     if baseline_path:
         loaded = baseline.load(baseline_path)
@@ -690,7 +691,7 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
     if output is None or output == "-":
         click.echo(snapshot.model_dump_json(indent=1))
         return 0
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
 
     try:
         baseline.save(output, snapshot)
@@ -705,8 +706,8 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
 @click.option("--all", "show_all", is_flag=True, help="Include counters that read 0.")
 def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
     """List every counter of every port (known or not) with its category and value."""
-    from ibdiag import baseline
     from ibdiag.collect import collect
+    from ibdiag.counters import baseline
     from ibdiag.render import counters as renderer
 
     snapshot = collect(sysfs_root, procfs_root, {"sysfs"})
@@ -735,7 +736,7 @@ def list_checks(checks_dirs) -> int:
 @checks_dir_option
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
-    from ibdiag.catalogue import CATALOGUE
+    from ibdiag.counters.catalogue import CATALOGUE
 
     registry = registry_for(checks_dirs)
     spec = registry.get(check_id)

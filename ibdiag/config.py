@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 from pydantic import BaseModel, ValidationError
 
-from ibdiag.catalogue import CATALOGUE, rule_for
+from ibdiag.counters.catalogue import CATALOGUE, rule_for
 from ibdiag.thresholds import PATTERN_MEANS, CounterRule, Thresholds
 
 if sys.version_info >= (3, 11):

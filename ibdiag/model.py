@@ -343,7 +343,7 @@ _EXIT_CODES = {Verdict.OK: 0, Verdict.WARNING: 1, Verdict.CRITICAL: 2, Verdict.U
 
 class CounterIncreases(_Model):
     """Error counters that went up since the baseline a Report was graded against
-    (``ibdiag.counter_increases``): target -> counter -> increase. ``hours``: the interval
+    (``ibdiag.counters.increases``): target -> counter -> increase. ``hours``: the interval
     (None when the baseline is not older); ``rebooted``: the node rebooted in between (the
     increases then count from zero)."""
 

@@ -15,9 +15,9 @@ import pytest
 from conftest import SCENARIOS_DIR
 from snapshots import snapshot
 
-from ibdiag.catalogue import CATALOGUE, CounterInfo, lookup, rule_for
-from ibdiag.counter_grading import grade_errors, saturated
-from ibdiag.deltas import compare
+from ibdiag.counters.catalogue import CATALOGUE, CounterInfo, lookup, rule_for
+from ibdiag.counters.deltas import compare
+from ibdiag.counters.grading import grade_errors, saturated
 from ibdiag.thresholds import CounterRule, Thresholds
 
 # --- the 22 documented mlx5 hw_counters (seed doc 000: "There are 22 counters per IB port") --

@@ -23,8 +23,8 @@ import stubs as S
 from sysfs_builder import mlx5_node, write_node
 from test_prometheus import parse, promtool_check
 
-from ibdiag.catalogue import CATALOGUE
 from ibdiag.collect import collect
+from ibdiag.counters.catalogue import CATALOGUE
 from ibdiag.facts.partner import Partner, short_name
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.grade import grade

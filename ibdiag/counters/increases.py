@@ -10,15 +10,16 @@ does not restart a switch's counters.
 
 Only counters the catalogue files as ``error`` (``ibdiag explain``) and only those that went
 up are listed: a node whose listing is empty had none increase over ``hours``. Deltas follow
-``ibdiag.deltas`` (never negative; a counter that restarted counts from zero). Pure functions.
+``ibdiag.counters.deltas`` (never negative; a counter that restarted counts from zero). Pure
+functions.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Optional
 
-from ibdiag.catalogue import lookup
-from ibdiag.deltas import compare, previous_partner
+from ibdiag.counters.catalogue import lookup
+from ibdiag.counters.deltas import compare, previous_partner
 from ibdiag.model import CounterIncreases, Snapshot
 
 
