@@ -736,12 +736,12 @@ def list_checks(checks_dirs) -> int:
 @checks_dir_option
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
-    from ibdiag.counters.catalogue import CATALOGUE
+    from ibdiag.counters.catalogue import catalogue
 
     registry = registry_for(checks_dirs)
     spec = registry.get(check_id)
-    if spec is None and check_id in CATALOGUE:
-        click.echo(_explain_counter(CATALOGUE[check_id]))
+    if spec is None and check_id in catalogue():
+        click.echo(_explain_counter(catalogue()[check_id]))
         return 0
     if spec is None:
         known = ", ".join(sorted(s.id for s in registry))

@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from ibdiag.counters.catalogue import lookup
-from ibdiag.counters.deltas import compare, previous_partner
+from ibdiag.counters.deltas import Comparison, compare, previous_partner
+from ibdiag.facts.partner import Partner
 from ibdiag.model import CounterIncreases, Snapshot
 
 
@@ -34,7 +35,9 @@ def counter_increases(
         return None
     targets: Dict[str, Dict[str, int]] = {}
 
-    def add(target: str, directory: str, now: Dict[str, int], then: Optional[Dict[str, int]]):
+    def add(
+        target: str, directory: str, now: Dict[str, int], then: Optional[Dict[str, int]]
+    ) -> None:
         if then is None:
             return
         for change in comparison.changes(now, then):
@@ -57,7 +60,12 @@ def counter_increases(
 PARTNER_PREFIX = "partner:"
 
 
-def _add_partner(targets, target: str, partner, comparison) -> None:
+def _add_partner(
+    targets: Dict[str, Dict[str, int]],
+    target: str,
+    partner: Optional[Partner],
+    comparison: Comparison,
+) -> None:
     """The far end's error counters that went up since the baseline's reading of that port."""
     if partner is None or partner.counters is None or partner.counters.mad_error:
         return
