@@ -531,7 +531,6 @@ def test_an_entry_reads_into_every_field_with_the_defaults_filled_in():
         ("[counters.x]\n" + GOOD_ENTRY + "aliases = [1]\n", "[counters.x]: aliases must be str"),
         ("[countres.x]\n" + GOOD_ENTRY, "[countres]: not a counter directory"),
         ("[counters]\nx = 1\n", "[counters.x]: a table of fields is expected"),
-        ("[counters.x]\n" + GOOD_ENTRY + "pattern = 'x('\n", "[counters.x]: pattern 'x('"),
         ("[actions]\nfabric = 1\n", "not valid TOML"),  # [actions] twice
         ("[counters.x]\n" + GOOD_ENTRY + "[counters.x]\n" + GOOD_ENTRY, "not valid TOML"),
         (
@@ -568,6 +567,13 @@ def test_duplicate_names_in_one_directory_name_the_entry():
         _parse("[counters.x]\n" + GOOD_ENTRY + "[counters.x]\n" + GOOD_ENTRY)
 
 
+def test_a_family_pattern_that_does_not_compile_names_the_entry_when_first_used():
+    parsed = _parse("[ethtool.x]\n" + GOOD_ENTRY + "pattern = 'x('\n")
+    assert parsed.counters == {}  # a family is not a counter name
+    with pytest.raises(CatalogueError, match=r"test.toml: \[ethtool.x\]: pattern 'x\(': missing"):
+        parsed.family("x1")
+
+
 def test_a_family_name_may_not_shadow_a_counter():
     with pytest.raises(CatalogueError, match=r"\[ethtool.x\]: 'x' is already defined"):
         _parse("[counters.x]\n" + GOOD_ENTRY + "[ethtool.x]\npattern = 'x\\d+'\n" + GOOD_ENTRY)
@@ -602,13 +608,17 @@ def test_a_damaged_install_is_one_line_and_exit_3(damaged_catalogue, run_cli):
 
 def test_the_catalogue_is_read_on_first_use_and_once():
     """The file is parsed lazily (importing the CLI, config or the catalogue reads nothing) and
-    once per process however many lookups follow (a prolog looks up every counter of 64 HCAs)."""
+    once per process however many lookups follow (a prolog looks up every counter of 64 HCAs);
+    the families' patterns are compiled only when a name misses the table."""
     code = (
         "import ibdiag.cli, ibdiag.config\n"
         "from ibdiag.counters import catalogue as c\n"
         "assert c._loaded.cache_info().misses == 0, 'read at import'\n"
-        "for name in list(c.catalogue()) + ['rx_prio1_pause', 'SymbolErrorCounter', 'nope']:\n"
+        "for name in list(c.catalogue()) + ['SymbolErrorCounter']:\n"
         "    c.lookup(name, 'hw_counters')\n"
+        "assert c._loaded()._compiled is None, 'family patterns compiled without a miss'\n"
+        "assert c.lookup('rx_prio1_pause').name == 'rx_prioN_pause'\n"
+        "assert c.lookup('nope').category == 'unknown'\n"
         "assert c.catalogue() is c.catalogue()\n"
         "assert c._loaded.cache_info().misses == 1\n"
     )

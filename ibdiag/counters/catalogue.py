@@ -95,19 +95,55 @@ class CatalogueError(Exception):
     file and the entry."""
 
 
-class Catalogue(NamedTuple):
+class Catalogue:
     """The catalogue as read: counters by name (in the file's order), the same by perfquery
-    alias, and the numbered families (pattern, entry)."""
+    alias, and the numbered families (entries with a ``pattern``).
 
-    counters: Mapping[str, CounterInfo]
-    by_alias: Mapping[str, CounterInfo]
-    families: Tuple[Tuple[Pattern[str], CounterInfo], ...]
+    A family's pattern is compiled when a name first misses the table (``family``), not on
+    load: a prolog on a node whose every counter is catalogued never pays the quarter of a
+    millisecond, as before the table was data. A pattern that does not compile raises
+    CatalogueError naming its entry then (the shipped file's are tested). A plain class rather
+    than a NamedTuple for the same reason: defining one costs as much.
+    """
+
+    __slots__ = ("_compiled", "_families", "by_alias", "counters")
+
+    def __init__(
+        self,
+        counters: Mapping[str, CounterInfo],
+        by_alias: Mapping[str, CounterInfo],
+        families: Tuple[Tuple[str, str, CounterInfo], ...],  # (entry, pattern, info)
+    ) -> None:
+        self.counters = counters
+        self.by_alias = by_alias
+        self._families = families
+        self._compiled: Optional[Tuple[Tuple[Pattern[str], CounterInfo], ...]] = None
+
+    @property
+    def families(self) -> Tuple[Tuple[Pattern[str], CounterInfo], ...]:
+        """(compiled pattern, entry) of every numbered family, in the file's order."""
+        if self._compiled is None:
+            compiled = []
+            for entry, pattern, info in self._families:
+                try:
+                    compiled.append((re.compile(pattern), info))
+                except re.error as exc:
+                    raise CatalogueError(f"{entry}: pattern {pattern!r}: {exc}") from None
+            self._compiled = tuple(compiled)
+        return self._compiled
+
+    def family(self, name: str) -> Optional[CounterInfo]:
+        """The numbered family whose pattern matches all of ``name``, if any."""
+        for pattern, info in self.families:
+            if pattern.fullmatch(name):
+                return info
+        return None
 
 
 def parse_catalogue(text: str, source: str = "catalogue.toml") -> Catalogue:
     """The catalogue in ``text`` (``source`` names it in errors), validated: CatalogueError for
     invalid TOML, an unknown directory, key, category, unit, rule or action, a missing or
-    mistyped field, and a name or alias defined twice."""
+    mistyped field, and a name or alias defined twice (a family's pattern: when first used)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -117,7 +153,7 @@ def parse_catalogue(text: str, source: str = "catalogue.toml") -> Catalogue:
         raise CatalogueError(f"{source}: [{_ACTIONS_TABLE}]: every action must be a string")
     counters: Dict[str, CounterInfo] = {}
     by_alias: Dict[str, CounterInfo] = {}
-    families: List[Tuple[Pattern[str], CounterInfo]] = []
+    families: List[Tuple[str, str, CounterInfo]] = []
     where: Dict[str, str] = {}  # every name and alias -> the entry that defines it
     for directory, entries in data.items():
         if directory not in DIRECTORIES or not isinstance(entries, dict):
@@ -134,10 +170,7 @@ def parse_catalogue(text: str, source: str = "catalogue.toml") -> Catalogue:
                     raise CatalogueError(f"{entry}: {key!r} is already defined by {where[key]}")
                 where[key] = f"[{directory}.{name}]"
             if pattern is not None:
-                try:
-                    families.append((re.compile(pattern), info))
-                except re.error as exc:
-                    raise CatalogueError(f"{entry}: pattern {pattern!r}: {exc}") from None
+                families.append((entry, pattern, info))
                 continue
             counters[name] = info
             by_alias.update(dict.fromkeys(info.aliases, info))
@@ -215,9 +248,9 @@ def lookup(name: str, directory: str = "counters") -> CounterInfo:
     info = tables.counters.get(name) or tables.by_alias.get(name)
     if info is not None:
         return info
-    for pattern, family in tables.families:
-        if pattern.fullmatch(name):
-            return family
+    family = tables.family(name)
+    if family is not None:
+        return family
     return CounterInfo(name, directory, "unknown", "Not in ibdiag's catalogue; shown as read.")
 
 
