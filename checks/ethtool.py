@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Dict, Iterator, Optional
 
 from ibdiag import roles
-from ibdiag.catalogue import lookup
 from ibdiag.command_results import (
     command_line,
     not_supported,
@@ -14,8 +13,9 @@ from ibdiag.command_results import (
     symptom_result,
     usable_run,
 )
-from ibdiag.counter_grading import grade_errors, since_phrase
-from ibdiag.deltas import Comparison, compare
+from ibdiag.counters.catalogue import lookup
+from ibdiag.counters.deltas import Comparison, compare
+from ibdiag.counters.grading import grade_errors, since_phrase
 from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports

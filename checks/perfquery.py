@@ -6,8 +6,8 @@ from typing import Dict, Iterator, NamedTuple, Optional
 
 from ibdiag import roles
 from ibdiag.command_results import command_line, skipped, symptom, symptom_result, usable_run
-from ibdiag.counter_grading import grade_errors
-from ibdiag.deltas import compare
+from ibdiag.counters.deltas import compare
+from ibdiag.counters.grading import grade_errors
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.registry import check

@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 
 from conftest import read_capture
 
-from ibdiag import baseline, roles
+from ibdiag import roles
+from ibdiag.counters import baseline
 from ibdiag.model import CommandRun, Device, NetDev, Port, Snapshot
 from ibdiag.sources.legacy_roles import restore_roles
 from ibdiag.sources.plan import commands_for, fallback_for

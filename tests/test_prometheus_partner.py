@@ -23,8 +23,8 @@ from prometheus_text import parse, promtool_check
 from snapshots import loaded_registry
 from sysfs_builder import mlx5_node, write_node
 
-from ibdiag.catalogue import CATALOGUE
 from ibdiag.collect import collect
+from ibdiag.counters.catalogue import catalogue
 from ibdiag.facts.partner import Partner, short_name
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.grade import grade
@@ -295,7 +295,7 @@ def test_every_catalogued_perfquery_name_pairs_with_our_port_family() -> None:
     """``ibdiag_partner_<stem>`` is ``ibdiag_port_<stem>`` of the same counter: one regex, one
     panel query, for both ends of the cable."""
     paired = 0
-    for info in CATALOGUE.values():
+    for info in catalogue().values():
         for alias in info.aliases:
             port_stem = info.name.lower()
             if port_stem.startswith("port_"):

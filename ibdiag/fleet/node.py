@@ -51,7 +51,9 @@ CABLE = "<->"  # results name a cable by both ends: mlx5_3:1<->leaf07/21
 # What a node name may be (Slurm's, DNS's): host lists are written with "[", "," and "-".
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERDICTS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
-MIN_RATE_WINDOW_HOURS = 1.0  # as ibdiag.deltas: a rate over a shorter interval is per one hour
+MIN_RATE_WINDOW_HOURS = (
+    1.0  # as ibdiag.counters.deltas: a rate over a shorter interval is per one hour
+)
 
 # Metric names (``Metric.name``) and their units.
 IB_WRITE_BW = "ib_write_bw_gbps"  # level full's loopback, Gb/s, per rail
