@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, Optional
 
-from ibdiag.baseline import BASELINE_PROBLEM, STATE_PROBLEM
-from ibdiag.catalogue import lookup
-from ibdiag.counter_grading import format_interval, grade_errors, saturated, since_phrase
-from ibdiag.deltas import Comparison, compare
+from ibdiag.counters.baseline import BASELINE_PROBLEM, STATE_PROBLEM
+from ibdiag.counters.catalogue import lookup
+from ibdiag.counters.deltas import Comparison, compare
+from ibdiag.counters.grading import format_interval, grade_errors, saturated, since_phrase
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices, graded_ports

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Dict, Iterator, NamedTuple, Optional
 
 from ibdiag import roles
-from ibdiag.catalogue import lookup
-from ibdiag.counter_grading import grade_errors, since_phrase
-from ibdiag.deltas import Comparison, compare
+from ibdiag.counters.catalogue import lookup
+from ibdiag.counters.deltas import Comparison, compare
+from ibdiag.counters.grading import grade_errors, since_phrase
 from ibdiag.facts.outcome import RunOutcome
 from ibdiag.model import Device, NetDev, Port, Result, Snapshot, Status
 from ibdiag.outcome_results import evidence, skipped, symptom_result, why_no_data

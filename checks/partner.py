@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
-from ibdiag.counter_grading import grade_errors, saturated
-from ibdiag.deltas import Comparison, compare, previous_partner, read_far_ends
+from ibdiag.counters.deltas import Comparison, compare, previous_partner, read_far_ends
+from ibdiag.counters.grading import grade_errors, saturated
 from ibdiag.facts.partner import (
     ACTIVE_STATE,
     IMPLAUSIBLE,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Dict, Iterator, NamedTuple, Optional
 
 from ibdiag import roles
-from ibdiag.counter_grading import grade_errors
-from ibdiag.deltas import compare
+from ibdiag.counters.deltas import compare
+from ibdiag.counters.grading import grade_errors
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.outcome_results import evidence, skipped, symptom_result, why_no_data

@@ -48,7 +48,7 @@ from typing import (
 
 from pydantic import BaseModel, ValidationError
 
-from ibdiag.catalogue import CATALOGUE, rule_for
+from ibdiag.counters.catalogue import catalogue, rule_for
 from ibdiag.errors import IbdiagError
 from ibdiag.thresholds import PATTERN_MEANS, CounterRule, Thresholds
 
@@ -339,8 +339,8 @@ def _check_counter_names(label: str, counters: object) -> None:
     if not isinstance(counters, dict):
         return  # a wrong type is pydantic's to report
     for name in counters:
-        if name not in CATALOGUE:
-            hint = _did_you_mean(name, list(CATALOGUE), list_known=False)
+        if name not in catalogue():
+            hint = _did_you_mean(name, list(catalogue()), list_known=False)
             raise ConfigError(
                 f"{label}: counters.{_toml_key(name)}: unknown counter (not in the catalogue)"
                 + hint

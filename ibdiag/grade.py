@@ -13,7 +13,7 @@ import io
 from typing import Dict, List, Optional, Tuple
 
 from ibdiag import __version__
-from ibdiag.counter_increases import counter_increases
+from ibdiag.counters.increases import counter_increases
 from ibdiag.model import INFINIBAND_CLASS, Report, Result, Snapshot, Status, Verdict
 from ibdiag.registry import CheckSpec, Registry, failure_of
 from ibdiag.targets import graded_devices

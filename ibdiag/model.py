@@ -354,7 +354,7 @@ class Verdict(str, enum.Enum):
 
 class CounterIncreases(_Model):
     """Error counters that went up since the baseline a Report was graded against
-    (``ibdiag.counter_increases``): target -> counter -> increase. ``hours``: the interval
+    (``ibdiag.counters.increases``): target -> counter -> increase. ``hours``: the interval
     (None when the baseline is not older); ``rebooted``: the node rebooted in between (the
     increases then count from zero)."""
 

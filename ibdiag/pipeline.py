@@ -44,8 +44,8 @@ from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S
 from ibdiag.thresholds import Thresholds
 
 if TYPE_CHECKING:  # annotations only: each loads when used
-    from ibdiag.baseline import Loaded
     from ibdiag.config import Effective
+    from ibdiag.counters.baseline import Loaded
     from ibdiag.registry import Registry
     from ibdiag.sources.sysfs import Recording
 
@@ -182,8 +182,9 @@ class Pipeline:
         baseline: Optional[Loaded] = None,
     ) -> Report:
         """Grade ``snapshot`` at the options' level, counters against ``baseline_path`` - or
-        ``baseline``, one already read (``ibdiag.baseline.Loaded``: a bundle's, collect's) - (why
-        it cannot be used: a problem of the graded snapshot), after saving it to ``save_path``
+        ``baseline``, one already read (``ibdiag.counters.baseline.Loaded``: a bundle's,
+        collect's) - (why it cannot be used: a problem of the graded snapshot), after saving it to
+        ``save_path``
         (why it cannot be saved: likewise)."""
         from ibdiag.grade import grade
 
@@ -320,7 +321,7 @@ def _load_saved_json(path: str):
     """(snapshot, level, thresholds) of a saved report, or of a bare snapshot (quick)."""
     import json
 
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
     from ibdiag.registry import LEVELS
 
     snapshot, problem = baseline.load(path)
@@ -344,7 +345,7 @@ def read_baseline(
     counters.baseline reports as one warning)."""
     if source is None:
         return snapshot, None
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
 
     previous, problem = baseline.load(source) if isinstance(source, str) else source
     if problem is not None:
@@ -362,7 +363,7 @@ def save_state(path: str, snapshot: Snapshot) -> Snapshot:
     ``counters.baseline`` check warns: NHC and Slurm discard stderr on success, and a state
     that silently never saves means counters are never graded on their change.
     """
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
 
     directory = os.path.dirname(os.path.abspath(path))
     try:

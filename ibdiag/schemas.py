@@ -4,7 +4,7 @@ fleet report (``ibdiag fleet report --json``).
 Consumers - a fleet aggregator, a support engineer's script, a monitoring pipeline - validate
 what ibdiag writes against these instead of reverse-engineering it. They are generated from the
 pydantic models that write the files (``Report``, ``ibdiag.bundle.manifest.Manifest``,
-``fleet.model.FleetReport``), in serialization mode (what the JSON holds, not what validation
+``fleet.report.FleetReport``), in serialization mode (what the JSON holds, not what validation
 would accept), and the same text is
 committed under ``schema/`` in the repository: a test fails when a model changes and the
 committed file was not regenerated (``ibdiag schema NAME -o schema/NAME.schema.json``), so a
@@ -32,7 +32,7 @@ def _manifest() -> Dict[str, Any]:
 
 
 def _fleet() -> Dict[str, Any]:
-    from ibdiag.fleet.model import FleetReport
+    from ibdiag.fleet.report import FleetReport
 
     return FleetReport.model_json_schema(mode="serialization")
 

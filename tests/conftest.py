@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
-from typing import List
+from typing import Callable, List
 
 import pytest
 from click.testing import CliRunner
@@ -27,6 +28,11 @@ def scenario_names() -> List[str]:
         for name in os.listdir(SCENARIOS_DIR)
         if os.path.isfile(os.path.join(SCENARIOS_DIR, name, "expected.json"))
     )
+
+
+def scenario_sysfs(name: str) -> str:
+    """The sysfs tree of the golden scenario ``name`` (tests/scenarios/<name>/root/sys)."""
+    return os.path.join(SCENARIOS_DIR, name, "root", "sys")
 
 
 def capture_names(kind: str) -> list:
@@ -97,6 +103,45 @@ def run_cli():
         return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
 
     return invoke
+
+
+@pytest.fixture
+def stubs(tmp_path) -> Callable[..., str]:
+    """``stubs(name, body)`` writes an executable script (``#!/bin/sh`` unless told) into
+    tmp_path/bin, the first folder of ``stub_path``; returns its path. For the command runner's
+    tests, which need odd modes and interpreters (tests/stubs' StubBin, for the CLI's tests,
+    logs every call instead)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+
+    def write(name: str, body: str, mode: int = 0o755, shebang: str = "#!/bin/sh\n") -> str:
+        path = bindir / name
+        path.write_text(shebang + body)
+        path.chmod(mode)
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def stub_path(tmp_path) -> str:
+    """PATH for ``stubs``: tmp_path/bin first, then the system's own tools (sh, cat, sleep,
+    setsid) for the stubs to use."""
+    return f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The path of headless Chromium, for the HTML pages' tests; fails (never skips) without it."""
+    found = shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+    )
+    if found is None:
+        pytest.fail(
+            "headless Chromium is needed to test the HTML report and is not installed: "
+            "run `apt-get install -y chromium` (Debian) so that `chromium` is on PATH"
+        )
+    return found
 
 
 # The modules whose tests start real services or do a minute of work each (real Slurm, NHC,

@@ -4,14 +4,17 @@ stopping what they started."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 
 def free_port() -> int:
@@ -48,6 +51,19 @@ def start_prometheus(
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     return proc, port
+
+
+def serve_in_thread(make_report, **options: Any) -> Tuple[Any, threading.Thread, int]:
+    """``ibdiag serve``'s server (``ibdiag.exporter.make_server`` over ``make_report``, with
+    ``options``) on a free loopback port, in a daemon thread: (server, thread, port). Stop it
+    with ``server.shutdown()`` and ``server.server_close()``."""
+    from ibdiag import exporter
+
+    port = free_port()
+    server = exporter.make_server(f"127.0.0.1:{port}", make_report, **options)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread, port
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -127,3 +143,19 @@ class ServeProcess:
             self.proc.kill()
             self.proc.wait(timeout=15)
         return self.proc.returncode, self.stderr()
+
+
+def prometheus_tool(name: str) -> str:
+    """The path of ``name`` (``prometheus``, ``promtool``, ``prometheus-node-exporter``); fails
+    the test, never skips it, when Debian's package is not installed."""
+    found = shutil.which(name) or (
+        f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None
+    )
+    if not found:
+        import pytest  # benchmarks import this module too: pytest only when a tool is missing
+
+        pytest.fail(
+            f"{name} is not installed: these tests need Debian's prometheus and "
+            "prometheus-node-exporter (apt-get install -y prometheus prometheus-node-exporter)"
+        )
+    return found

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from typing import Dict, Iterable, List, Optional
 
 from ibdiag import __version__
-from ibdiag.grade import run_check
-from ibdiag.model import CommandRun, Device, LinkRate, NetDev, Pci, Port, Result, Snapshot
+from ibdiag.grade import grade, run_check
+from ibdiag.model import CommandRun, Device, LinkRate, NetDev, Pci, Port, Report, Result, Snapshot
 from ibdiag.registry import Registry, load_registry
 from ibdiag.sources.sysfs_values import parse_rate
 from ibdiag.thresholds import Thresholds
@@ -44,6 +44,12 @@ CX6_DX = "MT4125"  # ConnectX-6 Dx, PCI 0x101d, Ethernet only
 CX7 = "MT4129"  # ConnectX-7, PCI 0x1021, best IB speed NDR
 
 _PCI_IDS = {CX6: "0x101b", CX6_DX: "0x101d", CX7: "0x1021"}
+
+# The sources level standard reads (the partner chain aside: a check that needs it adds it).
+STANDARD_SOURCES = {
+    "sysfs", "topology", "gpu_topology", "perfquery", "ethtool", "kernel_log", "ibstat",
+    "ibv_devinfo",
+}  # fmt: skip
 
 
 class _Default:
@@ -235,6 +241,14 @@ def replaced(snap: Snapshot, target: str, **update: object) -> Snapshot:
     return snap.model_copy(update={"devices": devices})
 
 
+def assert_same_snapshot(replayed: Snapshot, live: Snapshot) -> None:
+    """Field by field (the first that differs is named), then whole, then as JSON."""
+    for name in Snapshot.model_fields:
+        assert getattr(replayed, name) == getattr(live, name), name
+    assert replayed == live
+    assert replayed.model_dump_json() == live.model_dump_json()
+
+
 def devices(count: int, **kwargs: object) -> List[Device]:
     """``count`` healthy devices mlx5_0..mlx5_<count-1> with the same keyword arguments."""
     return [device(f"mlx5_{n}", **kwargs) for n in range(count)]  # type: ignore[arg-type]
@@ -244,6 +258,18 @@ def devices(count: int, **kwargs: object) -> List[Device]:
 def builtin_registry() -> Registry:
     """The built-in checks only (no entry points, no drop-ins), loaded once per test run."""
     return load_registry(entry_points=False)
+
+
+@functools.cache
+def loaded_registry() -> Registry:
+    """What ``ibdiag`` itself loads (built-ins, entry points, the site's drop-ins: none, the
+    site config dir is empty in tests), loaded once per test run."""
+    return load_registry()
+
+
+def report_for(snapshot: Snapshot) -> Report:
+    """``snapshot`` graded at level quick by ``ibdiag``'s checks, expecting 200 Gb/s (HDR)."""
+    return grade(snapshot, loaded_registry(), Thresholds(expect_rate_gbps=200.0), "quick")
 
 
 def run(check_id: str, snap: Snapshot, th: Optional[Thresholds] = None) -> List[Result]:
@@ -260,6 +286,12 @@ def by_target(results: Iterable[Result]) -> Dict[str, Result]:
         assert result.target not in keyed, f"two results for {result.target}: {result}"
         keyed[result.target] = result
     return keyed
+
+
+def only(results: List[Result]) -> Result:
+    """The one result of a check that must give exactly one."""
+    assert len(results) == 1, results
+    return results[0]
 
 
 def statuses(results: Iterable[Result]) -> Dict[str, str]:

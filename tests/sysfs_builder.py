@@ -176,6 +176,20 @@ def _write_port(sys_root: str, pci: str, port_dir: str, number: int, port: PortS
         _link(os.path.join(sys_root, "class", "net", port.netdev), net)
 
 
+def bump_counter(
+    sys_root: str, device: str, name: str, by: int, directory: str = "counters", port: int = 1
+) -> None:
+    """Add ``by`` to a port counter of the tree at ``sys_root`` (``directory``: ``counters`` or
+    ``hw_counters``), as traffic or an error on the link would."""
+    path = os.path.join(
+        sys_root, "class", "infiniband", device, "ports", str(port), directory, name
+    )
+    with open(path) as handle:
+        value = int(handle.read().strip())
+    with open(path, "w") as handle:
+        handle.write(f"{value + by}\n")
+
+
 def write_nvidia_gpus(sys_root: str, count: int, numa_node: str = "0") -> List[str]:
     """``count`` NVIDIA 3D controllers (H100, class 0x030200) under bus/pci/devices, on
     buses 0x80.. (apart from the HCAs'); their PCI addresses."""

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-from conftest import SCENARIOS_DIR, scenario_names
+from conftest import scenario_names, scenario_sysfs
+from snapshots import assert_same_snapshot, report_for
+from stubs import write_procfs
 
 from ibdiag import families
 from ibdiag.bundle import write as bundle_write
@@ -23,42 +25,13 @@ from ibdiag.bundle.opener import BundleError, open_bundle
 from ibdiag.bundle.replay import replay
 from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
-from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Report, Snapshot
-from ibdiag.registry import load_registry
 from ibdiag.render.options import RenderOptions
 from ibdiag.runner.command_runner import Runner
 from ibdiag.sources.sysfs import Recording
-from ibdiag.thresholds import Thresholds
 
 NEEDS = {"sysfs", "topology", "kernel_log"}
 GOOD = "gcm-8xCX6-HDR-good"
-_REGISTRY = []
-
-
-def registry():
-    if not _REGISTRY:
-        _REGISTRY.append(load_registry())
-    return _REGISTRY[0]
-
-
-def write_procfs(path) -> str:
-    files = {
-        "sys/kernel/hostname": "gpu-node-017\n",
-        "sys/kernel/random/boot_id": "5c1f2f6e-7a0e-4c59-9a0b-0d3b1a3a8e11\n",
-        "stat": "cpu  1 2 3 4\nbtime 1700000000\nprocesses 42\n",
-        "modules": "mlx5_ib 1 0 - Live 0x0\nnvidia_peermem 2 0 - Live 0x0\n",
-    }
-    for rel, text in files.items():
-        full = os.path.join(str(path), rel)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w") as handle:
-            handle.write(text)
-    return str(path)
-
-
-def scenario_sysfs(name: str) -> str:
-    return os.path.join(SCENARIOS_DIR, name, "root", "sys")
 
 
 def live_collect(sysfs_root: str, procfs_root: str, recording: Optional[Recording] = None):
@@ -74,17 +47,6 @@ def collected(name: str, procfs_root: str):
     snapshot = live_collect(scenario_sysfs(name), procfs_root, recording)
     assert snapshot.commands and all(run.not_found for run in snapshot.commands.values())
     return snapshot, recording
-
-
-def report_for(snapshot: Snapshot) -> Report:
-    return grade(snapshot, registry(), Thresholds(expect_rate_gbps=200.0), "quick")
-
-
-def assert_same_snapshot(replayed: Snapshot, live: Snapshot) -> None:
-    for name in Snapshot.model_fields:
-        assert getattr(replayed, name) == getattr(live, name), name
-    assert replayed == live
-    assert replayed.model_dump_json() == live.model_dump_json()
 
 
 def with_commands(snapshot: Snapshot, runs: List[CommandRun]) -> Snapshot:
@@ -126,7 +88,12 @@ COMMAND_RUNS = [
 
 @pytest.fixture
 def procfs(tmp_path):
-    return write_procfs(tmp_path / "proc")
+    return write_procfs(
+        tmp_path / "proc",
+        hostname="gpu-node-017",
+        boot_id="5c1f2f6e-7a0e-4c59-9a0b-0d3b1a3a8e11",
+        modules=("mlx5_ib", "nvidia_peermem"),
+    )
 
 
 @pytest.fixture

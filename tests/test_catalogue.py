@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
 from typing import Dict, List, Set
 
 import pytest
 from conftest import SCENARIOS_DIR
 from snapshots import snapshot
 
-from ibdiag.catalogue import CATALOGUE, CounterInfo, lookup, rule_for
-from ibdiag.counter_grading import grade_errors, saturated
-from ibdiag.deltas import compare
+from ibdiag.counters import catalogue as catalogue_module
+from ibdiag.counters.catalogue import (
+    CATALOGUE_FILE,
+    Catalogue,
+    CatalogueError,
+    CounterInfo,
+    catalogue,
+    lookup,
+    parse_catalogue,
+    rule_for,
+)
+from ibdiag.counters.deltas import compare
+from ibdiag.counters.grading import grade_errors, saturated
 from ibdiag.thresholds import CounterRule, Thresholds
 
 # --- the 22 documented mlx5 hw_counters (seed doc 000: "There are 22 counters per IB port") --
@@ -49,7 +61,7 @@ def test_the_seed_lists_exactly_22_hw_counters():
 
 @pytest.mark.parametrize("name", SEED_ERROR_COUNTERS + SEED_INFORMATIVE_COUNTERS)
 def test_every_documented_hw_counter_is_catalogued_under_hw_counters(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.name == name
     assert info.directory == "hw_counters"
     assert info.meaning.strip(), f"{name} has no meaning"
@@ -57,23 +69,23 @@ def test_every_documented_hw_counter_is_catalogued_under_hw_counters(name):
 
 @pytest.mark.parametrize("name", SEED_ERROR_COUNTERS)
 def test_documented_error_counters_are_errors(name):
-    assert CATALOGUE[name].category == "error"
+    assert catalogue()[name].category == "error"
 
 
 @pytest.mark.parametrize("name", ["rx_atomic_requests", "rx_dct_connect", "rx_read_requests"])
 def test_documented_informative_counters_are_traffic_and_not_graded(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.category == "traffic"
     assert info.on_increase == "info"
     assert info.rate_warn_per_hour is None and info.rate_fail_per_hour is None
 
 
 def test_rx_write_requests_is_traffic():
-    assert CATALOGUE["rx_write_requests"].category == "traffic"
+    assert catalogue()["rx_write_requests"].category == "traffic"
 
 
 def test_lifespan_is_a_setting_in_milliseconds():
-    info = CATALOGUE["lifespan"]
+    info = catalogue()["lifespan"]
     assert info.category == "config"
     assert info.unit == "ms"
     assert info.on_increase == "info"
@@ -81,7 +93,7 @@ def test_lifespan_is_a_setting_in_milliseconds():
 
 @pytest.mark.parametrize("name", ROCE_CONGESTION)
 def test_roce_congestion_counters_are_catalogued_as_congestion(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.directory == "hw_counters"
     assert info.category == "congestion"
     assert info.on_increase == "info"  # reported, never graded
@@ -90,12 +102,12 @@ def test_roce_congestion_counters_are_catalogued_as_congestion(name):
 
 def test_rx_icrc_encapsulated_and_out_of_buffer_are_present_hw_errors():
     for name in ("rx_icrc_encapsulated", "out_of_buffer"):
-        assert CATALOGUE[name].directory == "hw_counters"
-        assert CATALOGUE[name].category == "error"
+        assert catalogue()[name].directory == "hw_counters"
+        assert catalogue()[name].category == "error"
 
 
 def test_every_entry_is_well_formed():
-    for name, info in CATALOGUE.items():
+    for name, info in catalogue().items():
         assert isinstance(info, CounterInfo)
         assert info.name == name
         assert info.directory in (
@@ -133,22 +145,22 @@ SATURATED = {4: 15, 8: 255, 16: 65535, 32: 4294967295}
 
 @pytest.mark.parametrize("name,width", sorted(WIDTHS.items()))
 def test_width_per_the_ib_spec(name, width):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.width == width
     assert info.saturated_value == SATURATED[width]
 
 
 def test_saturated_values_are_the_documented_maxima():
-    assert CATALOGUE["symbol_error"].saturated_value == 65535
-    assert CATALOGUE["link_downed"].saturated_value == 255
-    assert CATALOGUE["local_link_integrity_errors"].saturated_value == 15
-    assert CATALOGUE["port_xmit_wait"].saturated_value == 4294967295
+    assert catalogue()["symbol_error"].saturated_value == 65535
+    assert catalogue()["link_downed"].saturated_value == 255
+    assert catalogue()["local_link_integrity_errors"].saturated_value == 15
+    assert catalogue()["port_xmit_wait"].saturated_value == 4294967295
 
 
 def test_counters_without_a_fixed_width_have_no_saturated_value():
     for name in ("port_rcv_data_64", "port_xmit_data_64", "rx_write_requests", "out_of_buffer"):
-        assert CATALOGUE[name].width is None
-        assert CATALOGUE[name].saturated_value is None
+        assert catalogue()[name].width is None
+        assert catalogue()[name].saturated_value is None
     assert lookup("not_a_counter").saturated_value is None
 
 
@@ -172,7 +184,7 @@ def test_saturated_helper_finds_only_values_at_their_maximum():
     "name", ["port_xmit_data", "port_rcv_data", "port_xmit_data_64", "port_rcv_data_64"]
 )
 def test_data_counters_count_four_byte_words(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.unit == "words"
     assert info.category == "traffic"
     assert "4-byte words" in info.meaning
@@ -180,11 +192,11 @@ def test_data_counters_count_four_byte_words(name):
 
 def test_packet_counters_count_packets():
     for name in ("port_xmit_packets", "port_rcv_packets", "port_rcv_packets_64"):
-        assert CATALOGUE[name].unit == "packets"
+        assert catalogue()[name].unit == "packets"
 
 
 def test_port_xmit_wait_is_congestion_reported_not_graded():
-    info = CATALOGUE["port_xmit_wait"]
+    info = catalogue()["port_xmit_wait"]
     assert info.category == "congestion"
     assert info.on_increase == "info"
     assert info.rate_fail_per_hour is None
@@ -202,21 +214,21 @@ def _graded(info: CounterInfo) -> bool:
 
 
 def test_every_graded_counter_has_a_reason_and_an_action():
-    graded = [info for info in CATALOGUE.values() if _graded(info)]
+    graded = [info for info in catalogue().values() if _graded(info)]
     informative_errors = {
         "VL15_dropped",
         "req_cqe_flush_error",
         "resp_cqe_flush_error",
         "QP1Dropped",
     }
-    errors = {info.name for info in CATALOGUE.values() if info.category == "error"}
+    errors = {info.name for info in catalogue().values() if info.category == "error"}
     assert {info.name for info in graded} == errors - informative_errors
     missing = [info.name for info in graded if not info.reason.strip() or not info.action.strip()]
     assert missing == []
 
 
 def test_only_error_counters_are_graded():
-    for info in CATALOGUE.values():
+    for info in catalogue().values():
         if info.category != "error":
             assert not _graded(info), info.name
 
@@ -225,14 +237,14 @@ def test_only_error_counters_are_graded():
     "name", ["link_downed", "local_link_integrity_errors", "excessive_buffer_overrun_errors"]
 )
 def test_any_increase_fails(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.on_increase == "fail"
     assert info.category == "error"
     assert "any increase fails" in info.reason
 
 
 def test_symbol_error_warns_and_fails_above_120_per_hour_with_the_ber_reason():
-    info = CATALOGUE["symbol_error"]
+    info = catalogue()["symbol_error"]
     assert info.on_increase == "warn"
     assert info.rate_fail_per_hour == 120
     assert info.rate_warn_per_hour is None
@@ -255,14 +267,14 @@ def test_symbol_error_warns_and_fails_above_120_per_hour_with_the_ber_reason():
     ],
 )
 def test_increase_warns_and_a_high_rate_fails(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.on_increase == "warn"
     assert info.rate_fail_per_hour is not None and info.rate_fail_per_hour > 0
     assert f"{info.rate_fail_per_hour:g}" in info.reason  # the reason states the limit
 
 
 def test_port_xmit_discards_fails_above_1000_per_hour():
-    assert CATALOGUE["port_xmit_discards"].rate_fail_per_hour == 1000
+    assert catalogue()["port_xmit_discards"].rate_fail_per_hour == 1000
 
 
 @pytest.mark.parametrize(
@@ -282,7 +294,7 @@ def test_port_xmit_discards_fails_above_1000_per_hour():
     ],
 )
 def test_increase_warns_without_a_rate_fail(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.on_increase == "warn"
     assert info.rate_fail_per_hour is None
     assert "warns" in info.reason
@@ -290,19 +302,19 @@ def test_increase_warns_without_a_rate_fail(name):
 
 @pytest.mark.parametrize("name", ["req_cqe_flush_error", "resp_cqe_flush_error"])
 def test_flush_errors_are_informative(name):
-    info = CATALOGUE[name]
+    info = catalogue()[name]
     assert info.on_increase == "info"
     assert info.rate_warn_per_hour is None and info.rate_fail_per_hour is None
     assert "informative" in info.reason and "teardown" in info.meaning
 
 
 def test_no_default_lifetime_limit():
-    for name in CATALOGUE:
+    for name in catalogue():
         assert rule_for(name, Thresholds()).lifetime_limit is None, name
 
 
 def test_default_rule_mirrors_the_entry():
-    rule = CATALOGUE["symbol_error"].default_rule()
+    rule = catalogue()["symbol_error"].default_rule()
     assert rule.on_increase == "warn"
     assert rule.rate_fail_per_hour == 120
     assert rule.rate_warn_per_hour is None
@@ -319,7 +331,7 @@ def test_unknown_counter_looks_up_as_unknown_and_ungraded():
     assert info.category == "unknown"
     assert info.width is None
     assert not _graded(info)
-    assert "vendor_magic_errors" not in CATALOGUE
+    assert "vendor_magic_errors" not in catalogue()
     assert lookup("another_one").directory == "counters"
 
 
@@ -342,7 +354,7 @@ def test_unknown_counter_is_never_graded_even_with_an_override():
 
 
 def test_rule_for_without_override_is_the_default():
-    assert rule_for("link_downed", Thresholds()) == CATALOGUE["link_downed"].default_rule()
+    assert rule_for("link_downed", Thresholds()) == catalogue()["link_downed"].default_rule()
 
 
 def test_the_default_rules_are_made_once_and_an_override_never_changes_them():
@@ -355,7 +367,7 @@ def test_the_default_rules_are_made_once_and_an_override_never_changes_them():
     assert rule_for("symbol_error", Thresholds()).rate_fail_per_hour == 120
     with pytest.raises(ValueError):  # frozen: a caller cannot change the shared rule
         rule_for("symbol_error", Thresholds()).rate_fail_per_hour = 1  # type: ignore[misc]
-    assert rule_for("symbol_error", Thresholds()) == CATALOGUE["symbol_error"].default_rule()
+    assert rule_for("symbol_error", Thresholds()) == catalogue()["symbol_error"].default_rule()
 
 
 def test_rule_for_setting_only_the_rate_keeps_on_increase():
@@ -391,7 +403,7 @@ def test_rule_for_explicit_none_switches_a_default_off():
 
 def test_rule_for_an_override_of_another_counter_changes_nothing():
     th = Thresholds(counters={"link_downed": CounterRule(on_increase="info")})
-    assert rule_for("symbol_error", th) == CATALOGUE["symbol_error"].default_rule()
+    assert rule_for("symbol_error", th) == catalogue()["symbol_error"].default_rule()
     assert rule_for("link_downed", th).on_increase == "info"
 
 
@@ -417,7 +429,7 @@ def test_every_port_counter_in_the_captures_is_catalogued():
     assert {"counters", "counters_ext"} <= set(found)  # the mlx4 captures have both
     port_counters = found["counters"] | found["counters_ext"]
     assert len(port_counters) >= 25
-    missing = sorted(name for name in port_counters if name not in CATALOGUE)
+    missing = sorted(name for name in port_counters if name not in catalogue())
     assert missing == []
     for name in port_counters:
         assert lookup(name).category in CATEGORIES
@@ -426,9 +438,9 @@ def test_every_port_counter_in_the_captures_is_catalogued():
 def test_capture_counter_directories_match_the_catalogue():
     found = _scenario_counter_files()
     for name in found["counters_ext"]:
-        assert CATALOGUE[name].directory == "counters_ext", name
+        assert catalogue()[name].directory == "counters_ext", name
     for name in found["counters"]:
-        assert CATALOGUE[name].directory == "counters", name
+        assert catalogue()[name].directory == "counters", name
 
 
 def test_mlx4_diag_counters_look_up_as_unknown():
@@ -439,3 +451,183 @@ def test_mlx4_diag_counters_look_up_as_unknown():
         info = lookup(name, "diag_counters")
         assert info.category == "unknown"
         assert not _graded(info)
+
+
+# --- the catalogue is data: ibdiag/counters/catalogue.toml, validated as it is read ----------
+
+GOOD_ENTRY = "category = 'error'\nmeaning = 'Something went wrong.'\n"
+
+
+def _parse(text: str) -> Catalogue:
+    return parse_catalogue("[actions]\nphysical = 'reseat the cable'\n" + text, "test.toml")
+
+
+def test_the_shipped_file_is_the_catalogue():
+    with open(CATALOGUE_FILE, encoding="utf-8") as handle:
+        parsed = parse_catalogue(handle.read(), CATALOGUE_FILE)
+    assert dict(parsed.counters) == dict(catalogue())
+    assert len(parsed.counters) >= 80
+    assert {info.name for _, info in parsed.families} == {
+        "rx_prioN_pause",
+        "tx_prioN_pause",
+        "rx_prioN_discards",
+        "PortXmitDataSLN",
+    }
+    assert parsed.by_alias["SymbolErrorCounter"] is parsed.counters["symbol_error"]
+
+
+def test_an_entry_reads_into_every_field_with_the_defaults_filled_in():
+    parsed = _parse(
+        "[hw_counters.a]\n" + GOOD_ENTRY + "[counters.b]\n" + GOOD_ENTRY + "width = 8\n"
+        "unit = 'packets'\non_increase = 'fail'\nrate_warn_per_hour = 1.5\n"
+        "rate_fail_per_hour = 10\nreason = 'why'\naction = 'physical'\naliases = ['B']\n"
+    )
+    assert list(parsed.counters) == ["a", "b"]  # the file's order
+    assert parsed.counters["a"] == CounterInfo("a", "hw_counters", "error", "Something went wrong.")
+    assert parsed.counters["b"] == CounterInfo(
+        "b", "counters", "error", "Something went wrong.", 8, "packets", "fail", 1.5, 10, "why",
+        "reseat the cable", ("B",),
+    )  # fmt: skip
+    assert parsed.by_alias == {"B": parsed.counters["b"]}
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[counters.x]\n" + GOOD_ENTRY + "widht = 16\n", "[counters.x]: unknown key 'widht'"),
+        ("[counters.x]\ncategory = 'error'\n", "[counters.x]: missing meaning"),
+        ("[counters.x]\nmeaning = 'm'\n", "[counters.x]: missing category"),
+        ("[counters.x]\n" + GOOD_ENTRY + "width = '16'\n", "[counters.x]: width must be int"),
+        ("[counters.x]\n" + GOOD_ENTRY + "width = true\n", "[counters.x]: width must be int"),
+        ("[counters.x]\n" + GOOD_ENTRY + "width = 0\n", "[counters.x]: width must be 1 to 64"),
+        ("[counters.x]\n" + GOOD_ENTRY + "width = 65\n", "[counters.x]: width must be 1 to 64"),
+        ("[counters.x]\ncategory = 'error'\nmeaning = 3\n", "[counters.x]: meaning must be str"),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "rate_fail_per_hour = '120'\n",
+            "[counters.x]: rate_fail_per_hour must be int or float",
+        ),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "rate_warn_per_hour = -1\n",
+            "[counters.x]: rate_warn_per_hour must be a number of at least 0",
+        ),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "rate_warn_per_hour = nan\n",
+            "[counters.x]: rate_warn_per_hour must be a number of at least 0",
+        ),
+        (
+            "[counters.x]\ncategory = 'errors'\nmeaning = 'm'\n",
+            "[counters.x]: category 'errors' is not one of error, congestion, traffic, config",
+        ),
+        ("[counters.x]\n" + GOOD_ENTRY + "unit = 'bits'\n", "[counters.x]: unit 'bits' is not"),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "on_increase = 'drain'\n",
+            "[counters.x]: on_increase 'drain' is not one of info, warn, fail",
+        ),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "action = 'reboot'\n",
+            "[counters.x]: action 'reboot' is not in [actions] (physical)",
+        ),
+        ("[counters.x]\n" + GOOD_ENTRY + "aliases = 'X'\n", "[counters.x]: aliases must be list"),
+        ("[counters.x]\n" + GOOD_ENTRY + "aliases = [1]\n", "[counters.x]: aliases must be str"),
+        ("[countres.x]\n" + GOOD_ENTRY, "[countres]: not a counter directory"),
+        ("[counters]\nx = 1\n", "[counters.x]: a table of fields is expected"),
+        ("[actions]\nfabric = 1\n", "not valid TOML"),  # [actions] twice
+        ("[counters.x]\n" + GOOD_ENTRY + "[counters.x]\n" + GOOD_ENTRY, "not valid TOML"),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "[hw_counters.x]\n" + GOOD_ENTRY,
+            "[hw_counters.x]: 'x' is already defined by [counters.x]",
+        ),
+        (
+            "[counters.x]\n" + GOOD_ENTRY + "[perfquery.y]\n" + GOOD_ENTRY + "aliases = ['x']\n",
+            "[perfquery.y]: 'x' is already defined by [counters.x]",
+        ),
+        (
+            "[counters.x]\n"
+            + GOOD_ENTRY
+            + "aliases = ['X']\n[counters.y]\n"
+            + GOOD_ENTRY
+            + "aliases = ['X']\n",
+            "[counters.y]: 'X' is already defined by [counters.x]",
+        ),
+        (
+            "[ethtool.x]\n" + GOOD_ENTRY + "[ethtool.x_famN]\n" + GOOD_ENTRY + "[ethtool.x]\n",
+            "not valid TOML",
+        ),
+    ],
+)
+def test_a_malformed_catalogue_is_refused_naming_the_entry(text, message):
+    with pytest.raises(CatalogueError) as caught:
+        _parse(text)
+    assert str(caught.value).startswith("test.toml: ")
+    assert message in str(caught.value)
+
+
+def test_duplicate_names_in_one_directory_name_the_entry():
+    with pytest.raises(CatalogueError, match=r"Cannot declare \('counters', 'x'\) twice"):
+        _parse("[counters.x]\n" + GOOD_ENTRY + "[counters.x]\n" + GOOD_ENTRY)
+
+
+def test_a_family_pattern_that_does_not_compile_names_the_entry_when_first_used():
+    parsed = _parse("[ethtool.x]\n" + GOOD_ENTRY + "pattern = 'x('\n")
+    assert parsed.counters == {}  # a family is not a counter name
+    with pytest.raises(CatalogueError, match=r"test.toml: \[ethtool.x\]: pattern 'x\(': missing"):
+        parsed.family("x1")
+
+
+def test_a_family_name_may_not_shadow_a_counter():
+    with pytest.raises(CatalogueError, match=r"\[ethtool.x\]: 'x' is already defined"):
+        _parse("[counters.x]\n" + GOOD_ENTRY + "[ethtool.x]\npattern = 'x\\d+'\n" + GOOD_ENTRY)
+
+
+@pytest.fixture
+def damaged_catalogue(tmp_path, monkeypatch):
+    """The shipped catalogue with one misspelt key, read afresh; the real one again afterwards."""
+    damaged = tmp_path / "catalogue.toml"
+    with open(CATALOGUE_FILE, encoding="utf-8") as handle:
+        text = handle.read()
+    damaged.write_text(text.replace("width = 16", "widht = 16", 1), encoding="utf-8")
+    monkeypatch.setattr(catalogue_module, "CATALOGUE_FILE", str(damaged))
+    caches = (catalogue_module._loaded, catalogue_module.lookup, catalogue_module._default_rule)
+    for cache in caches:
+        cache.cache_clear()
+    yield str(damaged)
+    monkeypatch.undo()
+    for cache in caches:
+        cache.cache_clear()
+
+
+def test_a_damaged_install_is_one_line_and_exit_3(damaged_catalogue, run_cli):
+    with pytest.raises(CatalogueError, match=r"\[counters.symbol_error\]: unknown key 'widht'"):
+        lookup("symbol_error")
+    result = run_cli("explain", "symbol_error")
+    assert result.exit_code == 3
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert f"{damaged_catalogue}: [counters.symbol_error]: unknown key 'widht'" in result.stderr
+
+
+def test_the_catalogue_is_read_on_first_use_and_once():
+    """The file is parsed lazily (importing the CLI, config or the catalogue reads nothing) and
+    once per process however many lookups follow (a prolog looks up every counter of 64 HCAs);
+    the families' patterns are compiled only when a name misses the table."""
+    code = (
+        "import ibdiag.cli, ibdiag.config\n"
+        "from ibdiag.counters import catalogue as c\n"
+        "assert c._loaded.cache_info().misses == 0, 'read at import'\n"
+        "for name in list(c.catalogue()) + ['SymbolErrorCounter']:\n"
+        "    c.lookup(name, 'hw_counters')\n"
+        "assert c._loaded()._compiled is None, 'family patterns compiled without a miss'\n"
+        "assert c.lookup('rx_prio1_pause').name == 'rx_prioN_pause'\n"
+        "assert c.lookup('nope').category == 'unknown'\n"
+        "assert c.catalogue() is c.catalogue()\n"
+        "assert c._loaded.cache_info().misses == 1\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_action_must_be_text():
+    with pytest.raises(CatalogueError, match=r"test.toml: \[actions\]: every action must be a"):
+        parse_catalogue("[actions]\nphysical = 1\n", "test.toml")

@@ -14,13 +14,12 @@ from typing import Dict, List, Optional
 
 import pytest
 from conftest import SCENARIOS_DIR
-from snapshots import replaced
+from snapshots import builtin_registry, replaced
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.collect import collect
 from ibdiag.grade import grade, run_check
 from ibdiag.model import Result, Snapshot, Status
-from ibdiag.registry import load_registry
 from ibdiag.thresholds import CounterRule, Thresholds
 
 HWLOC = os.path.join(
@@ -37,11 +36,6 @@ COUNTER_CHECKS = (
     "counters.congestion",
     "counters.traffic",
 )
-
-
-@functools.cache
-def _registry():
-    return load_registry(entry_points=False)
 
 
 @functools.cache
@@ -98,7 +92,7 @@ def check(
     baseline: Optional[Snapshot] = None,
     th: Optional[Thresholds] = None,
 ) -> List[Result]:
-    spec = _registry().get(check_id)
+    spec = builtin_registry().get(check_id)
     assert spec is not None, check_id
     results = run_check(spec, after, th or Thresholds(), baseline=baseline)
     assert all(r.status != Status.ERROR for r in results), results
@@ -151,7 +145,7 @@ def test_captures_hold_the_documented_counters():
 def test_no_baseline_shows_lifetime_values_and_never_fails():
     snap = captured()
     snap = set_counters(snap, symbol_error=5000, link_downed=200, port_rcv_errors=77)
-    report = grade(snap, _registry(), Thresholds())
+    report = grade(snap, builtin_registry(), Thresholds())
     counters = [r for r in report.results if r.check_id in COUNTER_CHECKS]
     assert not [r for r in counters if r.status in (Status.FAIL, Status.WARN, Status.ERROR)]
     baseline = one([r for r in counters if r.check_id == "counters.baseline"], "node")
@@ -280,7 +274,7 @@ def test_several_counters_give_one_result_each_and_the_verdict_is_critical():
         ("fail", "link_downed"),
         ("warn", "symbol_error"),
     ]
-    report = grade(after, _registry(), Thresholds(), baseline=before)
+    report = grade(after, builtin_registry(), Thresholds(), baseline=before)
     assert report.verdict.value == "CRITICAL"
 
 
@@ -437,7 +431,7 @@ def test_saturation_boundaries(counter, value, status, text):
 def test_saturated_counter_warns_through_the_whole_grade():
     snap = captured()
     snap = set_counters(snap, symbol_error=65535)
-    report = grade(snap, _registry(), Thresholds())
+    report = grade(snap, builtin_registry(), Thresholds())
     warned = [r for r in report.results if r.check_id == "counters.saturation"]
     assert [r.status for r in warned] == [Status.WARN]
     assert report.verdict.value == "WARNING"
@@ -643,7 +637,7 @@ def test_roce_congestion_counters_are_reported(mlx5_tree):
 
 def test_all_counter_checks_pass_on_an_unchanged_node():
     before = captured()
-    report = grade(later(before), _registry(), Thresholds(), baseline=before)
+    report = grade(later(before), builtin_registry(), Thresholds(), baseline=before)
     counters = [r for r in report.results if r.check_id in COUNTER_CHECKS]
     assert {r.check_id for r in counters} == set(COUNTER_CHECKS)
     # the mlx4 capture has no hw_counters: said as a skip, not a pass
@@ -663,7 +657,7 @@ def test_all_counter_checks_pass_on_an_unchanged_node():
 def test_result_targets(mlx5_tree):
     before = collect(mlx5_tree, "/proc", {"sysfs"})
     after = later(before, 2.0, "mlx5_0", hw=True, out_of_buffer=1)
-    report = grade(after, _registry(), Thresholds(), baseline=before)
+    report = grade(after, builtin_registry(), Thresholds(), baseline=before)
     targets: Dict[str, set] = {}
     for result in report.results:
         targets.setdefault(result.check_id, set()).add(result.target)
@@ -691,5 +685,5 @@ def test_checks_never_mutate_their_snapshots(with_baseline):
     th = Thresholds(counters={"symbol_error": CounterRule(lifetime_limit=1)})
     for check_id in COUNTER_CHECKS:
         check(check_id, after, baseline, th)
-    grade(after, _registry(), th, baseline=baseline)
+    grade(after, builtin_registry(), th, baseline=baseline)
     assert (after.model_dump(), before.model_dump()) == snapshots_before

@@ -23,6 +23,7 @@ from snapshots import (  # noqa: E402  (tests/ on sys.path, see above)
     device,
     devices,
     netdev,
+    only,
     pci,
     port,
     run,
@@ -30,7 +31,7 @@ from snapshots import (  # noqa: E402  (tests/ on sys.path, see above)
     statuses,
 )
 
-from ibdiag.model import Result, Status  # noqa: E402
+from ibdiag.model import Status  # noqa: E402
 from ibdiag.thresholds import Thresholds  # noqa: E402
 
 ALL_CHECKS = [
@@ -44,11 +45,6 @@ ALL_CHECKS = [
     "netdev.operstate",
     "pci.link",
 ]
-
-
-def only(results: List[Result]) -> Result:
-    assert len(results) == 1, results
-    return results[0]
 
 
 # --- link.state -------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List
 
 import pytest
 
@@ -21,6 +20,7 @@ from snapshots import (  # noqa: E402  (tests/ on sys.path, see above)
     device,
     devices,
     netdev,
+    only,
     pci,
     port,
     run,
@@ -28,14 +28,8 @@ from snapshots import (  # noqa: E402  (tests/ on sys.path, see above)
     statuses,
 )
 
-from ibdiag.model import Result, Status  # noqa: E402
+from ibdiag.model import Status  # noqa: E402
 from ibdiag.thresholds import Thresholds  # noqa: E402
-
-
-def only(results: List[Result]) -> Result:
-    assert len(results) == 1, results
-    return results[0]
-
 
 # --- hca.inventory ----------------------------------------------------------------------------
 

@@ -58,7 +58,7 @@ def test_an_ibdiag_error_anywhere_is_one_line_and_unknown(run_cli, monkeypatch):
 
 
 def test_the_exit_codes_are_one_enum_written_as_numbers():
-    from ibdiag.fleet.model import FleetReport
+    from ibdiag.fleet.report import FleetReport
     from ibdiag.model import Verdict
 
     assert [int(code) for code in ExitCode] == [0, 1, 2, 3]

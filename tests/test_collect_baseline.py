@@ -4,7 +4,7 @@ A bundle taken after a job (the epilog, an admin by hand) shows what changed dur
 its report grades counters on their change since the baseline, as ``ibdiag check --baseline``
 does, and the baseline goes into the bundle, so ``ibdiag report BUNDLE`` re-grades the same way
 offline, with nothing but the bundle. Every test runs the real CLI in-process against the builder
-mlx5 tree of ``test_baseline_cli`` (2 healthy HCAs) with real snapshot and state files.
+mlx5 tree of ``cli_node`` (2 healthy HCAs) with real snapshot and state files.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 import tarfile
 
 import pytest
+from cli_node import HOST, Node, by_check, load_snapshot, not_passing
 from conftest import REPO
-from test_baseline_cli import HOST, Node, by_check, load_snapshot, not_passing
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from conftest import REPO
+from stubs import write_procfs
 from sysfs_builder import mlx5_node, write_node
 
 PRIVATE_HOST = "secret-node-17"
@@ -25,10 +26,8 @@ PRIVATE_GUID = "b859:9f03:00d4:0a10"  # the builder's node_guid
 def node(tmp_path):
     """A 2-HCA node: sysfs from the builder, a procfs naming the host."""
     write_node(str(tmp_path / "sys"), mlx5_node(2))
-    proc = tmp_path / "proc"
-    (proc / "sys" / "kernel" / "random").mkdir(parents=True)
-    (proc / "sys" / "kernel" / "hostname").write_text(PRIVATE_HOST + "\n")
-    (proc / "sys" / "kernel" / "random" / "boot_id").write_text("5f1e-boot\n")
+    procfs = tmp_path / "proc"
+    write_procfs(procfs, hostname=PRIVATE_HOST, boot_id="5f1e-boot", boot_time=None, modules=None)
     return tmp_path
 
 

@@ -11,8 +11,8 @@ from typing import Dict, Optional
 import pytest
 
 from ibdiag import config
-from ibdiag.catalogue import rule_for
 from ibdiag.config import ConfigError, load_effective, profile_names, render_show
+from ibdiag.counters.catalogue import rule_for
 from ibdiag.thresholds import Thresholds
 
 if sys.version_info >= (3, 11):

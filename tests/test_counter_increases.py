@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from snapshots import builtin_registry, device, port, replaced, snapshot
 
-from ibdiag.counter_increases import counter_increases
+from ibdiag.counters.increases import counter_increases
 from ibdiag.grade import grade
 from ibdiag.thresholds import Thresholds
 

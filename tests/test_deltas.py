@@ -14,8 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from snapshots import device, port, replaced, snapshot
 
-from ibdiag.counter_grading import format_interval, judge
-from ibdiag.deltas import MIN_RATE_WINDOW_HOURS, Change, change, compare
+from ibdiag.counters.deltas import MIN_RATE_WINDOW_HOURS, Change, change, compare
+from ibdiag.counters.grading import format_interval, judge
 from ibdiag.model import Status
 from ibdiag.thresholds import MAX_RATE_PER_HOUR, CounterRule
 

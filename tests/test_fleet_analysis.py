@@ -14,12 +14,6 @@ from ibdiag import __version__
 from ibdiag.fleet import stats
 from ibdiag.fleet.analyze import analyze
 from ibdiag.fleet.drift import find_drift
-from ibdiag.fleet.model import (
-    FleetReport,
-    FleetSettings,
-    NodeGroup,
-    ReadProblem,
-)
 from ibdiag.fleet.node import (
     ERROR_RATE_PREFIX,
     IB_WRITE_BW,
@@ -31,6 +25,12 @@ from ibdiag.fleet.node import (
     PortSummary,
 )
 from ibdiag.fleet.outliers import find_outliers
+from ibdiag.fleet.report import (
+    FleetReport,
+    FleetSettings,
+    NodeGroup,
+    ReadProblem,
+)
 from ibdiag.fleet.switches import blame_switches, find_rail_misplacements
 from ibdiag.hostlist import expand
 

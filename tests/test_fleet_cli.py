@@ -15,6 +15,7 @@ from typing import Dict
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, SCENARIOS_DIR
+from stubs import write_procfs
 
 from ibdiag.fleet.node import summarize
 
@@ -23,19 +24,6 @@ STUCK = "gcm-8xCX6-HDR-2ports-stuck-INIT"  # CRITICAL
 FLAPPING = "gcm-8xCX6-HDR-ib4-operstate-down-flapping"  # WARNING
 NODES = {"gpu001": GOOD, "gpu002": GOOD, "gpu003": GOOD, "gpu004": STUCK, "gpu005": FLAPPING}
 SCHEMA = Path(REPO) / "schema" / "fleet.schema.json"
-
-
-def write_procfs(path: Path, host: str) -> str:
-    files = {
-        "sys/kernel/hostname": f"{host}\n",
-        "sys/kernel/random/boot_id": "5c1f2f6e-7a0e-4c59-9a0b-0d3b1a3a8e11\n",
-        "stat": "cpu  1 2 3 4\nbtime 1700000000\nprocesses 42\n",
-    }
-    for rel, text in files.items():
-        full = path / rel
-        full.parent.mkdir(parents=True, exist_ok=True)
-        full.write_text(text)
-    return str(path)
 
 
 def sysfs(scenario: str) -> str:
@@ -58,7 +46,7 @@ def reports(tmp_path_factory) -> Dict[str, str]:
     base = tmp_path_factory.mktemp("nodes")
     found = {}
     for host, scenario in NODES.items():
-        procfs = write_procfs(base / host / "proc", host)
+        procfs = write_procfs(base / host / "proc", hostname=host, modules=None)
         out = base / f"{host}.json"
         done = cli(
             "check", "--sysfs", sysfs(scenario), "--procfs", procfs, "--json", "-o", str(out)
@@ -216,7 +204,7 @@ def test_a_fleet_run_directory_expects_the_nodes_that_run_was_asked_for(tmp_path
     is missing without --expect-nodes (which, given, still wins)."""
     from datetime import datetime, timezone
 
-    from ibdiag.fleet.run_model import SUMMARY_NAME, FleetRun, NodeOutcome
+    from ibdiag.fleet.run_record import SUMMARY_NAME, FleetRun, NodeOutcome
 
     folder = fleet_dir(tmp_path, reports, ["gpu001", "gpu002"])
     now = datetime(2026, 11, 25, tzinfo=timezone.utc)
@@ -343,7 +331,7 @@ def test_no_input_is_a_usage_error():
 
 def test_the_settings_options_are_the_fleet_settings():
     from ibdiag.cli.fleet_report import _SETTINGS
-    from ibdiag.fleet.model import FleetSettings
+    from ibdiag.fleet.report import FleetSettings
 
     assert list(_SETTINGS) == list(FleetSettings.model_fields)
     for name, field in FleetSettings.model_fields.items():
@@ -356,7 +344,7 @@ def test_the_settings_options_are_the_fleet_settings():
 
 
 def collect(tmp_path: Path, host: str, scenario: str, out: Path, tarball: bool) -> str:
-    procfs = write_procfs(tmp_path / f"proc-{host}", host)
+    procfs = write_procfs(tmp_path / f"proc-{host}", hostname=host, modules=None)
     args = ["collect", "--level", "quick", "--sysfs", sysfs(scenario), "--procfs", procfs]
     done = cli(*args, "-o", str(out), *(["--tarball"] if tarball else []))
     assert done.exit_code == 0, done.stderr

@@ -32,8 +32,8 @@ from typing import Dict, List, NamedTuple, Tuple
 import pytest
 
 from ibdiag.fleet.analyze import analyze
-from ibdiag.fleet.model import FleetReport, FleetSettings, NodeGroup
 from ibdiag.fleet.node import NodeSummary, summarize
+from ibdiag.fleet.report import FleetReport, FleetSettings, NodeGroup
 from ibdiag.hostlist import expand
 from tests.fabric_sim import SIM_CA, Cable, Fabric, Hca, Switch, Topology, parse_dotted
 from tests.sysfs_builder import mlx5_node, write_node

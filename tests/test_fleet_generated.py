@@ -44,8 +44,8 @@ from fleet_gen import (
 )
 
 from ibdiag.fleet import node as fleet_node
-from ibdiag.fleet.model import FleetSettings
 from ibdiag.fleet.node import NodeSummary, summarize
+from ibdiag.fleet.report import FleetSettings
 from ibdiag.hostlist import expand
 from ibdiag.model import Report
 

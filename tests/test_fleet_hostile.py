@@ -362,7 +362,7 @@ def test_a_collected_at_past_the_fleet_reports_clock_never_wins(
 def fleet_run_json(nodes: Sequence[str], never: Dict[str, str], folder: str) -> str:
     from datetime import datetime, timezone
 
-    from ibdiag.fleet.run_model import FleetRun, NodeOutcome
+    from ibdiag.fleet.run_record import FleetRun, NodeOutcome
 
     now = datetime(2025, 3, 3, 2, 0, tzinfo=timezone.utc)
     outcomes = [
@@ -396,7 +396,7 @@ def broken_summaries(folder: Path) -> Dict[str, Tuple[Any, str]]:
 def test_a_fleet_run_summary_that_cannot_be_read_is_a_problem_that_counts(fleet, tmp_path, case):
     """Not skipped in silence (so that no node would be missing): one read problem line, and
     the fleet CRITICAL - which nodes should have answered is unknown."""
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    from ibdiag.fleet.run_record import SUMMARY_NAME
 
     folder = directory(tmp_path / "d", fleet, SMALL)
     content, line = broken_summaries(tmp_path)[case]
@@ -442,7 +442,7 @@ def test_reports_nobody_expected_are_listed_and_cannot_frame_a_switch(fleet, bas
     """Three forged reports failing on gpu0031's leaf make it a suspect and move gpu0031's
     ticket from drain to switch-suspect - unless the nodes expected are known: then they are
     unexpected, listed, kept out of switch blame, and gpu0031 is drained."""
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    from ibdiag.fleet.run_record import SUMMARY_NAME
 
     folder = directory(tmp_path / "d", fleet, **framing(fleet))
     code, blind = fleet_report(folder)
@@ -505,7 +505,7 @@ def standing_in(fleet: str, host: str) -> str:
 def expecting(folder: str, source: str) -> List[str]:
     """The fleet report's arguments that expect TEN and ABSENT: a fleet run's summary in the
     folder (ABSENT never answered), or --expect-nodes."""
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    from ibdiag.fleet.run_record import SUMMARY_NAME
 
     if source == "fleet run":
         Path(folder, SUMMARY_NAME).write_text(
@@ -615,7 +615,7 @@ def test_a_node_slurm_had_drained_is_reported_not_run_not_missing(fleet, tmp_pat
     """fleet-run.json says why a node never answered: Slurm's state is its reason, and it is
     no missing node; one that was run and never answered, or that Slurm does not know, is
     still missing."""
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    from ibdiag.fleet.run_record import SUMMARY_NAME
 
     folder = directory(tmp_path / "d", fleet, SMALL)
     never = {

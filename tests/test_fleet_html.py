@@ -1,7 +1,8 @@
 """The fleet's HTML page (``ibdiag.fleet.render_html``): every section of a hand-built
 ``FleetReport`` shown, an empty section saying "None.", hostile names inert, and the page
 loaded for real in headless Chromium - self-contained, fetching nothing - with the helpers
-(and the ``chromium`` fixture) of the node page's tests (tests/test_html.py).
+(tests/chromium_pages.py) and the ``chromium`` fixture (tests/conftest.py) the node page's
+tests use.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
-import test_html
-from test_html import HOSTILE, assert_renders_in_chromium, assert_self_contained
+from chromium_pages import HOSTILE, assert_renders_in_chromium, assert_self_contained
 
 from ibdiag.fleet import render_html as fleet_html
-from ibdiag.fleet.model import (
+from ibdiag.fleet.report import (
     Drift,
     DriftValue,
     FleetReport,
@@ -29,8 +29,6 @@ from ibdiag.fleet.model import (
     SuspectSwitch,
     SwitchPort,
 )
-
-chromium = test_html.chromium  # the session fixture: fails (never skips) without Chromium
 
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&amp;"  # HOSTILE, autoescaped
 SECTIONS = (

@@ -327,16 +327,3 @@ def test_rails_from_report_json_are_snapshot_rails(hcas):
             int(name[len(name.rstrip("0123456789")) :] or -1),
         ),
     )
-
-
-def test_numbers_no_measurement_can_be_are_unknown_and_named():
-    """A measurement is a finite number from 0 to 2**64 (a 64-bit counter's range); anything
-    else a report holds in its place is unknown and named, never a crash (issue 21)."""
-    numbers = fleet_node.Numbers()
-    assert numbers.read(383.5, "ok") == 383.5 and numbers.read(0, "ok") == 0.0
-    assert numbers.read(2**64, "ok") == 2.0**64
-    assert numbers.read(None, "absent") is None and numbers.read("383", "absent") is None
-    assert numbers.unusable == set()
-    for n, bad in enumerate([10**400, -(10**400), -1, 2.0**65, float("inf"), float("nan"), True]):
-        assert numbers.read(bad, f"bad{n}") is None
-    assert numbers.unusable == {f"bad{n}" for n in range(7)}

@@ -14,7 +14,8 @@ from typing import Dict, List
 
 import pytest
 from conftest import REPO, SCENARIOS_DIR
-from snapshots import device, port, snapshot
+from snapshots import device, loaded_registry, port, snapshot
+from stubs import write_procfs
 from test_fleet_node import report_json
 
 from ibdiag.bundle.opener import open_bundle
@@ -22,16 +23,14 @@ from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.fleet import read as fleet_read
 from ibdiag.fleet.identity import deduplicate
-from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NodeSummary, summarize
 from ibdiag.fleet.read import (
     MAX_REPORT_BYTES,
     read_fleet,
-    read_inputs,
     read_with_notes,
 )
+from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.grade import grade
-from ibdiag.registry import load_registry
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
 
@@ -53,6 +52,11 @@ def node_report(
     _, data = report_json(snap)
     data.update(extra)
     return data
+
+
+def read_inputs(paths, **options) -> list:
+    """The items ``read_with_notes`` reads, without their notes."""
+    return [item for item, _ in read_with_notes(paths, **options)]
 
 
 def write_json(path, data) -> str:
@@ -248,11 +252,11 @@ UNPRIVILEGED = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 
 def read_unprivileged(paths: List[str]) -> List[dict]:
-    """read_inputs in a subprocess that cannot bypass file permissions: its items as dicts."""
+    """read_with_notes in a subprocess that cannot bypass file permissions: its items as dicts."""
     code = (
         "import json, sys\n"
-        "from ibdiag.fleet.read import read_inputs\n"
-        "for item in read_inputs(sys.argv[1:], workers=2):\n"
+        "from ibdiag.fleet.read import read_with_notes\n"
+        "for item, _ in read_with_notes(sys.argv[1:], workers=2):\n"
         "    print(json.dumps({'type': type(item).__name__, **item.model_dump(mode='json')}))\n"
     )
     prefix = UNPRIVILEGED if os.geteuid() == 0 else []
@@ -319,33 +323,14 @@ def test_a_newer_report_schema_is_read_best_effort_with_a_note(tmp_path):
 # -- bundles ------------------------------------------------------------------------------------
 
 
-def write_procfs(path, host: str) -> str:
-    files = {
-        "sys/kernel/hostname": f"{host}\n",
-        "sys/kernel/random/boot_id": "5c1f2f6e-7a0e-4c59-9a0b-0d3b1a3a8e11\n",
-        "stat": "cpu  1 2 3 4\nbtime 1700000000\nprocesses 42\n",
-    }
-    for rel, text in files.items():
-        full = os.path.join(str(path), rel)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "w") as handle:
-            handle.write(text)
-    return str(path)
-
-
-_REGISTRY: list = []
-
-
 def make_bundle(tmp_path, host: str, tarball: bool) -> str:
     """A real bundle (ibdiag.bundle.write.write_bundle, as ``ibdiag collect`` writes) of the good
     scenario's sysfs, as ``host``."""
-    if not _REGISTRY:
-        _REGISTRY.append(load_registry())
     sysfs = os.path.join(SCENARIOS_DIR, GOOD_SCENARIO, "root", "sys")
-    procfs = write_procfs(tmp_path / f"proc-{host}", host)
+    procfs = write_procfs(tmp_path / f"proc-{host}", hostname=host, modules=None)
     recording = Recording()
     snap = collect(sysfs, procfs, {"sysfs"}, recording=recording)
-    report = grade(snap, _REGISTRY[0], Thresholds(), "quick")
+    report = grade(snap, loaded_registry(), Thresholds(), "quick")
     out = tmp_path / "bundles"
     out.mkdir(exist_ok=True)
     return write_bundle(snap, report, recording, str(out), tarball)

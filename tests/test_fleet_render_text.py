@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ibdiag.fleet.model import (
+from ibdiag.fleet.render_text import render_text
+from ibdiag.fleet.report import (
     Drift,
     DriftValue,
     FleetReport,
@@ -18,7 +19,6 @@ from ibdiag.fleet.model import (
     SuspectSwitch,
     SwitchPort,
 )
-from ibdiag.fleet.render_text import render_text
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -313,8 +313,8 @@ def test_nothing_read_from_a_node_can_steer_the_terminal_or_forge_a_line():
 
 
 def test_drift_that_differs_only_by_rail_is_one_line():
-    from ibdiag.fleet.model import Drift, DriftValue
     from ibdiag.fleet.render_text import drift_line, merged_rails
+    from ibdiag.fleet.report import Drift, DriftValue
 
     off = [DriftValue(value="28.36.1010", nodes="gpu017", count=1)]
     same = [Drift(attribute="fw_ver", rail=r, majority="28.39.1002", majority_count=63,
@@ -331,8 +331,8 @@ def test_drift_that_differs_only_by_rail_is_one_line():
 
 
 def test_a_rail_spanning_many_leaves_names_four_and_counts_the_rest():
-    from ibdiag.fleet.model import RailMisplacement
     from ibdiag.fleet.render_text import misplacement_line
+    from ibdiag.fleet.report import RailMisplacement
 
     item = RailMisplacement(host="gpu0044", rail=3, target="mlx5_3:1", peer_name="su1-rail5",
                             expected=[f"su{n}-rail3" for n in range(32)])  # fmt: skip

@@ -27,7 +27,7 @@ import pytest
 from ibdiag.cli.fleet_run import validated_check_args
 from ibdiag.fleet import node_task, run
 from ibdiag.fleet.node import summarize
-from ibdiag.fleet.run_model import STATUS_MARKER, SUMMARY_NAME, FleetRun, NodeStatus
+from ibdiag.fleet.run_record import STATUS_MARKER, SUMMARY_NAME, FleetRun, NodeStatus
 from tests.conftest import REPO, SCENARIOS_DIR
 from tests.slurm_cluster import MARKER_VARIABLE, SlurmCluster, write_script
 
@@ -548,6 +548,38 @@ def test_sinfo_names_are_node_names_or_host_lists_and_nothing_else():
         "gpu003": "idle", "gpu004": "idle", "gpu005": "idle", "a": "drained", "b": "drained",
     }  # fmt: skip
     assert odd == ["x y", "gpu[1-"]
+
+
+def test_sinfo_runs_through_the_one_runner_and_each_failure_is_one_line(tmp_path, monkeypatch):
+    """sinfo is a command like any other: started by ``ibdiag.runner.command_runner.Runner`` (its
+    process tree killed with it, its output capped); what went wrong is one RunError line."""
+    from ibdiag.runner import command_runner as commands
+
+    started = []
+    real_run = commands.Runner.run
+
+    def recording(self, argv):
+        started.append(list(argv))
+        return real_run(self, argv)
+
+    monkeypatch.setattr(commands.Runner, "run", recording)
+    monkeypatch.setattr(run, "SINFO_TIMEOUT_S", 1.0)
+    sinfo = write_script(tmp_path / "sinfo", "#!/bin/sh\nprintf 'gpu01|idle\\ngpu02|down*\\n'\n")
+    request = run.RunRequest(out_dir=str(tmp_path / "o"), hostlist="gpu[01-02]", sinfo=str(sinfo))
+    assert run._slurm_states(request) == {"gpu01": "idle", "gpu02": "down*"}
+    assert started == [run.sinfo_argv(str(sinfo), "gpu[01-02]", None)]
+    cases = {
+        "#!/bin/sh\necho 'sinfo: error: no such partition' >&2\nexit 1\n": "exited 1: sinfo: "
+        "error: no such partition",
+        "#!/bin/sh\nexec sleep 30\n": "did not answer in 1 s",
+    }
+    for n, (text, message) in enumerate(cases.items()):
+        script = write_script(tmp_path / f"sinfo{n}", text)
+        with pytest.raises(run.RunError, match=re.escape(f"{script} {message}")):
+            run._slurm_states(request._replace(sinfo=str(script)))
+    missing = str(tmp_path / "nowhere" / "sinfo")
+    with pytest.raises(run.RunError, match=f"cannot run {re.escape(missing)}: No such file"):
+        run._slurm_states(request._replace(sinfo=missing))
 
 
 def test_nodes_that_are_no_node_names_are_a_usage_error(tmp_path):

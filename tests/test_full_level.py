@@ -14,66 +14,20 @@ from pathlib import Path
 
 import pytest
 import stubs as S
+from full_level_node import HALF_RATE, full_check, full_level_node, stub_ib_write_bw
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
 from ibdiag import bandwidth, families, migrate
 from ibdiag.families.loopback import traffic
 from ibdiag.thresholds import Thresholds
 
-HEALTHY = S.fixture(
-    "perftest", "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-interleaved.txt"
-)
-HALF_RATE = S.fixture("perftest", "oci-oke-ib_write_bw-roce-mlx5_5-4qp-98gbps.txt")
 TOPO_RAIL = S.fixture("nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt")
 TOPO_DGX = S.fixture("nvidia_smi_topo", "dgx-a100-10nic-pxb-pairs-kernel5.4.txt")
 
 
-def stub_ib_write_bw(state: Path) -> str:
-    """The client prints ``state/<dev>.<attempt>.out`` (else ``<dev>.out``, else HEALTHY) or
-    runs ``<dev>.<attempt>.sh``; the server waits a moment and ends, as after one client."""
-    return f"""state={S._q(str(state))}
-dev=""; prev=""; last=""
-for arg in "$@"; do [ "$prev" = "-d" ] && dev="$arg"; prev="$arg"; last="$arg"; done
-if [ "$last" != "localhost" ]; then
-    echo "* Waiting for client to connect... *"
-    sleep 2
-    exit 0
-fi
-n=$(cat "$state/$dev.n" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > "$state/$dev.n"
-[ -f "$state/$dev.$n.sh" ] && exec sh "$state/$dev.$n.sh"
-for f in "$state/$dev.$n.out" "$state/$dev.out" {S._q(HEALTHY)}; do
-    [ -f "$f" ] && exec cat "$f"
-done
-"""
-
-
 @pytest.fixture
 def node(tmp_path, monkeypatch):
-    """Two HDR (200 Gb/s) HCAs, stub tools alone on PATH, ib_write_bw answering as set."""
-    sys_root = tmp_path / "sys"
-    write_node(str(sys_root), mlx5_node(2))
-    bin_dir = S.StubBin(tmp_path / "bin")
-    state = tmp_path / "perftest"
-    state.mkdir()
-    bin_dir.add("ib_write_bw", stub_ib_write_bw(state))
-    monkeypatch.setenv("PATH", bin_dir.path)
-    return {"sys": str(sys_root), "bin": bin_dir, "state": state, "tmp": tmp_path}
-
-
-def full_check(run_cli, node, *extra):
-    """`ibdiag check --level full --json` on the node; (exit code, results by check id)."""
-    config = node["tmp"] / "ibdiag.toml"
-    if not config.exists():
-        config.write_text("perftest_duration_s = 1\n")
-    result = run_cli(
-        "check", "--level", "full", "--sysfs", node["sys"], "--config", str(config), "--json",
-        *extra,
-    )  # fmt: skip
-    report = json.loads(result.stdout)
-    by_check = {}
-    for item in report["results"]:
-        by_check.setdefault(item["check_id"], []).append(item)
-    return result.exit_code, by_check, report
+    return full_level_node(tmp_path, monkeypatch)
 
 
 def test_healthy_ports_pass_each_with_its_own_server_and_tcp_port(run_cli, node):

@@ -14,35 +14,31 @@ tests/test_grafana_fleet.py, against five.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import List
 
 import pytest
 import stubs as S
-from loopback import free_port, http_get, start_prometheus, stop
-from sysfs_builder import mlx5_node, write_node
+from grafana_queries import (
+    VARIABLES,
+    dashboard_exprs,
+    exprs_for,
+    load_dashboard,
+    panels,
+    query,
+)
+from loopback import http_get, prometheus_tool, serve_in_thread, start_prometheus, stop
+from sysfs_builder import bump_counter, mlx5_node, write_node
 
-from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.registry import load_registry
 from ibdiag.thresholds import Thresholds
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "contrib" / "grafana" / "ibdiag.json"
-VARIABLES = {
-    "${DS_PROMETHEUS}": "",
-    "$__rate_interval": "1m",
-    "$__interval": "30s",
-    "$instance": ".*",
-    "$ib_port": ".*",
-}
 # Error counters the test tree sets non-zero (the rest stay at the builder's 0).
 PORT_ERRORS = {"symbol_error": 12, "port_rcv_errors": 3, "port_xmit_discards": 5}
 HW_ERRORS = {
@@ -55,59 +51,18 @@ HW_ERRORS = {
 }
 # Counters mlx5 exposes on some kernels that sysfs_builder's list lacks; the dashboard uses them.
 EXTRA_HW = ("req_transport_retries_exceeded", "req_rnr_retries_exceeded")
-GROWING = ("counters/port_rcv_data", "counters/port_xmit_data", "hw_counters/rx_write_requests")
+GROWING = (("counters", "port_rcv_data"), ("counters", "port_xmit_data"),
+           ("hw_counters", "rx_write_requests"))  # fmt: skip
 # The far end's plain perfquery: the ibsim capture with SymbolErrorCounter 1234 and
 # LinkDownedCounter 3, its SymbolErrorCounter grown by 7 at each run.
 FAR_END_ERRORS = {"symbol_error", "link_downed"}
-
-
-def _load() -> dict:
-    with open(DASHBOARD) as handle:
-        return json.load(handle)
-
-
-def _panels(dashboard: dict) -> Iterator[dict]:
-    for panel in dashboard["panels"]:
-        yield panel
-        yield from panel.get("panels", [])
-
-
-def row_of(dashboard: dict) -> Dict[int, str]:
-    """Panel id -> the title of the row it is under (an open row's panels follow it)."""
-    rows, current = {}, ""
-    for panel in dashboard["panels"]:
-        if panel["type"] == "row":
-            current = panel["title"]
-        for inner in (panel, *panel.get("panels", [])):
-            rows[inner["id"]] = current if inner is panel else panel["title"]
-    return rows
-
-
-def _exprs(
-    dashboard: dict, rows: Optional[Sequence[str]] = None, without: Sequence[str] = ()
-) -> List[Tuple[str, str]]:
-    """(panel title/refId, expression with template variables substituted) for every target
-    of the panels under ``rows`` (all when None) but not under ``without``."""
-    found = []
-    under = row_of(dashboard)
-    for panel in _panels(dashboard):
-        row = under[panel["id"]]
-        if (rows is not None and row not in rows) or row in without:
-            continue
-        for target in panel.get("targets", []):
-            expr = target["expr"]
-            for name in sorted(VARIABLES, key=len, reverse=True):
-                expr = expr.replace(name, VARIABLES[name])
-            assert "$" not in expr, f"unsubstituted variable in {expr!r}"
-            found.append((f"{panel['title']}/{target['refId']}", expr))
-    return found
 
 
 # --- shape -----------------------------------------------------------------------------------
 
 
 def test_dashboard_shape() -> None:
-    dashboard = _load()
+    dashboard = load_dashboard()
     assert dashboard["title"]
     assert 36 <= dashboard["schemaVersion"] <= 41
     assert dashboard["uid"]
@@ -127,7 +82,7 @@ def test_dashboard_shape() -> None:
         "ibdiag check status",
     ]
     ids = set()
-    for panel in _panels(dashboard):
+    for panel in panels(dashboard):
         grid = panel["gridPos"]
         assert set(grid) >= {"h", "w", "x", "y"}, panel["title"]
         assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24, panel["title"]
@@ -141,7 +96,7 @@ def test_dashboard_shape() -> None:
         assert len(refs) == len(set(refs)), panel["title"]
         for target in panel["targets"]:
             assert target["refId"] and target["expr"].strip(), panel["title"]
-    titles = {p["title"] for p in _panels(dashboard)}
+    titles = {p["title"] for p in panels(dashboard)}
     for title in (
         "Nodes by verdict",
         "Switches with the most failing far-end ports",
@@ -172,25 +127,6 @@ def test_dashboard_shape() -> None:
 # --- against a real Prometheus ---------------------------------------------------------------
 
 
-def _tool(name: str) -> str:
-    found = shutil.which(name) or (
-        f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None
-    )
-    if not found:
-        pytest.fail(
-            f"{name} is not installed: this test needs Debian's prometheus "
-            "(apt-get install -y prometheus)"
-        )
-    return found
-
-
-def _bump(path: str, by: int) -> None:
-    with open(path) as handle:
-        value = int(handle.read().strip())
-    with open(path, "w") as handle:
-        handle.write(f"{value + by}\n")
-
-
 def _far_end_tools(tmp_path: Path) -> S.StubBin:
     """smpquery/perfquery answering mlx5_0's far end as the ibsim captures do (switch leaf07,
     port 1); plain perfquery's SymbolErrorCounter grows by 7 at each run."""
@@ -217,34 +153,19 @@ def _serving(tmp_path: Path):
     hcas[1].ports[0].phys_state = "2: Polling"
     write_node(sys_root, hcas)
     registry = load_registry()
-    port_dirs = [
-        os.path.join(sys_root, "class", "infiniband", hca.name, "ports", "1") for hca in hcas
-    ]
 
     def make_report():
         start = time.monotonic()
-        for port_dir in port_dirs:
-            for name in GROWING:
-                _bump(os.path.join(port_dir, name), 250_000)
-        _bump(os.path.join(port_dirs[0], "hw_counters", "out_of_sequence"), 1)
+        for hca in hcas:
+            for directory, name in GROWING:
+                bump_counter(sys_root, hca.name, name, 250_000, directory)
+        bump_counter(sys_root, hcas[0].name, "out_of_sequence", 1, "hw_counters")
         options = {"path": far_end.path, "timeout_s": 5.0, "deadline_s": 10.0}
         snapshot = collect(sys_root, "/nonexistent-proc", {"sysfs", "partner"}, options)
         report = grade(snapshot, registry, Thresholds(), "quick")
         return report, time.monotonic() - start
 
-    listen_port = free_port()
-    server = exporter.make_server(f"127.0.0.1:{listen_port}", make_report)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, listen_port
-
-
-def _query(prom_port: int, expr: str) -> Dict:
-    url = f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    try:
-        return json.loads(http_get(url))
-    except urllib.error.HTTPError as error:  # 400/422: a bad expression, with its reason
-        return json.loads(error.read().decode())
+    return serve_in_thread(make_report)
 
 
 def _label_values(prom_port: int, definition: str) -> List[str]:
@@ -262,10 +183,10 @@ def _label_values(prom_port: int, definition: str) -> List[str]:
 
 
 def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) -> None:
-    binary = _tool("prometheus")
-    dashboard = _load()
+    binary = prometheus_tool("prometheus")
+    dashboard = load_dashboard()
     # One node: the fleet row's comparisons across nodes are test_grafana_fleet's.
-    exprs = _exprs(dashboard, without=("Fleet",))
+    exprs = dashboard_exprs(dashboard, without=("Fleet",))
     assert len(exprs) >= 20
     server, thread, port = _serving(tmp_path)
     proc, prom_port = start_prometheus(binary, tmp_path, port)
@@ -277,7 +198,7 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
             if proc.poll() is not None:
                 pytest.fail(f"prometheus exited with {proc.returncode}")
             try:
-                answer = _query(prom_port, "count_over_time(ibdiag_verdict[1m])")
+                answer = query(prom_port, "count_over_time(ibdiag_verdict[1m])")
                 result = answer.get("data", {}).get("result", [])
                 scrapes = float(result[0]["value"][1]) if result else 0.0
             except (OSError, ValueError):
@@ -291,7 +212,7 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
 
         failures = []
         for where, expr in exprs:
-            answer = _query(prom_port, expr)
+            answer = query(prom_port, expr)
             if answer.get("status") != "success":
                 failures.append(f"{where}: {expr}\n  error: {answer.get('error')}")
             elif not answer["data"]["result"]:
@@ -299,15 +220,15 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
         assert not failures, "\n".join(failures)
 
         # The rate panels really see traffic, and the "non-zero" tables list our counters.
-        rx = _query(prom_port, exprs_for(exprs, "RX data rate/A"))["data"]["result"]
+        rx = query(prom_port, exprs_for(exprs, "RX data rate/A"))["data"]["result"]
         assert all(float(series["value"][1]) > 0 for series in rx), rx
-        table = _query(prom_port, exprs_for(exprs, "Non-zero hw error counters/A"))
+        table = query(prom_port, exprs_for(exprs, "Non-zero hw error counters/A"))
         names = {series["metric"]["__name__"] for series in table["data"]["result"]}
         assert names == {f"ibdiag_port_hw_{name}_total" for name in HW_ERRORS}, names
         # The far end: its symbol errors grow, the non-zero table names the cable's counters,
         # the link state table has both ends' rates.
         far = "Far end (switch port) error counters/A"
-        symbols = _query(prom_port, exprs_for(exprs, far))["data"]["result"]
+        symbols = query(prom_port, exprs_for(exprs, far))["data"]["result"]
         assert [series["metric"] for series in symbols] == [
             {
                 "instance": f"127.0.0.1:{port}",
@@ -317,13 +238,13 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
             }
         ], symbols
         assert float(symbols[0]["value"][1]) > 0, symbols
-        table = _query(prom_port, exprs_for(exprs, "Non-zero far-end error counters/A"))
+        table = query(prom_port, exprs_for(exprs, "Non-zero far-end error counters/A"))
         names = {series["metric"]["__name__"] for series in table["data"]["result"]}
         assert names == {f"ibdiag_partner_{name}_total" for name in FAR_END_ERRORS}, names
         for ref, value in (("A", 4), ("B", 5), ("C", 4), ("D", 25e9), ("E", 25e9)):
-            found = _query(prom_port, exprs_for(exprs, f"Far end link state/{ref}"))
+            found = query(prom_port, exprs_for(exprs, f"Far end link state/{ref}"))
             assert [float(s["value"][1]) for s in found["data"]["result"]] == [value], found
-        checks = _query(prom_port, exprs_for(exprs, "Non-passing checks/A"))["data"]["result"]
+        checks = query(prom_port, exprs_for(exprs, "Non-passing checks/A"))["data"]["result"]
         assert any(series["metric"]["target"] == "mlx5_1:1" for series in checks), checks
 
         # The template variables' queries give the values the panels filter on.
@@ -337,14 +258,10 @@ def test_every_expression_returns_series_from_real_prometheus(tmp_path: Path) ->
         ]
         # Picking one port in the variable narrows every per-port panel to it.
         one = exprs_for(exprs, "RX data rate/A").replace('ib_port=~".*"', 'ib_port=~"mlx5_1:1"')
-        picked = _query(prom_port, one)["data"]["result"]
+        picked = query(prom_port, one)["data"]["result"]
         assert [series["metric"]["ib_port"] for series in picked] == ["mlx5_1:1"], picked
     finally:
         stop(proc)
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-
-
-def exprs_for(exprs: List[Tuple[str, str]], where: str) -> str:
-    return next(expr for name, expr in exprs if name == where)

@@ -7,7 +7,7 @@ sysfs tree, procfs (its host name) and stub ``smpquery``/``perfquery`` answering
 of each cable as the real tools did against ibsim (``fleet_nodes``); the fifth is what a node
 running ``ibdiag export --level full`` from a maintenance job looks like: its textfile served by
 a real ``prometheus-node-exporter`` (stub ``ib_write_bw`` printing real perftest captures, as
-tests/test_full_level.py does). Rail-aligned: HCA k of node n plugs into ``leaf0(7+k)`` port n.
+tests/full_level_node.py has it). Rail-aligned: HCA k of node n plugs into ``leaf0(7+k)`` port n.
 
 - gpu001: healthy (OK);
 - gpu002: mlx5_0 trained 1X, 50 Gb/s (the switch port says 1X too): link.rate and link.partner
@@ -34,12 +34,20 @@ from typing import Dict, List, Tuple
 
 import pytest
 from fleet_nodes import HDR_4X, Node, rail_aligned, write_fleet_node
-from loopback import ServeProcess, free_port, start_prometheus, stop
-from test_full_level import HALF_RATE, stub_ib_write_bw
-from test_grafana import VARIABLES, _exprs, _load, _query, _tool, exprs_for
+from full_level_node import HALF_RATE, stub_ib_write_bw
+from grafana_queries import (
+    GBPS,
+    VARIABLES,
+    dashboard_exprs,
+    exprs_for,
+    load_dashboard,
+    query,
+    query_result,
+    series_value,
+)
+from loopback import ServeProcess, free_port, prometheus_tool, start_prometheus, stop
 
 REPO = str(Path(__file__).resolve().parent.parent)
-GBPS = 1e9 / 8  # bytes per second in one Gb/s
 SERVED = ("gpu001", "gpu002", "gpu003", "gpu004")
 
 
@@ -82,22 +90,13 @@ def _node_exporter(tmp_path: Path, textfiles: Path) -> Tuple[subprocess.Popen, i
     port = free_port()
     with open(tmp_path / "node_exporter.log", "wb") as log:  # the child keeps its own copy
         proc = subprocess.Popen(
-            [_tool("prometheus-node-exporter"), f"--collector.textfile.directory={textfiles}",
+            [prometheus_tool("prometheus-node-exporter"),
+             f"--collector.textfile.directory={textfiles}",
              f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
              "--collector.textfile"],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     return proc, port
-
-
-def _result(prom_port: int, expr: str) -> List[dict]:
-    answer = _query(prom_port, expr)
-    assert answer.get("status") == "success", f"{expr}: {answer.get('error')}"
-    return answer["data"]["result"]
-
-
-def _value(series: dict) -> float:
-    return float(series["value"][1])
 
 
 def _wait_for_fleet(prom_port: int, procs: List[subprocess.Popen], tmp_path: Path) -> None:
@@ -115,8 +114,8 @@ def _wait_for_fleet(prom_port: int, procs: List[subprocess.Popen], tmp_path: Pat
                 pytest.fail(f"{proc.args[0]} exited with {proc.returncode}")
         try:
             for expr, _ in want:
-                found = _query(prom_port, expr).get("data", {}).get("result", [])
-                seen[expr] = _value(found[0]) if found else 0.0
+                found = query(prom_port, expr).get("data", {}).get("result", [])
+                seen[expr] = series_value(found[0]) if found else 0.0
         except (OSError, ValueError):
             seen.clear()
         if all(seen.get(expr) == count for expr, count in want):
@@ -127,7 +126,7 @@ def _wait_for_fleet(prom_port: int, procs: List[subprocess.Popen], tmp_path: Pat
 
 
 def test_fleet_row_on_a_real_prometheus_scraping_five_nodes(tmp_path: Path) -> None:
-    prometheus = _tool("prometheus")
+    prometheus = prometheus_tool("prometheus")
     fleet = _fleet()
     textfiles = _full_node(tmp_path)
     exporter, exporter_port = _node_exporter(tmp_path, textfiles)
@@ -147,25 +146,25 @@ def test_fleet_row_on_a_real_prometheus_scraping_five_nodes(tmp_path: Path) -> N
         proc, prom_port = start_prometheus(prometheus, tmp_path, *ports, interval_s=2)
         _wait_for_fleet(prom_port, [exporter, *(s.proc for s in servers), proc], tmp_path)
 
-        dashboard = _load()
-        exprs = _exprs(dashboard, rows=("Fleet",))
+        dashboard = load_dashboard()
+        exprs = dashboard_exprs(dashboard, rows=("Fleet",))
         assert len(exprs) == 11, exprs
-        empty = [f"{where}: {expr}" for where, expr in exprs if not _result(prom_port, expr)]
+        empty = [f"{where}: {expr}" for where, expr in exprs if not query_result(prom_port, expr)]
         assert not empty, "no series:\n" + "\n".join(empty)
 
         def panel(where: str) -> List[dict]:
-            return _result(prom_port, exprs_for(exprs, where))
+            return query_result(prom_port, exprs_for(exprs, where))
 
         # Nodes by verdict.
         names = {"A": "OK", "B": "WARNING", "C": "CRITICAL", "D": "UNKNOWN"}
         verdicts = {
-            name: _value(panel(f"Nodes by verdict/{ref}")[0]) for ref, name in names.items()
+            name: series_value(panel(f"Nodes by verdict/{ref}")[0]) for ref, name in names.items()
         }
         assert verdicts == {"OK": 1, "WARNING": 1, "CRITICAL": 3, "UNKNOWN": 0}
 
         # Per rail: the ACTIVE ports' rate, min and median; the measured loopback.
         def by_rail(where: str) -> Dict[str, float]:
-            return {s["metric"]["rail"]: _value(s) for s in panel(where)}
+            return {s["metric"]["rail"]: series_value(s) for s in panel(where)}
 
         rate = "Port rate per rail: min and median"
         assert by_rail(f"{rate}/A") == {"0": 50 * GBPS, "1": 200 * GBPS}
@@ -179,14 +178,19 @@ def test_fleet_row_on_a_real_prometheus_scraping_five_nodes(tmp_path: Path) -> N
         # The port below its rail's median: gpu002's narrowed mlx5_0:1, alone.
         slow = panel("Ports below their rail's median rate/A")
         assert [
-            (hosts[s["metric"]["instance"]], s["metric"]["ib_port"], s["metric"]["rail"], _value(s))
+            (
+                hosts[s["metric"]["instance"]],
+                s["metric"]["ib_port"],
+                s["metric"]["rail"],
+                series_value(s),
+            )
             for s in slow
         ] == [("gpu002", "mlx5_0:1", "0", 50 * GBPS)], slow
 
         # Switches by failing far-end ports: leaf07 (gpu002's and gpu003's) above leaf08.
         top = panel("Switches with the most failing far-end ports/A")
-        ranked = sorted(top, key=_value, reverse=True)
-        assert [(s["metric"]["peer_name"], _value(s)) for s in ranked] == [
+        ranked = sorted(top, key=series_value, reverse=True)
+        assert [(s["metric"]["peer_name"], series_value(s)) for s in ranked] == [
             ("leaf07", 2),
             ("leaf08", 1),
         ], top
@@ -194,7 +198,7 @@ def test_fleet_row_on_a_real_prometheus_scraping_five_nodes(tmp_path: Path) -> N
         cables = panel("Far-end ports not passing/A")
         assert sorted(
             (hosts[s["metric"]["instance"]], s["metric"]["ib_port"],
-             f"{s['metric']['peer_name']}/{s['metric']['peer_port']}", _value(s))
+             f"{s['metric']['peer_name']}/{s['metric']['peer_port']}", series_value(s))
             for s in cables
         ) == [
             ("gpu002", "mlx5_0:1", "leaf07/2", 2),
@@ -209,7 +213,7 @@ def test_fleet_row_on_a_real_prometheus_scraping_five_nodes(tmp_path: Path) -> N
             expr = exprs_for(exprs, f"Nodes by verdict/{ref}").replace(
                 f'instance=~"{VARIABLES["$instance"]}"', f'instance=~"{two}"'
             )
-            assert [_value(s) for s in _result(prom_port, expr)] == [expected], expr
+            assert [series_value(s) for s in query_result(prom_port, expr)] == [expected], expr
     finally:
         if proc is not None:
             stop(proc)

@@ -16,9 +16,16 @@ from pathlib import Path
 from typing import List
 
 from fleet_nodes import HDR_4X, Node, write_fleet_node
-from loopback import ServeProcess, start_prometheus, stop
-from test_grafana import _exprs, _load, _query, _tool, exprs_for
-from test_grafana_fleet import GBPS, _result, _value
+from grafana_queries import (
+    GBPS,
+    dashboard_exprs,
+    exprs_for,
+    load_dashboard,
+    query,
+    query_result,
+    series_value,
+)
+from loopback import ServeProcess, prometheus_tool, start_prometheus, stop
 
 REPO = str(Path(__file__).resolve().parent.parent)
 NDR_4X = "400 Gb/sec (4X NDR)"
@@ -52,7 +59,7 @@ def _wait(prom_port: int, procs, count: int) -> None:
         for proc in procs:
             assert proc.poll() is None, f"{proc.args[0]} exited with {proc.returncode}"
         try:
-            found = _query(prom_port, "count(ibdiag_port_rail_info)").get("data", {})
+            found = query(prom_port, "count(ibdiag_port_rail_info)").get("data", {})
             if [float(s["value"][1]) for s in found.get("result", [])] == [count]:
                 return
         except (OSError, ValueError):
@@ -62,7 +69,7 @@ def _wait(prom_port: int, procs, count: int) -> None:
 
 
 def test_below_the_rail_median_compares_ports_of_one_rate_class(tmp_path: Path) -> None:
-    prometheus = _tool("prometheus")
+    prometheus = prometheus_tool("prometheus")
     servers: List[ServeProcess] = []
     proc = None
     try:
@@ -78,9 +85,16 @@ def test_below_the_rail_median_compares_ports_of_one_rate_class(tmp_path: Path) 
         )
         _wait(prom_port, [proc, *(server.proc for server in servers)], 2 * len(fleet))
 
-        slow = _result(prom_port, exprs_for(_exprs(_load(), rows=("Fleet",)), PANEL))
+        slow = query_result(
+            prom_port, exprs_for(dashboard_exprs(load_dashboard(), rows=("Fleet",)), PANEL)
+        )
         found = sorted(
-            (hosts[s["metric"]["instance"]], s["metric"]["ib_port"], s["metric"]["rail"], _value(s))
+            (
+                hosts[s["metric"]["instance"]],
+                s["metric"]["ib_port"],
+                s["metric"]["rail"],
+                series_value(s),
+            )
             for s in slow
         )
         assert found == [("gpu016", "mlx5_0:1", "0", 200 * GBPS)], slow
@@ -94,8 +108,8 @@ def test_below_the_rail_median_compares_ports_of_one_rate_class(tmp_path: Path) 
 def test_each_ports_rail_info_names_its_hca_model() -> None:
     """The rate class the panels group by: the model link.rate groups by (``model_key``), the
     driver's hca_type when the model is not one ibdiag knows."""
+    from prometheus_text import parse, promtool_check
     from snapshots import CX7, device, port, snapshot
-    from test_prometheus import parse, promtool_check
 
     from ibdiag.grade import grade
     from ibdiag.registry import load_registry

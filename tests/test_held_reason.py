@@ -11,11 +11,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from sysfs_builder import mlx5_node, write_node
+from sysfs_builder import bump_counter, mlx5_node, write_node
 
 from ibdiag.held import HELD_PREFIX, held_reason
-
-COUNTERS = ("class", "infiniband", "mlx5_0", "ports", "1", "counters")
 
 
 def _node(tmp_path: Path, **port) -> str:
@@ -24,17 +22,12 @@ def _node(tmp_path: Path, **port) -> str:
     return str(sys_root)
 
 
-def _bump(sys_root: str, name: str, by: int) -> None:
-    path = Path(sys_root, *COUNTERS, name)
-    path.write_text(f"{int(path.read_text()) + by}\n")
-
-
 def test_a_counter_rise_since_the_state_file_is_a_held_reason(run_cli, tmp_path):
     sys_root = _node(tmp_path)
     state = str(tmp_path / "state.json")
     first = run_cli("check", "--sysfs", sys_root, "--state", state, "--reason")
     assert (first.exit_code, first.stdout) == (0, "")
-    _bump(sys_root, "link_downed", 1)
+    bump_counter(sys_root, "mlx5_0", "link_downed", 1)
     risen = run_cli("check", "--sysfs", sys_root, "--state", state, "--reason")
     assert risen.exit_code == 2
     assert risen.stdout == "ibdiag: held: mlx5_0:1 counters.port_errors link_downed\n"
@@ -58,7 +51,7 @@ def test_a_rise_behind_another_failure_still_holds_the_line(run_cli, tmp_path):
     state = str(tmp_path / "state.json")
     assert run_cli("check", "--sysfs", sys_root, "--state", state).exit_code == 0
     Path(sys_root, "class", "infiniband", "mlx5_1", "ports", "1", "state").write_text("2: INIT\n")
-    _bump(sys_root, "symbol_error", 500)
+    bump_counter(sys_root, "mlx5_0", "symbol_error", 500)
     result = run_cli("check", "--sysfs", sys_root, "--state", state, "--reason")
     assert result.exit_code == 2
     assert result.stdout.startswith(HELD_PREFIX), result.stdout

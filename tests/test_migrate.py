@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 
 from conftest import read_capture
 
-from ibdiag import baseline, roles
+from ibdiag import roles
+from ibdiag.counters import baseline
 from ibdiag.migrate import upgrade
 from ibdiag.model import SCHEMA_VERSION, CommandRun, Device, NetDev, Port, Snapshot
 

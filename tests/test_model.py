@@ -32,13 +32,13 @@ from ibdiag.model import (
     Status,
     Verdict,
 )
-from ibdiag.registry import load_registry
 from ibdiag.thresholds import Thresholds
 
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:  # the builder is a plain module next to this file
     sys.path.insert(0, _TESTS_DIR)
 
+from snapshots import loaded_registry  # noqa: E402
 from sysfs_builder import HcaSpec, PortSpec, mlx5_node, write_node  # noqa: E402
 
 SCENARIOS = os.path.join(_TESTS_DIR, "scenarios")
@@ -51,11 +51,6 @@ SCENARIO_NAMES = sorted(
 def scenario_snapshot(name: str) -> Snapshot:
     root = os.path.join(SCENARIOS, name, "root")
     return collect(os.path.join(root, "sys"), os.path.join(root, "proc"), {"sysfs"})
-
-
-@functools.cache
-def registry():
-    return load_registry()
 
 
 def _put(path: str, text: str) -> None:
@@ -210,7 +205,7 @@ THRESHOLDS = [
 @pytest.mark.parametrize("thresholds", THRESHOLDS, ids=["default", "hdr8", "ndr"])
 @pytest.mark.parametrize("name", SCENARIO_NAMES)
 def test_scenario_report_json_round_trip_is_lossless(name, thresholds):
-    report = grade(scenario_snapshot(name), registry(), thresholds)
+    report = grade(scenario_snapshot(name), loaded_registry(), thresholds)
     assert report.results  # the built-in checks did run
     _assert_lossless(Report, report)
     again = Report.model_validate_json(report.model_dump_json())
@@ -223,7 +218,7 @@ def test_scenario_report_json_round_trip_is_lossless(name, thresholds):
 
 
 def test_built_tree_report_round_trip_is_lossless(tmp_path):
-    report = grade(built_snapshot(tmp_path), registry(), Thresholds(expect_rate_gbps=200.0))
+    report = grade(built_snapshot(tmp_path), loaded_registry(), Thresholds(expect_rate_gbps=200.0))
     statuses = {result.status for result in report.results}
     assert Status.FAIL in statuses  # a DOWN port and a 10 Gb/s port: real findings to carry
     assert report.verdict is Verdict.CRITICAL
@@ -262,7 +257,7 @@ def test_snapshot_json_carries_schema_version():
 
 
 def test_report_json_carries_schema_version_at_top_and_in_snapshot():
-    report = grade(scenario_snapshot("gcm-8xCX6-HDR-good"), registry(), Thresholds())
+    report = grade(scenario_snapshot("gcm-8xCX6-HDR-good"), loaded_registry(), Thresholds())
     data = json.loads(report.model_dump_json())
     assert data["schema_version"] == SCHEMA_VERSION
     assert data["snapshot"]["schema_version"] == SCHEMA_VERSION
@@ -331,7 +326,7 @@ def test_unknown_keys_are_rejected_by_each_model(model_cls, data):
 
 
 def test_report_rejects_unknown_keys_including_inside_thresholds():
-    report = grade(scenario_snapshot("gcm-8xCX6-HDR-good"), registry(), Thresholds())
+    report = grade(scenario_snapshot("gcm-8xCX6-HDR-good"), loaded_registry(), Thresholds())
     data = json.loads(report.model_dump_json())
     data["exit_code"] = 0
     with pytest.raises(ValidationError, match="exit_code"):
@@ -356,7 +351,9 @@ def test_wrong_types_are_rejected():
     with pytest.raises(ValidationError):
         Result.model_validate({"target": "node", "status": "ok", "message": "m"})
     data = json.loads(
-        grade(scenario_snapshot("gcm-8xCX6-HDR-good"), registry(), Thresholds()).model_dump_json()
+        grade(
+            scenario_snapshot("gcm-8xCX6-HDR-good"), loaded_registry(), Thresholds()
+        ).model_dump_json()
     )
     data["verdict"] = "MAYBE"
     with pytest.raises(ValidationError):
@@ -401,7 +398,9 @@ def test_report_json_matches_its_schema_field_names():
     """Every key a real report writes is declared in the schema (stable field names)."""
     schema = Report.model_json_schema()
     data = json.loads(
-        grade(scenario_snapshot("gcm-8xCX6-HDR-good"), registry(), Thresholds()).model_dump_json()
+        grade(
+            scenario_snapshot("gcm-8xCX6-HDR-good"), loaded_registry(), Thresholds()
+        ).model_dump_json()
     )
     defs = schema["$defs"]
     assert set(data) <= set(schema["properties"])

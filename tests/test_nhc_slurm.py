@@ -18,7 +18,7 @@ from conftest import SCENARIOS_DIR
 from nhc_run import IBDIAG, run_nhc
 from slurm_cluster import SlurmCluster
 from stubs import StubBin
-from sysfs_builder import mlx5_node, write_node
+from sysfs_builder import bump_counter, mlx5_node, write_node
 
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
@@ -71,11 +71,6 @@ def _counter_node(root) -> str:
     return str(sys_root)
 
 
-def _bump(sys_root: str, device: str, name: str, by: int) -> None:
-    path = Path(sys_root, "class", "infiniband", device, "ports", "1", "counters", name)
-    path.write_text(f"{int(path.read_text()) + by}\n")
-
-
 def test_a_counter_rise_stays_drained_through_clean_passes_until_an_admin_resumes(tmp_path):
     """The field report, through NHC: a link_downed rise drains; the next pass (the state file
     now holds the risen value: no new rise) must not resume it, nor may a later, different
@@ -96,7 +91,7 @@ def test_a_counter_rise_stays_drained_through_clean_passes_until_an_admin_resume
         assert first.rc == 0, first.output
         assert cluster.node_state() == ("IDLE", None)
 
-        _bump(sys_root, "mlx5_0", "link_downed", 1)
+        bump_counter(sys_root, "mlx5_0", "link_downed", 1)
         risen = nhc()
         assert risen.rc == 1, risen.output
         held = "NHC: ibdiag: held: mlx5_0:1 counters.port_errors link_downed"

@@ -8,7 +8,9 @@ import os
 import shutil
 
 import pytest
-from test_bundle import GOOD, report_for, scenario_sysfs, write_procfs
+from conftest import scenario_sysfs
+from snapshots import report_for
+from stubs import write_procfs
 
 from ibdiag.bundle.opener import open_bundle
 from ibdiag.bundle.replay import replay
@@ -16,6 +18,8 @@ from ibdiag.bundle.write import write_bundle
 from ibdiag.collect import collect
 from ibdiag.sources import drivers, procfs
 from ibdiag.sources.sysfs import Recording, SysfsReader
+
+GOOD = "gcm-8xCX6-HDR-good"
 
 
 def write(root, rel: str, text: str) -> None:

@@ -336,7 +336,7 @@ def test_an_unsafe_device_name_runs_nothing_and_says_why(tmp_path):
 
 def test_inert_unless_a_check_needs_it(tmp_path):
     """No ``partner`` in needs: not one smpquery, at any level, nor from ``ibdiag snapshot``."""
-    from test_replay_equals_collect import STANDARD
+    from snapshots import STANDARD_SOURCES as STANDARD
 
     node = Node(tmp_path, count=1)
     node.tools()
@@ -372,7 +372,7 @@ def test_the_mad_timeout_is_well_inside_the_command_timeout(timeout_s, expected)
 def test_a_bundle_replays_a_chain_cut_short_into_the_same_snapshot(tmp_path):
     """Runs that timed out and steps never started (their argv holding <LocalPort>/<LID>) go
     into the bundle like any run and replay into the same Snapshot, ``Port.partner`` included."""
-    from test_bundle import assert_same_snapshot
+    from snapshots import assert_same_snapshot
 
     from ibdiag.bundle.opener import open_bundle
     from ibdiag.bundle.replay import replay

@@ -17,7 +17,7 @@ from conftest import read_capture
 from snapshots import builtin_registry, device, port, replaced, snapshot
 
 from ibdiag import roles
-from ibdiag.catalogue import catalogue_name, lookup
+from ibdiag.counters.catalogue import catalogue_name, lookup
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import Partner, cable_name
 from ibdiag.families.perfquery import reading

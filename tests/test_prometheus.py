@@ -12,47 +12,35 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List, Tuple
 
 import pytest
 from conftest import SCENARIOS_DIR, scenario_names
-from loopback import free_port, http_get, start_prometheus, stop
+from loopback import free_port, http_get, prometheus_tool, serve_in_thread, start_prometheus, stop
+from prometheus_text import parse, promtool_check
+from snapshots import loaded_registry
 from sysfs_builder import mlx5_node, write_node
 
-from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
 from ibdiag.model import Report
-from ibdiag.registry import load_registry
 from ibdiag.render import prometheus
 from ibdiag.render.options import RenderOptions
 from ibdiag.thresholds import Thresholds
 from ibdiag.write_files import write_output
 
 ODD_COUNTER = 'TxWait, total "x"\\y z'  # hfi1-style: spaces, a comma - plus a quote, backslash
-TOOL_TIMEOUT_S = 60
-
-_REGISTRY: List = []
-
-
-def _registry():
-    if not _REGISTRY:
-        _REGISTRY.append(load_registry())
-    return _REGISTRY[0]
 
 
 def _report(sys_root: str, proc_root: str = "/nonexistent-proc") -> Report:
     snapshot = collect(sys_root, proc_root, {"sysfs"})
-    return grade(snapshot, _registry(), Thresholds(), "quick")
+    return grade(snapshot, loaded_registry(), Thresholds(), "quick")
 
 
 def _builder_report(tmp_path: Path) -> Report:
@@ -60,93 +48,6 @@ def _builder_report(tmp_path: Path) -> Report:
     hcas[0].ports[0].counters[ODD_COUNTER] = 7
     write_node(str(tmp_path / "sys"), hcas)
     return _report(str(tmp_path / "sys"))
-
-
-def _tool(name: str) -> str:
-    found = shutil.which(name) or (
-        f"/usr/bin/{name}" if os.access(f"/usr/bin/{name}", os.X_OK) else None
-    )
-    if not found:
-        pytest.fail(
-            f"{name} is not installed: these tests need Debian's prometheus and "
-            "prometheus-node-exporter (apt-get install -y prometheus prometheus-node-exporter)"
-        )
-    return found
-
-
-# --- a small strict parser of the text exposition format 0.0.4 -------------------------------
-
-_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
-_SAMPLE = re.compile(
-    rf"^(?P<name>{_NAME})(?:\{{(?P<labels>{_LABEL}(?:,{_LABEL})*)?\}})? "
-    r"(?P<value>[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|Inf|NaN))$"
-)
-_LABEL_ITEM = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
-_TYPES = {"counter", "gauge", "untyped", "summary", "histogram"}
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), value)
-
-
-def parse(text: str) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]:
-    """Every sample as {(name, labels): value}; AssertionError on anything not strictly valid."""
-    assert text.endswith("\n"), "the exposition must end with a newline"
-    helps: Dict[str, str] = {}
-    types: Dict[str, str] = {}
-    sampled: set = set()
-    samples: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        where = f"line {number}: {line!r}"
-        assert line, f"{where}: empty line"
-        if line.startswith("#"):
-            match = re.fullmatch(rf"# (HELP|TYPE) ({_NAME}) (.*)", line)
-            assert match, f"{where}: bad comment"
-            kind, name, rest = match.groups()
-            assert name not in sampled, f"{where}: {kind} after the family's samples"
-            if kind == "HELP":
-                assert name not in helps, f"{where}: second HELP"
-                assert rest.strip(), f"{where}: empty HELP"
-                helps[name] = rest
-            else:
-                assert name not in types, f"{where}: second TYPE"
-                assert rest in _TYPES, f"{where}: unknown type"
-                types[name] = rest
-            continue
-        match = _SAMPLE.match(line)
-        assert match, f"{where}: not `name{{labels}} value`"
-        name = match.group("name")
-        assert name in helps and name in types, f"{where}: no HELP/TYPE before the sample"
-        labels = tuple(_LABEL_ITEM.findall(match.group("labels") or ""))
-        keys = [key for key, _ in labels]
-        assert len(keys) == len(set(keys)), f"{where}: repeated label"
-        series = (name, tuple((key, _unescape(value)) for key, value in labels))
-        assert series not in samples, f"{where}: duplicate series"
-        if types[name] == "counter":
-            assert name.endswith("_total"), f"{where}: counter without _total"
-        samples[series] = float(match.group("value"))
-        sampled.add(name)
-    # A family's samples are contiguous: once another family started, it may not come back.
-    order = [line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[0] != "#"]
-    seen: List[str] = []
-    for name in order:
-        if not seen or seen[-1] != name:
-            assert name not in seen, f"samples of {name} are not contiguous"
-            seen.append(name)
-    return samples
-
-
-def promtool_check(text: str) -> None:
-    proc = subprocess.run(
-        [_tool("promtool"), "check", "metrics"],
-        input=text.encode(),
-        capture_output=True,
-        timeout=TOOL_TIMEOUT_S,
-        check=False,
-    )
-    output = (proc.stdout + proc.stderr).decode(errors="replace")
-    assert proc.returncode == 0, f"promtool check metrics failed ({proc.returncode}):\n{output}"
 
 
 def _value(samples, name: str, **labels: str) -> float:
@@ -311,7 +212,7 @@ def _wait_for(what: str, probe, deadline_s: float, proc=None):
 
 
 def test_node_exporter_serves_our_textfile(tmp_path: Path) -> None:
-    exporter = _tool("prometheus-node-exporter")
+    exporter = prometheus_tool("prometheus-node-exporter")
     report = _builder_report(tmp_path)
     directory = tmp_path / "textfile"
     directory.mkdir()
@@ -361,11 +262,7 @@ def _serving(tmp_path: Path):
         report = _report(sys_root)
         return report, time.monotonic() - start
 
-    port = free_port()
-    server = exporter.make_server(f"127.0.0.1:{port}", make_report)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    return server, thread, port
+    return serve_in_thread(make_report)
 
 
 def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:
@@ -392,7 +289,7 @@ def test_serve_answers_fresh_metrics_each_scrape(tmp_path: Path) -> None:
 
 
 def test_real_prometheus_scrapes_serve(tmp_path: Path) -> None:
-    binary = _tool("prometheus")
+    binary = prometheus_tool("prometheus")
     server, thread, port = _serving(tmp_path)
     proc, prom_port = start_prometheus(binary, tmp_path, port)
     api = f"http://127.0.0.1:{prom_port}/api/v1/query?query=ibdiag_verdict"

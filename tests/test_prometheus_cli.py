@@ -23,8 +23,8 @@ from typing import List
 import pytest
 from conftest import REPO, SCENARIOS_DIR
 from loopback import ServeProcess, free_port, raw_request
-from test_prometheus import parse, promtool_check
-from test_prometheus_partner import SWITCH, partner_tools
+from partner_stub_node import SWITCH, partner_tools
+from prometheus_text import parse, promtool_check
 
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
 

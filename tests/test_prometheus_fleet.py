@@ -4,7 +4,7 @@ rail), ``ibdiag_port_loopback_bandwidth_bytes_per_second`` (level full's measure
 
 Rails and bandwidth must say what ``ibdiag fleet`` says of the same Report (``ibdiag.fleet.node``
 reads it as JSON): one definition, two readers. Every rendering goes through the strict parser
-of test_prometheus and ``promtool check metrics``.
+of tests/prometheus_text.py and ``promtool check metrics``.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 import stubs as S
+from full_level_node import HALF_RATE, stub_ib_write_bw
+from prometheus_text import parse, promtool_check
 from snapshots import device, port, snapshot
 from sysfs_builder import mlx5_node, write_node
 from test_fleet_node import node_snapshot, report_json
-from test_full_level import HALF_RATE, stub_ib_write_bw
-from test_prometheus import parse, promtool_check
 
 from ibdiag import roles
 from ibdiag.facts.loopback import LoopbackAttempt

@@ -7,42 +7,33 @@ shows SymbolErrorCounter 1234 and LinkDownedCounter 3, and here PortRcvErrors 5,
 receive error details are read too: perfquery -E runs only when PortRcvErrors or
 PortRcvSwitchRelayErrors is not 0), mlx5_1 into another HCA back to back
 (``hostB mlx5_0``), mlx5_2's port is down (no far end is read). Every rendering is checked by the
-strict parser of test_prometheus and by ``promtool check metrics``.
+strict parser of tests/prometheus_text.py and by ``promtool check metrics``.
 """
 
 from __future__ import annotations
 
 import glob
 import re
-import time
 from pathlib import Path
 from typing import Dict, Tuple
 
 import pytest
-import stubs as S
+from partner_stub_node import SWITCH, partner_tools
+from prometheus_text import parse, promtool_check
+from snapshots import loaded_registry
 from sysfs_builder import mlx5_node, write_node
-from test_prometheus import parse, promtool_check
 
-from ibdiag.catalogue import CATALOGUE
 from ibdiag.collect import collect
+from ibdiag.counters.catalogue import catalogue
 from ibdiag.facts.partner import Partner, short_name
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.grade import grade
 from ibdiag.model import Report, Snapshot
-from ibdiag.registry import load_registry
 from ibdiag.render import prometheus
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import RenderOptions
 from ibdiag.thresholds import Thresholds
 
-SWITCH = {
-    "device": "mlx5_0",
-    "port": "1",
-    "ib_port": "mlx5_0:1",
-    "peer_guid": "0x0000000000200000",
-    "peer_name": "leaf07",
-    "peer_port": "1",
-}
 B2B = {
     "device": "mlx5_1",
     "port": "1",
@@ -89,64 +80,7 @@ GAUGES = (
 HOSTILE = 'MF0;sw"7\\x:MQM9700/U1\nline two "quoted" \\ back\\\\slash\ttab'
 ODD = 'Odd counter, "x"\\y'
 
-_REGISTRY: list = []
-
 Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
-
-
-def _registry():
-    if not _REGISTRY:
-        _REGISTRY.append(load_registry())
-    return _REGISTRY[0]
-
-
-def device_cases(device: str, cases: Dict[str, str]) -> Dict[str, str]:
-    """``stubs.partner_smpquery``/``partner_perfquery`` cases narrowed to ``-C device``."""
-    narrowed = {}
-    for pattern, body in cases.items():
-        if pattern.startswith("-C * "):
-            narrowed[f"-C {device} {pattern[len('-C * ') :]}"] = body
-        else:
-            narrowed[f"-C {device} {pattern}"] = body
-    return narrowed
-
-
-def partner_tools(tmp_path: Path) -> Tuple[str, str, S.StubBin]:
-    """(sysfs root, procfs root, stubs) of three HCAs: mlx5_0 to leaf07/1 (with errors),
-    mlx5_1 back to back, mlx5_2 down."""
-    hcas = mlx5_node(3)
-    hcas[2].ports[0].state = "1: DOWN"
-    hcas[2].ports[0].phys_state = "2: Polling"
-    sysfs = str(tmp_path / "sys")
-    write_node(sysfs, hcas)
-    procfs = S.write_procfs(tmp_path / "proc", boot_time=time.time() - 3600)
-    stub = S.StubBin(tmp_path / "stubs")
-    text = Path(S.partner_capture("switch-hdr-errors-perfquery.txt")).read_text()
-    assert "PortRcvErrors:...................0\n" in text
-    errors_file = tmp_path / "switch-errors-perfquery.txt"
-    errors_file.write_text(text.replace("PortRcvErrors:...................0\n",
-                                        "PortRcvErrors:...................5\n"))  # fmt: skip
-    errors = S.prints(str(errors_file))
-    switch_perf = {**S.partner_perfquery("switch-hdr"), "-C * -P * -t *": errors}
-    stub.add(
-        "smpquery",
-        S.by_args(
-            {
-                **device_cases("mlx5_0", S.partner_smpquery("switch-hdr")),
-                **device_cases("mlx5_1", S.partner_smpquery("b2b-ca")),
-            }
-        ),
-    )
-    stub.add(
-        "perfquery",
-        S.by_args(
-            {
-                **device_cases("mlx5_0", switch_perf),
-                **device_cases("mlx5_1", S.partner_perfquery("b2b-ca")),
-            }
-        ),
-    )
-    return sysfs, procfs, stub
 
 
 def partner_node(tmp_path: Path) -> Snapshot:
@@ -156,7 +90,7 @@ def partner_node(tmp_path: Path) -> Snapshot:
 
 
 def report_of(snapshot: Snapshot) -> Report:
-    return grade(snapshot, _registry(), Thresholds(), "standard")
+    return grade(snapshot, loaded_registry(), Thresholds(), "standard")
 
 
 def with_partner(snapshot: Snapshot, device: str, partner) -> Snapshot:
@@ -247,7 +181,7 @@ def test_a_node_without_partners_has_no_partner_families(tmp_path: Path) -> None
     hcas = mlx5_node(1)
     write_node(str(tmp_path / "sys"), hcas)
     snapshot = collect(str(tmp_path / "sys"), "/nonexistent-proc", {"sysfs"})
-    text, _ = rendered(grade(snapshot, _registry(), Thresholds(), "quick"))
+    text, _ = rendered(grade(snapshot, loaded_registry(), Thresholds(), "quick"))
     assert "ibdiag_partner_" not in text
 
 
@@ -361,7 +295,7 @@ def test_every_catalogued_perfquery_name_pairs_with_our_port_family() -> None:
     """``ibdiag_partner_<stem>`` is ``ibdiag_port_<stem>`` of the same counter: one regex, one
     panel query, for both ends of the cable."""
     paired = 0
-    for info in CATALOGUE.values():
+    for info in catalogue().values():
         for alias in info.aliases:
             port_stem = info.name.lower()
             if port_stem.startswith("port_"):

@@ -19,6 +19,7 @@ import time
 from typing import Iterator, List
 
 import pytest
+from stubs import write_procfs
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.bundle.opener import open_bundle
@@ -41,9 +42,7 @@ def node(tmp_path):
     sys_root = str(tmp_path / "sys")
     write_node(sys_root, mlx5_node(3))
     proc = tmp_path / "proc"
-    (proc / "sys" / "kernel" / "random").mkdir(parents=True)
-    (proc / "sys" / "kernel" / "hostname").write_text("node042\n")
-    (proc / "sys" / "kernel" / "random" / "boot_id").write_text("6d0bd3a5\n")
+    write_procfs(proc, hostname="node042", boot_id="6d0bd3a5", boot_time=None, modules=None)
     return sys_root, str(proc)
 
 

@@ -16,7 +16,8 @@ from typing import Dict, Tuple
 import pytest
 import stubs as S
 from conftest import SCENARIOS_DIR, scenario_names
-from test_bundle import assert_same_snapshot, write_procfs
+from snapshots import STANDARD_SOURCES, assert_same_snapshot
+from stubs import write_procfs
 
 from ibdiag.bundle.opener import open_bundle
 from ibdiag.bundle.replay import replay
@@ -27,11 +28,6 @@ from ibdiag.registry import load_registry
 from ibdiag.sources import names
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
-
-STANDARD = {
-    "sysfs", "topology", "gpu_topology", "perfquery", "ethtool", "kernel_log", "ibstat",
-    "ibv_devinfo",
-}  # fmt: skip
 
 
 def _switch_ports(root) -> Tuple[Dict[str, str], Dict[str, str]]:
@@ -90,7 +86,7 @@ def _tools(root) -> S.StubBin:
 
 @pytest.mark.parametrize("name", scenario_names())
 def test_replayed_bundle_is_the_live_snapshot_at_level_standard(name, tmp_path):
-    live = _replayed_equals_live(name, tmp_path, STANDARD)
+    live = _replayed_equals_live(name, tmp_path, STANDARD_SOURCES)
     assert not any(port.partner for dev in live.devices for port in dev.ports)
 
 
@@ -99,7 +95,7 @@ def test_replayed_bundle_is_the_live_snapshot_with_the_far_end_of_each_cable(nam
     """``partner`` needed (as a check declaring it makes it): the chains' runs - run, and never
     started for a name no command may carry - are in the bundle and replay into the same
     ``Port.partner`` of every ACTIVE InfiniBand port."""
-    live = _replayed_equals_live(name, tmp_path, STANDARD | {"partner"})
+    live = _replayed_equals_live(name, tmp_path, STANDARD_SOURCES | {"partner"})
     active = [(dev, port) for dev in live.devices for port in dev.ports
               if port.state == 4 and port.is_infiniband]  # fmt: skip
     for dev, port in active:

@@ -10,15 +10,15 @@ for the thing it should have killed".
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import pytest
+from stubs import assert_no_strays, marker
 
 from ibdiag.model import CommandRun, command_key
 from ibdiag.runner import command_runner
@@ -34,64 +34,12 @@ PortXmitPkts:....................3262536283
 PortRcvPkts:.....................3262604342
 """
 
-_MARKERS = itertools.count(1)
-
 
 def assert_round_trips(run: CommandRun) -> None:
     """Every run the runner records survives the JSON a snapshot or bundle is saved as."""
     again = CommandRun.model_validate_json(run.model_dump_json())
     assert again == run
     assert again.model_dump() == run.model_dump()
-
-
-def marker(seconds: int = 1000) -> str:
-    """A sleep duration no other process on the machine uses: its argv finds strays."""
-    return f"{seconds}.{os.getpid()}{next(_MARKERS):04d}"
-
-
-def processes_with(mark: str) -> List[str]:
-    """Command lines of live processes whose argv contains ``mark`` (``pgrep -f``, portably)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if f" {mark} " in f" {cmdline} ":  # a zombie's cmdline is empty: it never matches
-            found.append(f"{pid}: {cmdline}")
-    return found
-
-
-def assert_no_strays(mark: str) -> None:
-    """SIGKILL is asynchronous: give the kernel a moment, then nothing may be left."""
-    end = time.monotonic() + 3.0
-    while processes_with(mark) and time.monotonic() < end:
-        time.sleep(0.05)
-    assert processes_with(mark) == []
-
-
-@pytest.fixture
-def stubs(tmp_path: Path) -> Callable[..., str]:
-    """``stubs(name, body)`` writes an executable /bin/sh script into a bin dir on our PATH."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-
-    def write(name: str, body: str, mode: int = 0o755, shebang: str = "#!/bin/sh\n") -> str:
-        path = bindir / name
-        path.write_text(shebang + body)
-        path.chmod(mode)
-        return str(path)
-
-    return write
-
-
-@pytest.fixture
-def stub_path(tmp_path: Path) -> str:
-    """The stubs first, then the system's own tools (cat, sleep, env) for the stubs to use."""
-    return f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
 def test_prints_a_capture_and_passes_argv_verbatim(tmp_path, stubs, stub_path):

@@ -24,32 +24,11 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from test_runner import assert_no_strays, marker, processes_with
+from stubs import assert_no_strays, marker, processes_with
 
 from ibdiag.runner.command_runner import Runner
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def stubs(tmp_path: Path):
-    """``stubs(name, body)`` writes an executable /bin/sh script into a bin dir on our PATH."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-
-    def write(name: str, body: str, mode: int = 0o755, shebang: str = "#!/bin/sh\n") -> str:
-        path = bindir / name
-        path.write_text(shebang + body)
-        path.chmod(mode)
-        return str(path)
-
-    return write
-
-
-@pytest.fixture
-def stub_path(tmp_path: Path) -> str:
-    """The stubs first, then the system's own tools (sh, sleep, setsid) for them to use."""
-    return f"{tmp_path / 'bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
 
 
 def open_fds() -> List[int]:

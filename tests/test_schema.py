@@ -104,18 +104,9 @@ def test_level_standard_with_broken_tools_validates(tmp_path, run_cli, monkeypat
 
 
 def test_level_full_validates(tmp_path, run_cli, monkeypatch):
-    import stubs as S
-    from sysfs_builder import mlx5_node, write_node
-    from test_full_level import full_check, stub_ib_write_bw
+    from full_level_node import full_check, full_level_node
 
-    sys_root = tmp_path / "sys"
-    write_node(str(sys_root), mlx5_node(2))
-    bin_dir = S.StubBin(tmp_path / "bin")
-    state = tmp_path / "perftest"
-    state.mkdir()
-    bin_dir.add("ib_write_bw", stub_ib_write_bw(state))
-    monkeypatch.setenv("PATH", bin_dir.path)
-    node = {"sys": str(sys_root), "bin": bin_dir, "state": state, "tmp": tmp_path}
+    node = full_level_node(tmp_path, monkeypatch)
     _, by_check, report = full_check(run_cli, node)
     assert "perftest.bandwidth" in by_check
     assert_valid("report", report)

@@ -16,22 +16,20 @@ from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 import pytest
-from loopback import free_port, raw_request
+from loopback import raw_request, serve_in_thread
+from prometheus_text import parse, promtool_check
+from snapshots import loaded_registry
 from sysfs_builder import mlx5_node, write_node
-from test_prometheus import parse, promtool_check
 
 from ibdiag import exporter
 from ibdiag.collect import collect
 from ibdiag.grade import grade
-from ibdiag.registry import load_registry
 from ibdiag.render import prometheus
 from ibdiag.thresholds import Thresholds
 
 WAIT_S = 30  # the most any condition below is waited for; a hang becomes a failure after it
 STAMP = "ibdiag_last_run_timestamp_seconds"
 TIMEOUT_SAMPLE = "ibdiag_scrape_timeout"
-
-_REGISTRY: List = []
 
 
 class Node:
@@ -41,8 +39,6 @@ class Node:
     def __init__(self, tmp_path: Path, hcas: int = 2) -> None:
         self.sys_root = str(tmp_path / "sys")
         write_node(self.sys_root, mlx5_node(hcas))
-        if not _REGISTRY:
-            _REGISTRY.append(load_registry())
         self.calls = 0
         self.gate = threading.Event()
         self.gate.set()
@@ -58,7 +54,7 @@ class Node:
             raise self.fail
         start = time.monotonic()
         snapshot = collect(self.sys_root, "/nonexistent-proc", {"sysfs"})
-        report = grade(snapshot, _REGISTRY[0], Thresholds(), "quick")
+        report = grade(snapshot, loaded_registry(), Thresholds(), "quick")
         return report, time.monotonic() - start
 
 
@@ -66,12 +62,9 @@ class Running:
     def __init__(self, node: Node, **options) -> None:
         self.node = node
         self.log: List[str] = []
-        self.port = free_port()
-        self.server = exporter.make_server(
-            f"127.0.0.1:{self.port}", node.make_report, log=self.log.append, **options
+        self.server, self.thread, self.port = serve_in_thread(
+            node.make_report, log=self.log.append, **options
         )
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
 
     def get(self, request: bytes = b"GET /metrics HTTP/1.0\r\n\r\n", timeout: float = WAIT_S):
         return raw_request(self.port, request, timeout)

@@ -24,6 +24,7 @@ _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 if _TESTS_DIR not in sys.path:  # the builder is a plain module next to this file
     sys.path.insert(0, _TESTS_DIR)
 
+import stubs as S  # noqa: E402
 from sysfs_builder import (  # noqa: E402
     HW_COUNTERS,
     PORT_COUNTERS,
@@ -93,9 +94,8 @@ def port_of(dev: Device, number: int) -> Port:
 
 
 def write_procfs(root: str = PROC, host: Optional[str] = "node042") -> None:
-    if host is not None:
-        put(os.path.join(root, "sys/kernel/hostname"), host + "\n")
-    put(os.path.join(root, "sys/kernel/random/boot_id"), BOOT_ID + "\n")
+    """The procfs these tests read: hostname (``None``: none) and boot_id, nothing else."""
+    S.write_procfs(root, hostname=host, boot_id=BOOT_ID, boot_time=None, modules=None)
 
 
 def break_file(monkeypatch, path: str, exc: OSError, on: str = "read") -> None:

@@ -161,7 +161,7 @@ class SnapshotHeader(_Entry):
 # Where a bundle stores the baseline its run graded counters against (``BaselineEntry.file``)
 BASELINE_FILE = "baseline/snapshot.json"
 # the Snapshot.problems keys of a baseline that could not be used, a state file not written
-# (``ibdiag.baseline.BASELINE_PROBLEM``/``STATE_PROBLEM``; test_collect_baseline checks)
+# (``ibdiag.counters.baseline.BASELINE_PROBLEM``/``STATE_PROBLEM``; test_collect_baseline checks)
 _BASELINE_PROBLEMS = ("baseline", "state")
 
 

@@ -20,7 +20,7 @@ from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import SysfsReader, decode_attribute
 
 if TYPE_CHECKING:  # annotations only
-    from ibdiag.baseline import Loaded
+    from ibdiag.counters.baseline import Loaded
 
 # What the replayed Snapshot takes from the manifest's header as it is recorded (what the
 # readers build from the stored files gives the rest).
@@ -161,11 +161,11 @@ def replay(opened: OpenedBundle) -> Snapshot:
 
 
 def replay_baseline(opened: OpenedBundle) -> Optional[Loaded]:
-    """The baseline the bundle's run graded counters against (``ibdiag.baseline.Loaded``: a
+    """The baseline the bundle's run graded counters against (``ibdiag.counters.baseline.Loaded``: a
     snapshot, or why the stored one cannot be used); None when the run had none. Read with
-    ``ibdiag.baseline.parse``, as a ``--baseline`` file is: today's parsers, and a stored
+    ``ibdiag.counters.baseline.parse``, as a ``--baseline`` file is: today's parsers, and a stored
     baseline that is missing or corrupt is a reason, which counters.baseline reports."""
-    from ibdiag.baseline import Loaded, parse
+    from ibdiag.counters.baseline import Loaded, parse
 
     entry = opened.manifest.baseline
     if entry is None or entry.file is None:

@@ -18,8 +18,8 @@ Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that director
     commands/NNN-<argv>.stdout|.stderr
     nccl_inspector/NNN-<dump file name>   (level full)
     baseline/snapshot.json   the baseline the run graded counters against (collect
-                     --baseline/--state), as ``ibdiag.baseline.load`` read it; the manifest's
-                     ``baseline`` names it, with why a baseline could not be used, if so
+                     --baseline/--state), as ``ibdiag.counters.baseline.load`` read it; the
+                     manifest's ``baseline`` names it, with why a baseline could not be used, if so
 
 With a redactor, contents and member names alike pass through its one mapping (an mpirun
 ``-H host`` in an argv, NCCL's ``<hostname>-pid<pid>.log``), and the manifest lists the names
@@ -263,7 +263,7 @@ def _store_baseline(
 ) -> Dict[str, BaselineEntry]:
     """``baseline`` stored as ``BASELINE_FILE``; the manifest's ``baseline`` entry naming it and
     the graded snapshot's baseline/state problems (nothing when there is neither)."""
-    from ibdiag.baseline import BASELINE_PROBLEM, STATE_PROBLEM
+    from ibdiag.counters.baseline import BASELINE_PROBLEM, STATE_PROBLEM
 
     kinds = (BASELINE_PROBLEM, STATE_PROBLEM)
     problems = {key: why for key, why in snapshot.problems.items() if key in kinds}

@@ -180,7 +180,7 @@ def _settings(given: Dict[str, Any]):
     is one line naming the option, exit 3."""
     from pydantic import ValidationError
 
-    from ibdiag.fleet.model import FleetSettings
+    from ibdiag.fleet.report import FleetSettings
 
     values = {name: value for name, value in given.items() if value is not None}
     try:

@@ -139,7 +139,7 @@ def run_command(
     never answered, 3 none did, the run was interrupted, or a usage error.
     """
     from ibdiag.fleet.run import NODE_IBDIAG, RunRequest, execute
-    from ibdiag.fleet.run_model import SUMMARY_NAME
+    from ibdiag.fleet.run_record import SUMMARY_NAME
     from ibdiag.render.inert import inert
 
     if not hostlist and not partition:

@@ -34,13 +34,13 @@ def list_checks(checks_dirs) -> int:
 @checks_dir_option
 def explain(check_id, checks_dirs) -> int:
     """Say what healthy looks like for CHECK_ID, why it matters and what to do."""
-    from ibdiag.catalogue import CATALOGUE
+    from ibdiag.counters.catalogue import catalogue
     from ibdiag.pipeline import load_checks
 
     registry = load_checks(tuple(checks_dirs))
     spec = registry.get(check_id)
-    if spec is None and check_id in CATALOGUE:
-        click.echo(_explain_counter(CATALOGUE[check_id]))
+    if spec is None and check_id in catalogue():
+        click.echo(_explain_counter(catalogue()[check_id]))
         return 0
     if spec is None:
         known = ", ".join(sorted(s.id for s in registry))

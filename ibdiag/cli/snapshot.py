@@ -34,7 +34,7 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
     snapshot = collect(
         sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
     )
-    # as ibdiag.baseline.save writes it: 0600, the node's GUIDs and counters are in it
+    # as ibdiag.counters.baseline.save writes it: 0600, the node's GUIDs and counters are in it
     write_or_print(snapshot.model_dump_json(indent=1) + "\n", output, mode=0o600)
     return 0
 
@@ -45,8 +45,8 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
 @click.option("--all", "show_all", is_flag=True, help="Include counters that read 0.")
 def counters_command(sysfs_root, procfs_root, baseline_path, show_all) -> int:
     """List every counter of every port (known or not) with its category and value."""
-    from ibdiag import baseline
     from ibdiag.collect import collect
+    from ibdiag.counters import baseline
     from ibdiag.render import counters as renderer
 
     snapshot = collect(sysfs_root, procfs_root, {"sysfs"})

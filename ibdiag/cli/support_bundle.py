@@ -122,7 +122,8 @@ def collect_command(
 
 
 def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
-    """The baseline ``collect`` grades against and stores (``ibdiag.baseline.Loaded``), or None.
+    """The baseline ``collect`` grades against and stores (``ibdiag.counters.baseline.Loaded``),
+    or None.
 
     --baseline: a file that cannot be used, or too large for a bundle, is a usage error before
     anything is collected (a bundle for a ticket that silently lacks the change it was taken to
@@ -131,7 +132,7 @@ def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
     """
     if baseline_path and state_path:
         raise click.UsageError("give --baseline or --state, not both")
-    from ibdiag import baseline
+    from ibdiag.counters import baseline
 
     if baseline_path:
         loaded = baseline.load(baseline_path)

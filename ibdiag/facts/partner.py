@@ -194,7 +194,7 @@ class Partner(Fact):
         """The far end's counters by the catalogue's names (``SymbolErrorCounter`` ->
         ``symbol_error``), the -x (or plain) reading with -E's details over it: graded and
         compared exactly like our own port's."""
-        from ibdiag.catalogue import catalogue_name
+        from ibdiag.counters.catalogue import catalogue_name
 
         values = dict(self.counters.counters) if self.counters is not None else {}
         if self.rcv_error_details is not None:
@@ -209,7 +209,7 @@ class Partner(Fact):
     def fixed_width_counter_values(self) -> Dict[str, int]:
         """``error_counter_values`` less what came from ``perfquery -x``: the counters that
         can saturate at their catalogued width (plain perfquery's, -E's); -x's are 64-bit."""
-        from ibdiag.catalogue import catalogue_name
+        from ibdiag.counters.catalogue import catalogue_name
 
         values = {} if self.counters_extended or self.counters is None else self.counters.counters
         details = self.rcv_error_details.counters if self.rcv_error_details is not None else {}

@@ -25,7 +25,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from ibdiag import __version__
 from ibdiag.fleet.drift import find_drift, merged_rails
 from ibdiag.fleet.identity import answers_for, stand_in_note
-from ibdiag.fleet.model import (
+from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
+from ibdiag.fleet.outliers import find_outliers
+from ibdiag.fleet.report import (
     READ_PROBLEMS_LISTED,
     FleetReport,
     FleetSettings,
@@ -33,8 +35,6 @@ from ibdiag.fleet.model import (
     Outlier,
     ReadProblem,
 )
-from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
-from ibdiag.fleet.outliers import find_outliers
 from ibdiag.fleet.switches import (
     blame_switches,
     fails,
@@ -100,8 +100,8 @@ def analyze(
         counts[NOT_RUN] = len(not_run)
     missing = NodeGroup(reason=NO_REPORT, nodes=compress(absent), count=len(absent))
     not_run_groups: Dict[str, Set[str]] = {}
-    for node, why in not_run.items():
-        _add(not_run_groups, why, node)
+    for host, why in not_run.items():
+        _add(not_run_groups, why, host)
     unexpected = [node.host for node in strangers]
     report = FleetReport(
         tool_version=__version__,

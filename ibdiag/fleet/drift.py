@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import Drift, DriftValue, FleetSettings
 from ibdiag.fleet.node import NodeSummary
+from ibdiag.fleet.report import Drift, DriftValue, FleetSettings
 from ibdiag.hostlist import compress
 
 UNKNOWN = "(unknown)"
@@ -101,8 +101,8 @@ def merged_rails(drifts: Sequence[Drift]) -> List[Tuple[Drift, List[int]]]:
     firmware on all eight HCAs is one line, not eight), in their first entry's place."""
     merged: Dict[Tuple[object, ...], Tuple[Drift, List[int]]] = {}
     for drift in drifts:
-        key = (drift.attribute, drift.rail is None, drift.majority, drift.majority_count,
-               tuple(drift.others))  # fmt: skip
+        key: Tuple[object, ...] = (drift.attribute, drift.rail is None, drift.majority,
+                                   drift.majority_count, tuple(drift.others))  # fmt: skip
         if drift.rail is None:
             key += (id(drift),)
         _, rails = merged.setdefault(key, (drift, []))

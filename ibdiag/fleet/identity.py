@@ -57,8 +57,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import NodeGroup, ReadProblem
 from ibdiag.fleet.node import NODE_NAME, NodeSummary
+from ibdiag.fleet.report import NodeGroup, ReadProblem
 from ibdiag.hostlist import compress
 from ibdiag.natural import natural_key
 
@@ -329,7 +329,7 @@ class Machines:
     def _named(self) -> List[Tuple[_Machine, str]]:
         """Every machine with the name it goes by (``_names`` where a host name is shared)."""
         taken = {host for host, machines in self.by_host.items() if len(machines) == 1}
-        named = []
+        named: List[Tuple[_Machine, str]] = []
         for host, machines in self.by_host.items():
             names = [machine.summary.host for machine in machines]
             if len(machines) > 1:

@@ -3,10 +3,11 @@
 The fleet compares nodes; it does not re-grade them. What it needs of a Report is small: the
 verdict and the drain reason (grouped across nodes), what failed where, the inventory (drift:
 firmware, board, model, driver, kernel), per-rail metrics (outliers: bandwidth, error rates)
-and each port's far end (switch blame, rail conformance). ``summarize`` reads exactly that from
-the parsed JSON, tolerating fields an older or newer ibdiag did not write (they are then
-unknown, never guessed), without validating the whole Report model: a fleet of 10,000 level-
-standard reports is read in about 25 s on two cores, and memory holds summaries only.
+and each port's far end (switch blame, rail conformance). ``summarize`` reads exactly that
+through ``ibdiag.fleet.report_view.ReportView``, the typed view of those fields alone: a field
+a report does not hold, or holds as another type, is unknown (never guessed), and costs the
+node that value alone; the whole Report model is not validated. A fleet of 10,000
+level-standard reports is read in about 25 s on two cores, and memory holds summaries only.
 
 A *rail* is an HCA's index among the node's InfiniBand HCAs in natural name order (``mlx5_0``
 is rail 0, ``mlx5_10`` comes after ``mlx5_9``): on a GPU node HCA k of every node is cabled to
@@ -21,12 +22,28 @@ import math
 import re
 import statistics
 from datetime import datetime
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from ibdiag.drain_reason import reason_of
+from ibdiag.fleet.report_view import (
+    CounterIncreasesView,
+    DeviceView,
+    InspectorDumpView,
+    InspectorSampleView,
+    NcclTestsView,
+    PartnerView,
+    Reading,
+    ReportView,
+    ResultView,
+    SnapshotView,
+    Unusable,
+)
 from ibdiag.rails import infiniband_port, rail_numbers
+
+if TYPE_CHECKING:
+    from ibdiag.model import Result
 
 ATTENTION = ("fail", "error", "warn")
 _SEVERITY = ("none", "skip", "pass", "warn", "error", "fail")
@@ -34,7 +51,9 @@ CABLE = "<->"  # results name a cable by both ends: mlx5_3:1<->leaf07/21
 # What a node name may be (Slurm's, DNS's): host lists are written with "[", "," and "-".
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERDICTS = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
-MIN_RATE_WINDOW_HOURS = 1.0  # as ibdiag.deltas: a rate over a shorter interval is per one hour
+MIN_RATE_WINDOW_HOURS = (
+    1.0  # as ibdiag.counters.deltas: a rate over a shorter interval is per one hour
+)
 
 # Metric names (``Metric.name``) and their units.
 IB_WRITE_BW = "ib_write_bw_gbps"  # level full's loopback, Gb/s, per rail
@@ -79,6 +98,9 @@ class PortSummary(_Frozen):
 
 
 class HcaSummary(_Frozen):
+    """One InfiniBand HCA: its rail, and the inventory drift compares rail by rail
+    (``ibdiag.fleet.drift.HCA_ATTRIBUTES``: one model, board and firmware on every rail k)."""
+
     name: str
     rail: int
     hca_type: Optional[str] = None
@@ -138,134 +160,118 @@ def summarize(report: Any, source: str) -> NodeSummary:
     """The NodeSummary of one parsed Report JSON; ``NotAReport`` (one line) when it is not one."""
     if not isinstance(report, dict):
         raise NotAReport(f"not an ibdiag report (a JSON {type(report).__name__})")
-    snapshot = report.get("snapshot")
-    verdict = report.get("verdict")
-    results = report.get("results")
-    if not isinstance(snapshot, dict) or verdict not in VERDICTS or not isinstance(results, list):
+    return summarize_view(ReportView.model_validate(report), source)
+
+
+def summarize_view(view: ReportView, source: str) -> NodeSummary:
+    """The NodeSummary of a Report's view (``ReportView.model_validate_json`` of a report file
+    reads straight into it); ``NotAReport`` (one line) when it is none."""
+    snapshot, verdict, results = view.snapshot, view.verdict, view.results
+    if snapshot is None or verdict not in VERDICTS or results is None:
         raise NotAReport("not an ibdiag report (no verdict, results and snapshot)")
-    host = snapshot.get("host")
-    if not isinstance(host, str) or not host:
+    host = snapshot.host
+    if not host:
         raise NotAReport("the report names no host")
     if not NODE_NAME.fullmatch(host):
         raise NotAReport(f"host name {host[:64]!r} cannot be a node name")
-    findings = [_result(item) for item in results if isinstance(item, dict)]
-    rails = _rails(_dicts(snapshot.get("devices")))
-    numbers = Numbers()
-    ports = _ports(snapshot, rails, findings, numbers)
-    metrics = _metrics(snapshot, rails, report.get("counter_increases"), numbers)
+    rails = _rails(snapshot.devices)
+    unusable: Set[str] = set()
+    ports = _ports(snapshot.devices, rails, results, unusable)
+    increases = view.counter_increases
+    hours = _reading(increases.hours, "counter_increases hours", unusable) if increases else None
+    attention = [result for result in results if result.status in ATTENTION]
     return NodeSummary(
         host=host,
         source=source,
-        level=_text(report.get("level")) or "?",
-        tool_version=_text(report.get("tool_version")) or "?",
-        schema_version=_int(report.get("schema_version")) or 0,
-        collected_at=_time(snapshot.get("collected_at")),
+        level=view.level or "?",
+        tool_version=view.tool_version or "?",
+        schema_version=view.schema_version or 0,
+        collected_at=snapshot.collected_at,
         verdict=verdict,
-        verdict_reason=_text(report.get("verdict_reason")) or "",
-        drain_reason=reason_of([f for f in findings if f.status in ATTENTION]),
-        hcas=_hcas(_dicts(snapshot.get("devices")), rails),
+        verdict_reason=view.verdict_reason or "",
+        # reason_of reads what a ResultView has of a Result: check_id, target, status,
+        # observed (only text is quoted) and subject.
+        drain_reason=reason_of(cast("List[Result]", attention)),
+        hcas=_hcas(snapshot.devices, rails),
         ports=ports,
         failing_elsewhere=sorted(
             {
-                f.target
-                for f in findings
-                if f.status in ("fail", "error")
-                and CABLE not in f.target
-                and f.target not in {port.target for port in ports}
+                r.target
+                for r in results
+                if r.status in ("fail", "error")
+                and CABLE not in r.target
+                and r.target not in {port.target for port in ports}
             }
         ),
-        kernel_release=_text(snapshot.get("kernel_release")),
-        driver_versions={
-            str(k): v for k, v in _mapping(snapshot.get("driver_versions")).items() if _text(v)
-        },
-        boot_id=_text(snapshot.get("boot_id")) or None,
-        guids=_guids(_dicts(snapshot.get("devices"))),
-        metrics=metrics,
-        rate_window_hours=_window(report.get("counter_increases"), numbers),
-        unusable_numbers=sorted(numbers.unusable),
+        kernel_release=snapshot.kernel_release,
+        driver_versions={name: v for name, v in snapshot.driver_versions.items() if v},
+        boot_id=snapshot.boot_id or None,
+        guids=_guids(snapshot.devices),
+        metrics=_metrics(snapshot, rails, increases, hours, unusable),
+        rate_window_hours=hours,
+        unusable_numbers=sorted(unusable),
     )
 
 
 # --- pieces -----------------------------------------------------------------------------------
 
 
-class Finding(NamedTuple):
-    """What a drain reason and a port's status read of a Result (``grade.reason_of`` takes it
-    as it takes a Result): a tuple, as thousands are made per second."""
-
-    check_id: str
-    target: str
-    status: str
-    observed: Any
-    subject: Optional[str]
+def _reading(value: Reading, what: str, unusable: Set[str]) -> Optional[float]:
+    """A measurement's value; None when unknown, and ``what`` added to ``unusable`` when the
+    report says a number no measurement can be (``report_view.UNUSABLE``)."""
+    if isinstance(value, Unusable):
+        unusable.add(what)
+        return None
+    return value
 
 
-def _result(item: Dict[str, Any]) -> Finding:
-    observed = item.get("observed")
-    if _is_number(observed) and _finite(observed) is None:
-        observed = None  # a value no measurement is: nothing for a drain reason to quote
-    return Finding(
-        _text(item.get("check_id")) or "",
-        _text(item.get("target")) or "",
-        _text(item.get("status")) or "",
-        observed,
-        _text(item.get("subject")),
-    )
-
-
-def _rails(devices: List[Dict[str, Any]]) -> Dict[str, int]:
+def _rails(devices: Sequence[DeviceView]) -> Dict[str, int]:
     """Device name -> rail, as ``Snapshot.rails`` numbers them (``ibdiag.rails``)."""
     return rail_numbers(
-        (dev["name"], any(_is_infiniband(port) for port in _dicts(dev.get("ports"))))
+        (dev.name, any(infiniband_port(port.link_layer, port.problems) for port in dev.ports))
         for dev in devices
-        if isinstance(dev.get("name"), str)
+        if dev.name is not None
     )
 
 
-def _is_infiniband(port: Dict[str, Any]) -> bool:
-    """``Port.is_infiniband`` of a port as its JSON says it (``ibdiag.rails.infiniband_port``)."""
-    problems = port.get("problems")
-    return infiniband_port(port.get("link_layer"), problems if isinstance(problems, dict) else {})
-
-
-def _hcas(devices: List[Dict[str, Any]], rails: Dict[str, int]) -> List[HcaSummary]:
+def _hcas(devices: Sequence[DeviceView], rails: Dict[str, int]) -> List[HcaSummary]:
     """The InfiniBand HCAs in rail order."""
     found = [
         HcaSummary(
-            name=dev["name"],
-            rail=rails[dev["name"]],
-            hca_type=_text(dev.get("hca_type")),
-            board_id=_text(dev.get("board_id")),
-            fw_ver=_text(dev.get("fw_ver")),
-            node_guid=_text(dev.get("node_guid")),
+            name=dev.name,
+            rail=rails[dev.name],
+            hca_type=dev.hca_type,
+            board_id=dev.board_id,
+            fw_ver=dev.fw_ver,
+            node_guid=dev.node_guid,
         )
         for dev in devices
-        if dev.get("name") in rails
+        if dev.name is not None and dev.name in rails
     ]
     return sorted(found, key=lambda hca: hca.rail)
 
 
-def _guids(devices: List[Dict[str, Any]]) -> List[str]:
+def _guids(devices: Sequence[DeviceView]) -> List[str]:
     """The devices' node GUIDs, lower case, sorted; none that is all zeros (a virtual function's
     or an unprogrammed one's GUID is the same on every machine)."""
     found = set()
     for dev in devices:
-        guid = _text(dev.get("node_guid"))
+        guid = dev.node_guid
         if guid and guid.strip().lower().replace("0x", "").strip("0:"):
             found.add(guid.strip().lower())
     return sorted(found)
 
 
 def _ports(
-    snapshot: Dict[str, Any],
+    devices: Sequence[DeviceView],
     rails: Dict[str, int],
-    findings: Sequence[Finding],
-    numbers: Numbers,
+    results: Sequence[ResultView],
+    unusable: Set[str],
 ) -> List[PortSummary]:
-    local: Dict[str, List[Finding]] = {}
-    cable: Dict[str, List[Finding]] = {}
+    local: Dict[str, List[ResultView]] = {}
+    cable: Dict[str, List[ResultView]] = {}
     cable_names: Dict[str, str] = {}
-    for result in findings:
+    for result in results:
         if CABLE in result.target:
             near, far = result.target.split(CABLE, 1)
             cable.setdefault(near, []).append(result)
@@ -273,109 +279,109 @@ def _ports(
         else:
             local.setdefault(result.target, []).append(result)
     ports = []
-    for dev in _dicts(snapshot.get("devices")):
-        name = dev.get("name")
-        if not isinstance(name, str):
+    for dev in devices:
+        name = dev.name
+        if name is None:
             continue
-        for port in _dicts(dev.get("ports")):
-            number = _int(port.get("number"))
+        for port in dev.ports:
+            number = port.number
             if number is None:
                 continue
             target = f"{name}:{number}"
             mine, theirs = local.get(target, []), cable.get(target, [])
-            rate = port.get("rate")
             ports.append(
                 PortSummary(
                     target=target,
                     device=name,
                     number=number,
                     rail=rails.get(name),
-                    state=_text(port.get("state_name")),
-                    rate_gbps=numbers.read(rate.get("gbps"), "port rate gbps")
-                    if isinstance(rate, dict)
+                    state=port.state_name,
+                    rate_gbps=_reading(port.rate.gbps, "port rate gbps", unusable)
+                    if port.rate is not None
                     else None,
                     status=_worst(mine),
                     cable_status=_worst(theirs),
                     failing_checks=sorted(
                         {r.check_id for r in (*mine, *theirs) if r.status in ATTENTION}
                     ),
-                    far_end=_far_end(port.get("partner"), cable_names.get(target)),
+                    far_end=_far_end(port.partner, cable_names.get(target)),
                 )
             )
     return ports
 
 
-def _far_end(partner: Any, cable_name: Optional[str]) -> Optional[FarEnd]:
+def _far_end(partner: Optional[PartnerView], cable_name: Optional[str]) -> Optional[FarEnd]:
     """The far end, named as the partner checks name it (``leaf07`` of ``leaf07/21``)."""
-    if not isinstance(partner, dict) or not (partner.get("node_guid") or cable_name):
+    if partner is None or not (partner.node_guid or cable_name):
         return None
     name = cable_name.rsplit("/", 1)[0] if cable_name else None
     return FarEnd(
-        peer_guid=_text(partner.get("node_guid")),
-        peer_name=name or _text(partner.get("description")) or _text(partner.get("node_guid")),
-        peer_port=_int(partner.get("port")),
-        peer_type=_text(partner.get("node_type")),
-        peer_description=_text(partner.get("description")),
+        peer_guid=partner.node_guid,
+        peer_name=name or partner.description or partner.node_guid,
+        peer_port=partner.port,
+        peer_type=partner.node_type,
+        peer_description=partner.description,
     )
 
 
 def _metrics(
-    snapshot: Dict[str, Any], rails: Dict[str, int], increases: Any, numbers: Numbers
+    snapshot: SnapshotView,
+    rails: Dict[str, int],
+    increases: Optional[CounterIncreasesView],
+    hours: Optional[float],
+    unusable: Set[str],
 ) -> List[Metric]:
     metrics: List[Metric] = []
     best: Dict[int, float] = {}
-    for attempt in _dicts(snapshot.get("loopback")):
-        rail = rails.get(attempt.get("client_device"))
-        gbps = numbers.read(attempt.get("gbps"), "loopback gbps")
+    for attempt in snapshot.loopback:
+        rail = rails.get(attempt.client_device) if attempt.client_device is not None else None
+        gbps = _reading(attempt.gbps, "loopback gbps", unusable)
         if rail is not None and gbps is not None:
             best[rail] = max(best.get(rail, gbps), gbps)
     metrics += [Metric(name=IB_WRITE_BW, rail=rail, value=v) for rail, v in sorted(best.items())]
-    busbw = _nccl_tests_busbw(snapshot.get("nccl_tests"), numbers)
+    busbw = _nccl_tests_busbw(snapshot.nccl_tests, unusable)
     if busbw is not None:
         metrics.append(Metric(name=NCCL_TESTS_BUSBW, value=busbw))
     metrics += [
         Metric(name=INSPECTOR_BUSBW_PREFIX + key, value=value)
-        for key, value in sorted(
-            _inspector_busbw(snapshot.get("nccl_inspector_dumps"), numbers).items()
-        )
+        for key, value in sorted(_inspector_busbw(snapshot.nccl_inspector_dumps, unusable).items())
     ]
-    hours = _window(increases, numbers)
-    if hours is not None:
+    if increases is not None and hours is not None:
         rates: Dict[Tuple[str, int], float] = {}
-        for target, counters in _mapping(increases.get("targets")).items():
-            rail = rails.get(str(target).split(":", 1)[0])
-            if rail is None or not isinstance(counters, dict):
+        for target, counters in increases.targets.items():
+            rail = rails.get(target.split(":", 1)[0])
+            if rail is None:
                 continue
             for name, delta in counters.items():
-                value = numbers.read(delta, "counter_increases delta")
+                value = _reading(delta, "counter_increases delta", unusable)
                 if value is not None:
-                    key = (str(name), rail)
+                    key = (name, rail)
                     rates[key] = rates.get(key, 0.0) + value / max(hours, MIN_RATE_WINDOW_HOURS)
         for (name, rail), value in sorted(rates.items()):
             if math.isfinite(value):
                 metrics.append(Metric(name=ERROR_RATE_PREFIX + name, rail=rail, value=value))
             else:  # finite deltas whose sum is not
-                numbers.unusable.add("counter_increases delta")
+                unusable.add("counter_increases delta")
     return metrics
 
 
-def _nccl_tests_busbw(result: Any, numbers: Numbers) -> Optional[float]:
+def _nccl_tests_busbw(result: Optional[NcclTestsView], unusable: Set[str]) -> Optional[float]:
     """The best busbw (GB/s) of the rows of the largest size, as the nccl check reads it."""
-    if not isinstance(result, dict):
+    if result is None:
         return None
-    rows = [row for row in _dicts(result.get("rows")) if _int(row.get("size_bytes")) is not None]
-    if not rows:
+    sizes = [row.size_bytes for row in result.rows if row.size_bytes is not None]
+    if not sizes:
         return None
-    largest = max(_int(row["size_bytes"]) for row in rows)
+    largest = max(sizes)
     values = [
-        numbers.read(half.get("busbw_gbps"), "nccl_tests busbw_gbps")
-        for row in rows
-        if _int(row.get("size_bytes")) == largest
-        for half in (row.get("out_of_place"), row.get("in_place"))
-        if isinstance(half, dict)
+        _reading(half.busbw_gbps, "nccl_tests busbw_gbps", unusable)
+        for row in result.rows
+        if row.size_bytes == largest
+        for half in (row.out_of_place, row.in_place)
+        if half is not None
     ]
-    values = [v for v in values if v is not None]
-    return max(values) if values else None
+    found = [value for value in values if value is not None]
+    return max(found) if found else None
 
 
 # Inspector metrics kept per node: messages from 1 MiB (smaller ones are latency-bound, their
@@ -401,7 +407,7 @@ class _Bucket(NamedTuple):
         return f"{self.collective}:{self.low}-{self.low + 1}{_BUCKET_UNITS[self.unit]}{span}"
 
 
-def _inspector_busbw(dumps: Any, numbers: Numbers) -> Dict[str, float]:
+def _inspector_busbw(dumps: Sequence[InspectorDumpView], unusable: Set[str]) -> Dict[str, float]:
     """``inspector_key`` -> the median busbw (Gb/s) of this node's collective samples with that
     key. A bus bandwidth is only comparable like for like: a 4 KiB AllReduce runs at a fraction
     of a 4 GiB one, and a communicator within one node (NVLink) far above one across nodes, so
@@ -411,13 +417,13 @@ def _inspector_busbw(dumps: Any, numbers: Numbers) -> Dict[str, float]:
     depends on the peer's placement), all but the ``INSPECTOR_SIZES_KEPT`` largest buckets of a
     collective and span, and past ``INSPECTOR_METRICS_MAX`` keys (by collective name)."""
     values: Dict[_Bucket, List[float]] = {}
-    for dump in _dicts(dumps):
-        for sample in _dicts(dump.get("samples")):
-            value = numbers.read(sample.get("bus_bw_gbps"), "nccl_inspector bus_bw_gbps")
+    for dump in dumps:
+        for sample in dump.samples:
+            value = _reading(sample.bus_bw_gbps, "nccl_inspector bus_bw_gbps", unusable)
             bucket = _inspector_bucket(sample)
-            if sample.get("kind") != "coll" or bucket is None or value is None or value <= 0:
+            if sample.kind != "coll" or bucket is None or value is None or value <= 0:
                 continue
-            if (_int(sample.get("message_bytes")) or 0) >= INSPECTOR_MIN_BYTES:
+            if (sample.message_bytes or 0) >= INSPECTOR_MIN_BYTES:
                 values.setdefault(bucket, []).append(value)
     largest: Dict[Tuple[str, Optional[int]], List[_Bucket]] = {}
     for bucket in sorted(values, key=lambda b: (b.unit, b.low), reverse=True):
@@ -440,93 +446,22 @@ def inspector_key(sample: Dict[str, Any]) -> Optional[str]:
     ``n+1`` of the largest 1024-based unit not above the size: a JSON dump's exact 17179869184
     bytes and a Prometheus bucket ``16-17GB`` are the same key) and, when the dump says, how many
     nodes the communicator spans. None when the collective or the size is missing or odd."""
-    bucket = _inspector_bucket(sample)
+    bucket = _inspector_bucket(InspectorSampleView.model_validate(sample))
     return bucket.key if bucket is not None else None
 
 
-def _inspector_bucket(sample: Dict[str, Any]) -> Optional[_Bucket]:
-    collective, size = _text(sample.get("collective")), _int(sample.get("message_bytes"))
+def _inspector_bucket(sample: InspectorSampleView) -> Optional[_Bucket]:
+    collective, size = sample.collective, sample.message_bytes
     if collective is None or not _COLLECTIVE.fullmatch(collective) or size is None or size < 0:
         return None
     unit = 0
     while unit < len(_BUCKET_UNITS) - 1 and size >= 1024 ** (unit + 1):
         unit += 1
-    nodes = _int(sample.get("n_nodes"))
+    nodes = sample.n_nodes
     return _Bucket(collective, nodes if nodes is not None and nodes > 0 else None, unit,
                    size // 1024**unit)  # fmt: skip
 
 
-def _window(increases: Any, numbers: Numbers) -> Optional[float]:
-    if not isinstance(increases, dict):
-        return None
-    return numbers.read(increases.get("hours"), "counter_increases hours")
-
-
-def _worst(results: Sequence[Finding]) -> str:
+def _worst(results: Sequence[ResultView]) -> str:
     statuses = [r.status for r in results if r.status in _SEVERITY]
     return max(statuses, key=_SEVERITY.index) if statuses else "none"
-
-
-def _mapping(value: Any) -> Dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _dicts(value: Any) -> List[Dict[str, Any]]:
-    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
-
-
-def _text(value: Any) -> Optional[str]:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: Any) -> Optional[int]:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _finite(value: Any) -> Optional[float]:
-    """``value`` as a finite float; None for anything else: not a number (``true`` is no
-    number), NaN, an infinity, or an integer too large for a float (``float`` raises)."""
-    if not _is_number(value):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-# No measurement the fleet reads is larger: counters are 64-bit, bandwidths and hours far below.
-MAX_MEASUREMENT = float(2**64)
-
-
-class Numbers:
-    """Reads a report's measurements (bandwidths, counter increases, hours), none of which is
-    below zero or above ``MAX_MEASUREMENT``: a number that is none of them - NaN, infinite, too
-    large for a float or for a 64-bit counter, negative, ``true`` - is unknown (None), never a
-    crash nor a guess, and its field is named in ``unusable``. A field that is absent, null
-    or not a number at all is only unknown: an older or newer ibdiag may write it so."""
-
-    def __init__(self) -> None:
-        self.unusable: Set[str] = set()
-
-    def read(self, value: Any, what: str) -> Optional[float]:
-        if value is None or not isinstance(value, (int, float)):
-            return None
-        number = _finite(value)
-        if number is None or not 0 <= number <= MAX_MEASUREMENT:
-            self.unusable.add(what)
-            return None
-        return number
-
-
-def _time(value: Any) -> Optional[datetime]:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None

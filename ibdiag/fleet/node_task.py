@@ -20,6 +20,15 @@ The time limit is the task's own (one hung node must not hold the run): at ``tim
 check's process group gets SIGTERM (``ibdiag check`` then stops its commands and exits), and
 SIGKILL ``grace_s`` later; the task then reports ``timed_out`` without waiting any longer for a
 process the kernel will not let die.
+
+Why the check is started here and not by the one command runner (``ibdiag.runner.command_runner``),
+which every other command of ibdiag goes through: the runner is made for the tools a check
+reads, and two of its guarantees are wrong for the check itself. It keeps each stream's tail
+in memory (1 MiB by default), where the check's stdout is the report - up to 256 MiB at level
+full - which must reach DIR whole, so it goes straight into the temp file; and at its timeout
+it SIGKILLs the command's whole tree at once, where the check must first get SIGTERM and
+``grace_s`` to stop its own commands through its own runner and exit (the status line says
+which of the two ended it).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import tempfile
 from datetime import datetime, timezone
 from typing import IO, List, NamedTuple, Optional, Sequence
 
-from ibdiag.fleet.run_model import NodeStatus
+from ibdiag.fleet.run_record import NodeStatus
 from ibdiag.write_files import TEMP_PREFIX, TEMP_SUFFIX
 
 KILL_GRACE_S = 10.0  # after SIGTERM, how long the check may take to stop its commands

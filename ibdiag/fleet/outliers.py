@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag.fleet import stats
-from ibdiag.fleet.model import FleetSettings, Outlier
 from ibdiag.fleet.node import (
     ERROR_RATE_PREFIX,
     IB_WRITE_BW,
@@ -28,6 +27,7 @@ from ibdiag.fleet.node import (
     NCCL_TESTS_BUSBW,
     NodeSummary,
 )
+from ibdiag.fleet.report import FleetSettings, Outlier
 
 LOW_IS_BAD = (IB_WRITE_BW, NCCL_TESTS_BUSBW)
 
@@ -59,7 +59,7 @@ def _bandwidth(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Ou
 def _error_rates(nodes: Sequence[NodeSummary], settings: FleetSettings) -> List[Outlier]:
     """Rates of nodes with a baseline; a counter a node does not list on a rail it has is 0."""
     floor = settings.rate_floor_per_hour
-    listed: Dict[Key, List[Tuple[str, float]]] = {}
+    listed: Dict[Tuple[str, int], List[Tuple[str, float]]] = {}
     peers_on_rail: Dict[int, List[str]] = {}  # rail -> hosts that know their rates on it
     for node in nodes:
         if node.rate_window_hours is None:

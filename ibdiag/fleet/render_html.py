@@ -17,13 +17,13 @@ import jinja2
 
 from ibdiag import resources
 from ibdiag.fleet.drift import merged_rails, rail_ranges
-from ibdiag.fleet.model import FleetReport, FleetSettings, Outlier, SuspectSwitch
 from ibdiag.fleet.node import (
     ERROR_RATE_PREFIX,
     IB_WRITE_BW,
     INSPECTOR_BUSBW_PREFIX,
     NCCL_TESTS_BUSBW,
 )
+from ibdiag.fleet.report import FleetReport, FleetSettings, Outlier, SuspectSwitch
 
 # The banner's counts, in this order; a key the report adds beyond these follows them.
 COUNT_ORDER = ("OK", "WARNING", "CRITICAL", "UNKNOWN", "MISSING")

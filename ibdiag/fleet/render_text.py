@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, List, Optional, Sequence
 
 from ibdiag.fleet.drift import merged_rails, rail_ranges
-from ibdiag.fleet.model import (
+from ibdiag.fleet.report import (
     Drift,
     FleetReport,
     NodeGroup,

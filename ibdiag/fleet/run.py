@@ -23,7 +23,13 @@ The steps, each a function a test can call alone:
 3. ``launch``: run it; each task's one status line comes back through srun's stdout
    (``ibdiag-fleet-node: {...}``), srun's own messages are passed on to stderr as they come.
    Once every node has answered, srun gets ``ALL_ANSWERED_GRACE_S`` to end before it is
-   stopped (a step held by a process stuck in the kernel must not hold the run).
+   stopped (a step held by a process stuck in the kernel must not hold the run). srun is the
+   one process ibdiag starts outside the one command runner (``ibdiag.runner.command_runner``;
+   ``sinfo`` goes through it): the runner returns a command's output once it has ended, where
+   srun runs for as long as the slowest node (15 minutes at level full, hours with a wait for
+   busy nodes) and its lines must be read as they come - to count the nodes that answered,
+   to show progress, to stop srun once all have - and on Ctrl-C srun must get SIGTERM (it then
+   cancels the tasks on the nodes), not the runner's SIGKILL.
 4. ``collect``: every expected node answered (its ``DIR/<node>.json`` is there, as big as the
    node said) or not, with the reason - not run (Slurm state), its task's error (time limit,
    check crashed, DIR not writable there), or no answer at all (srun failed, the node died).
@@ -65,7 +71,7 @@ from pydantic import ValidationError
 
 from ibdiag.errors import IbdiagError
 from ibdiag.fleet.node_task import GIVE_UP_S, KILL_GRACE_S
-from ibdiag.fleet.run_model import (
+from ibdiag.fleet.run_record import (
     EXIT_ALL_ANSWERED,
     EXIT_NOTHING_COLLECTED,
     EXIT_SOME_NEVER_ANSWERED,
@@ -500,9 +506,10 @@ def _from_file(out_dir: str, node: str, silent_reason: str) -> NodeOutcome:
     except OSError as exc:
         return NodeOutcome(node=node, answered=False, reason=f"{name}: {exc.strerror}")
     except (ValueError, UnicodeDecodeError, NotAReport) as exc:
-        if not isinstance(exc, NotAReport):
-            exc = f"not JSON ({' '.join(str(exc).split())})"
-        return NodeOutcome(node=node, answered=False, reason=f"{name} is unreadable: {exc}")
+        why = (
+            str(exc) if isinstance(exc, NotAReport) else f"not JSON ({' '.join(str(exc).split())})"
+        )
+        return NodeOutcome(node=node, answered=False, reason=f"{name} is unreadable: {why}")
     return NodeOutcome(node=node, answered=True, verdict=verdict, report=name)
 
 
@@ -583,6 +590,7 @@ class RunRequest(NamedTuple):
 
 
 SINFO_TIMEOUT_S = 60.0
+MAX_SINFO_BYTES = 64 << 20  # sinfo --Node of 100,000 nodes in two partitions: about 3 MiB
 
 
 def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
@@ -669,22 +677,30 @@ def execute(request: RunRequest, on_message: Callable[[str], None]) -> FleetRun:
 
 
 def _slurm_states(request: RunRequest, odd: Optional[List[str]] = None) -> Dict[str, str]:
+    """Slurm's state of the asked-for nodes: ``sinfo`` run by the one command runner."""
+    from ibdiag.runner.command_runner import Runner
+
     argv = sinfo_argv(request.sinfo, request.hostlist, request.partition)
-    try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=SINFO_TIMEOUT_S,
-            check=False,
-        )
-    except OSError as exc:
-        raise RunError(f"cannot run {argv[0]}: {exc.strerror}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise RunError(f"{argv[0]} did not answer in {SINFO_TIMEOUT_S:g} s") from exc
-    if done.returncode != 0:
-        said = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
-        raise RunError(
-            f"{argv[0]} exited {done.returncode}" + (f": {said[-1].strip()}" if said else "")
-        )
-    return parse_sinfo(done.stdout.decode("utf-8", errors="replace"), odd)
+    runner = Runner(
+        timeout_s=SINFO_TIMEOUT_S,
+        deadline_s=SINFO_TIMEOUT_S,
+        max_workers=1,
+        output_cap=MAX_SINFO_BYTES,
+        total_output_cap=None,
+        deadline_name="sinfo's time limit",
+    )
+    done = runner.run(argv)
+    if done.timed_out:
+        raise RunError(f"{argv[0]} did not answer in {SINFO_TIMEOUT_S:g} s")
+    if done.not_found:
+        raise RunError(f"cannot run {argv[0]}: No such file or directory")
+    if done.permission_denied:
+        raise RunError(f"cannot run {argv[0]}: Permission denied")
+    if done.error or done.skipped:
+        raise RunError(f"cannot run {argv[0]}: {done.error or done.skipped}")
+    if done.rc != 0:
+        said = done.stderr.strip().splitlines()
+        raise RunError(f"{argv[0]} exited {done.rc}" + (f": {said[-1].strip()}" if said else ""))
+    if done.stdout_truncated:  # its head is gone: nodes would be missing without a word
+        raise RunError(f"{argv[0]} printed more than {MAX_SINFO_BYTES >> 20} MiB")
+    return parse_sinfo(done.stdout, odd)

@@ -16,7 +16,7 @@ import math
 import sys
 from typing import NamedTuple, Optional, Sequence
 
-from ibdiag.fleet.model import FleetSettings
+from ibdiag.fleet.report import FleetSettings
 
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally spread values
 LOW, HIGH = "low", "high"  # which side is bad: bandwidth low, error rates high

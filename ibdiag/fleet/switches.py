@@ -51,8 +51,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from ibdiag.fleet.model import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.fleet.node import FarEnd, NodeSummary, PortSummary
+from ibdiag.fleet.report import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.hostlist import compress
 from ibdiag.natural import natural_key
 
@@ -129,7 +129,7 @@ def _switches(
                         checks=list(port.failing_checks),
                     )
                 )
-            elif outlying and (node.host, port.rail) in outlying:
+            elif outlying and port.rail is not None and (node.host, port.rail) in outlying:
                 switch.outlying.append(
                     SwitchPort(
                         peer_port=far.peer_port,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from ibdiag.catalogue import lookup
-from ibdiag.deltas import Comparison, compare
+from ibdiag.counters.catalogue import lookup
+from ibdiag.counters.deltas import Comparison, compare
 from ibdiag.model import Snapshot
 from ibdiag.render.inert import inert
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import jinja2
 
 from ibdiag import resources
-from ibdiag.catalogue import lookup
+from ibdiag.counters.catalogue import lookup
 from ibdiag.facts import Fact, fact_fields
 from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status

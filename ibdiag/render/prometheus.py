@@ -7,7 +7,7 @@ costs nothing on the quick check path and adds no dependency.
 
 Metric scheme (every name starts with ``ibdiag_``; values in base units):
 
-Counters, one family per counter name, HELP from ``ibdiag.catalogue``:
+Counters, one family per counter name, HELP from ``ibdiag.counters.catalogue``:
 
 - ``ibdiag_port_<name>_total{device,port}``: each entry of a port's ``counters``
   (counters/ and counters_ext/). ``<name>`` is the sysfs name lower-cased with a leading
@@ -122,7 +122,7 @@ import math
 import re
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from ibdiag.catalogue import lookup
+from ibdiag.counters.catalogue import lookup
 from ibdiag.facts.partner import CABLE, Partner, cable_name
 from ibdiag.hca_capabilities import model_key
 from ibdiag.model import Report, Status

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Tuple
 
-from ibdiag.catalogue import catalogue_name
+from ibdiag.counters.catalogue import catalogue_name
 from ibdiag.facts.partner import Partner, short_name
 from ibdiag.render.inert import inert
 

@@ -16,7 +16,8 @@ as a lone surrogate (PEP 383), which JSON cannot carry, and a name may hold a sp
   ``65536`` are recorded as not a port and not read.
 - **command lines**: a device or netdev name goes into a command's argv (perfquery ``-C``,
   ethtool, ib_write_bw ``-d``) only when it matches a conservative pattern; any other name is one
-  problem on its device or netdev, and no command is run for it (each family's ``plan``, ``ibdiag.families``).
+  problem on its device or netdev, and no command is run for it (each family's ``plan``:
+  ``ibdiag.families``).
 """
 
 from __future__ import annotations

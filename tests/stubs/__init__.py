@@ -109,9 +109,9 @@ def partner_perfquery(prefix: str = "switch-hdr") -> Dict[str, str]:
     }
 
 
-def marker() -> str:
+def marker(seconds: int = 1000) -> str:
     """A sleep duration no other process uses: its argv finds strays in /proc."""
-    return f"1000.{os.getpid()}{next(_MARKS):04d}"
+    return f"{seconds}.{os.getpid()}{next(_MARKS):04d}"
 
 
 def processes_with(mark: str) -> List[str]:
@@ -136,6 +136,11 @@ def wait_no_strays(mark: str, within: float = 5.0) -> List[str]:
     while processes_with(mark) and time.monotonic() < end:
         time.sleep(0.05)
     return processes_with(mark)
+
+
+def assert_no_strays(mark: str, within: float = 3.0) -> None:
+    """Nothing with ``mark`` in its command line is left ``within`` seconds from now."""
+    assert wait_no_strays(mark, within) == []
 
 
 # -- script bodies -----------------------------------------------------------------------------
@@ -315,25 +320,29 @@ def first_blocks(capture: PathLike, start: str, count: int, dest: PathLike) -> s
 
 def write_procfs(
     root: PathLike,
-    boot_time: float,
-    hostname: str = "node001",
+    boot_time: Optional[float] = 1_700_000_000,
+    hostname: Optional[str] = "node001",
     boot_id: str = "5d1c7a0e-4f4b-4a55-9c1e-2b6f0e7d9a01",
-    modules: Sequence[str] = ("mlx5_ib", "mlx5_core", "ib_uverbs", "ib_umad", "ib_core"),
+    modules: Optional[Sequence[str]] = ("mlx5_ib", "mlx5_core", "ib_uverbs", "ib_umad", "ib_core"),
 ) -> str:
-    """A procfs directory with what ibdiag reads: hostname, boot_id, stat (btime), modules."""
+    """A procfs directory with what ibdiag reads: hostname, boot_id, stat (btime), modules.
+    ``None`` leaves that file out (no hostname, no stat, no modules: as a container may)."""
     proc = Path(root)
     (proc / "sys" / "kernel" / "random").mkdir(parents=True, exist_ok=True)
-    (proc / "sys" / "kernel" / "hostname").write_text(hostname + "\n")
+    if hostname is not None:
+        (proc / "sys" / "kernel" / "hostname").write_text(hostname + "\n")
     (proc / "sys" / "kernel" / "random" / "boot_id").write_text(boot_id + "\n")
-    (proc / "stat").write_text(
-        "cpu  4705 356 584 3699176 3257 0 45 0 0 0\n"
-        "cpu0 2399 190 301 1849223 1596 0 37 0 0 0\n"
-        "intr 1462898 0 9 0 0 0 0 3 0 1 0\n"
-        "ctxt 3018437\n"
-        f"btime {int(boot_time)}\n"
-        "processes 26442\nprocs_running 1\nprocs_blocked 0\n"
-    )
-    (proc / "modules").write_text(
-        "".join(f"{name} 1 0 - Live 0x0000000000000000\n" for name in modules)
-    )
+    if boot_time is not None:
+        (proc / "stat").write_text(
+            "cpu  4705 356 584 3699176 3257 0 45 0 0 0\n"
+            "cpu0 2399 190 301 1849223 1596 0 37 0 0 0\n"
+            "intr 1462898 0 9 0 0 0 0 3 0 1 0\n"
+            "ctxt 3018437\n"
+            f"btime {int(boot_time)}\n"
+            "processes 26442\nprocs_running 1\nprocs_blocked 0\n"
+        )
+    if modules is not None:
+        (proc / "modules").write_text(
+            "".join(f"{name} 1 0 - Live 0x0000000000000000\n" for name in modules)
+        )
     return str(proc)

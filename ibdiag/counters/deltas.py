@@ -154,6 +154,7 @@ def previous_partner(baseline: Snapshot, partner: Partner) -> Optional[Partner]:
             then = port.partner
             if (
                 then is not None
+                and then.counters is not None
                 and then.has_error_counters
                 and not then.counters.mad_error
                 and then.node_guid == partner.node_guid

@@ -10,15 +10,17 @@ does not restart a switch's counters.
 
 Only counters the catalogue files as ``error`` (``ibdiag explain``) and only those that went
 up are listed: a node whose listing is empty had none increase over ``hours``. Deltas follow
-``ibdiag.deltas`` (never negative; a counter that restarted counts from zero). Pure functions.
+``ibdiag.counters.deltas`` (never negative; a counter that restarted counts from zero). Pure
+functions.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Optional
 
-from ibdiag.catalogue import lookup
-from ibdiag.deltas import compare, previous_partner
+from ibdiag.counters.catalogue import lookup
+from ibdiag.counters.deltas import Comparison, compare, previous_partner
+from ibdiag.facts.partner import Partner
 from ibdiag.model import CounterIncreases, Snapshot
 
 
@@ -33,7 +35,9 @@ def counter_increases(
         return None
     targets: Dict[str, Dict[str, int]] = {}
 
-    def add(target: str, directory: str, now: Dict[str, int], then: Optional[Dict[str, int]]):
+    def add(
+        target: str, directory: str, now: Dict[str, int], then: Optional[Dict[str, int]]
+    ) -> None:
         if then is None:
             return
         for change in comparison.changes(now, then):
@@ -56,7 +60,12 @@ def counter_increases(
 PARTNER_PREFIX = "partner:"
 
 
-def _add_partner(targets, target: str, partner, comparison) -> None:
+def _add_partner(
+    targets: Dict[str, Dict[str, int]],
+    target: str,
+    partner: Optional[Partner],
+    comparison: Comparison,
+) -> None:
     """The far end's error counters that went up since the baseline's reading of that port."""
     if partner is None or partner.counters is None or partner.counters.mad_error:
         return

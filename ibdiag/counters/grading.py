@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ibdiag.catalogue import CounterInfo, lookup, rule_for
-from ibdiag.deltas import MIN_RATE_WINDOW_HOURS, Change, Comparison
+from ibdiag.counters.catalogue import CounterInfo, lookup, rule_for
+from ibdiag.counters.deltas import MIN_RATE_WINDOW_HOURS, Change, Comparison
 from ibdiag.model import Result, Status
 from ibdiag.thresholds import CounterRule, Thresholds
 
