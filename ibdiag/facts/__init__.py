@@ -12,12 +12,14 @@ Conventions every family follows:
 - values are what the tool printed, typed (int counters, float Gb/s), never re-derived.
 """
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Type
+
+from pydantic import BaseModel
 
 from ibdiag.facts._base import Fact
 
 
-def fact_fields(model: type) -> List[str]:
+def fact_fields(model: Type[BaseModel]) -> List[str]:
     """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type)."""
 
     def holds_fact(annotation: Any) -> bool:
@@ -28,7 +30,7 @@ def fact_fields(model: type) -> List[str]:
     return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]
 
 
-def unset_facts(model: type) -> Dict[str, Any]:
+def unset_facts(model: Type[BaseModel]) -> Dict[str, Any]:
     """The fact fields of ``model`` as the files alone give them: None, and an empty ``facts``
     map (the families without a named field keep theirs there)."""
     return {name: {} if name == "facts" else None for name in fact_fields(model)}

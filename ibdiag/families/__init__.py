@@ -61,7 +61,9 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Type
+
+from pydantic import BaseModel
 
 from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.families._traffic import TrafficContext
@@ -256,7 +258,7 @@ def apply(snap: Snapshot, update: Update, family: str = "?") -> Snapshot:
 
 
 def _checked(
-    model: type, fields: Mapping[str, Any], family: str, facts: Mapping[str, Any]
+    model: Type[BaseModel], fields: Mapping[str, Any], family: str, facts: Mapping[str, Any]
 ) -> Dict[str, Any]:
     """``fields`` validated against ``model``'s fact fields; ``facts`` (the model's map now)
     merged with the new entries."""
@@ -289,18 +291,18 @@ def _named_facts(value: Any, family: str) -> Dict[str, Any]:
 
 
 @cache
-def _fact_fields(model: type) -> frozenset:
+def _fact_fields(model: Type[BaseModel]) -> frozenset:
     from ibdiag.facts import fact_fields
 
     return frozenset(fact_fields(model))
 
 
 @cache
-def _adapter(model: type, name: str) -> Any:
+def _adapter(model: Type[BaseModel], name: str) -> Any:
     from pydantic import ConfigDict, TypeAdapter
 
     # Facts the family built are instances already: checked for their type, not rebuilt.
-    annotation = model.model_fields[name].annotation
+    annotation: Any = model.model_fields[name].annotation
     return TypeAdapter(annotation, config=ConfigDict(revalidate_instances="never"))
 
 
