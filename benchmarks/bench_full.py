@@ -35,7 +35,7 @@ sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
 import stubs as S  # noqa: E402
 from bench_quick import build_tree, child_env, spawn  # noqa: E402
 
-from ibdiag.sources.active import SERVER_START_S  # noqa: E402
+from ibdiag.families.loopback.traffic import SERVER_START_S  # noqa: E402
 
 HEALTHY = S.fixture(
     "perftest", "superbench-ib_write_bw-loopback-8M-azure-hdr-ib0-server-client-interleaved.txt"

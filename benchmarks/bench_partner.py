@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What reading the far end of every cable costs a level-standard run: 8 ports, with and without.
 
-Level standard reads the far end of each ACTIVE InfiniBand port (``ibdiag.sources.partner``: a
-chain of smpquery/perfquery runs per port over the direct route 0,1) alongside the node's own
+Level standard reads the far end of each ACTIVE InfiniBand port (``ibdiag.families.partner``:
+a chain of smpquery/perfquery runs per port over the direct route 0,1) alongside the node's own
 commands. Issue 14's target: those chains run concurrently with the rest, so they add at most
 30% to the run's wall time.
 

@@ -92,12 +92,18 @@ def runner_sweep(
     tree: str, stubs: S.StubBin, workers: Sequence[int], deadline: float
 ) -> List[Dict[str, float]]:
     """The same planned commands through the Runner alone (in-process), per pool size."""
+    from datetime import datetime, timezone
+
+    from ibdiag import __version__, families
+    from ibdiag.model import Snapshot
     from ibdiag.runner.command_runner import Runner
-    from ibdiag.sources import plan, sysfs
+    from ibdiag.sources import sysfs
 
     devices, _ = sysfs.read_devices(sysfs.SysfsReader(tree))
-    commands = plan.commands_for(devices, {"perfquery", "ethtool", "kernel_log", "ibstat",
-                                           "ibv_devinfo"})  # fmt: skip
+    node = Snapshot(tool_version=__version__, host="bench", collected_at=datetime.now(timezone.utc),
+                    sysfs_root=tree, procfs_root="/proc", devices=devices)  # fmt: skip
+    needs = ["perfquery", "ethtool", "kernel_log", "ibstat", "ibv_devinfo"]
+    commands = [item for item in families.plan(node, needs) if not item.refused]
     rows = []
     for count in workers:
         runner = Runner(timeout_s=deadline, deadline_s=deadline, max_workers=count, path=stubs.path)

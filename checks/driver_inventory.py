@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Iterator, List, Optional, Set
 
-from ibdiag import roles
-from ibdiag.command_results import command_line, symptom, symptom_result
 from ibdiag.facts.inventory import Listing
 from ibdiag.model import Result, Snapshot, Status
+from ibdiag.outcome_results import symptom_result
 from ibdiag.registry import check
 from ibdiag.thresholds import Thresholds
 
-# (the tool, the role of its run, the stack it speaks for)
+# (the tool, the stack it speaks for)
 _TOOLS = (
-    ("ibstat", roles.IBSTAT, "management (umad/MAD)"),
-    ("ibv_devinfo", roles.IBV_DEVINFO, "verbs"),
+    ("ibstat", "management (umad/MAD)"),
+    ("ibv_devinfo", "verbs"),
 )
 _HINT = "check that ib_umad/ib_uverbs/mlx5_ib are loaded and /dev/infiniband/* is accessible"
 
@@ -44,22 +43,22 @@ def driver_inventory(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     """
     in_sysfs: Set[str] = {dev.name for dev in snap.devices}
     graded = sorted(name for name in in_sysfs if not th.ignores(name))
-    for tool, role, stack in _TOOLS:
+    for tool, stack in _TOOLS:
         listing = _listing(snap, tool)
-        run = snap.run(role)
-        command = command_line(snap, role, otherwise=tool)
+        outcome = listing.outcome if listing is not None else None
+        command = outcome.command if outcome is not None else tool
         if listing is None:
             yield Result(target="node", status=Status.SKIP,
-                         message=f"`{tool}` was not collected (level quick, or an older bundle)",
+                         message=f"`{tool}` was not collected (level quick, or not planned here)",
                          evidence=[command])  # fmt: skip
             continue
         if listing.unusable is not None:
             # Failing while sysfs lists HCAs is the stack not seeing what the kernel has.
-            what = symptom(run, failing_counts=bool(graded))
-            if run is not None and what:
-                listed = f"the {len(graded)} HCAs sysfs lists" if graded else "this node"
+            what = outcome.symptom(failing_counts=bool(graded)) if outcome is not None else None
+            if outcome is not None and what:
+                where = f"the {len(graded)} HCAs sysfs lists" if graded else "this node"
                 yield symptom_result(
-                    "node", run, what, listed, f"a hung or broken {stack} stack?",
+                    "node", outcome, what, where, f"a hung or broken {stack} stack?",
                     f"{_HINT}; the kernel log for mlx5 errors",
                 )  # fmt: skip
                 continue

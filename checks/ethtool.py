@@ -2,37 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, NamedTuple, Optional
 
 from ibdiag import roles
-from ibdiag.command_results import (
-    command_line,
-    not_supported,
-    skipped,
-    symptom,
-    symptom_result,
-    usable_run,
-)
 from ibdiag.counters.catalogue import lookup
 from ibdiag.counters.deltas import Comparison, compare
 from ibdiag.counters.grading import grade_errors, since_phrase
-from ibdiag.model import Device, Port, Result, Snapshot, Status
+from ibdiag.facts.outcome import RunOutcome
+from ibdiag.model import Device, NetDev, Port, Result, Snapshot, Status
+from ibdiag.outcome_results import evidence, skipped, symptom_result, why_no_data
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
 
 
-def _failing_counts(run, port) -> bool:
-    """A non-zero exit is a finding on an ACTIVE port's netdev, unless the driver has no
-    statistics to give (ethtool's "Operation not supported": not an mlx5 netdev)."""
-    return port.state == ACTIVE and not not_supported(run)
+def _outcome(port: Optional[Port]) -> Optional[RunOutcome]:
+    """What became of the ethtool -S run of the port's netdev; None when it was not run (or a
+    reading stored without it)."""
+    netdev = port.netdev if port is not None else None
+    stats = netdev.ethtool if netdev is not None else None
+    return stats.outcome if stats is not None else None
 
 
 def _counters(port: Optional[Port]) -> Optional[Dict[str, int]]:
     """The port's netdev's ethtool -S counters; None when none were read."""
     netdev = port.netdev if port is not None else None
     stats = netdev.ethtool if netdev is not None else None
-    return stats.counters if stats is not None else None
+    if stats is None or (stats.outcome is not None and stats.outcome.no_data is not None):
+        return None
+    return stats.counters
 
 
 def _previous(
@@ -45,6 +43,28 @@ def _previous(
     if then.netdev.name != port.netdev.name:
         return None  # renamed: not the statistics the baseline read
     return _counters(then)
+
+
+class _Read(NamedTuple):
+    """What ethtool -S gave for one graded port's netdev."""
+
+    dev: Device
+    port: Port
+    netdev: NetDev
+    role: roles.Role
+    counters: Optional[Dict[str, int]]  # None: none were read
+    outcome: Optional[RunOutcome]  # None: not collected
+    evidence: str  # the command line as it ran (the role, when nothing ran)
+
+
+def _reads(snap: Snapshot, th: Thresholds) -> Iterator[_Read]:
+    """The reading of every graded port that has a netdev."""
+    for dev, port in graded_ports(snap, th):
+        if port.netdev is not None:
+            role = roles.ethtool_stats(port.netdev.name)
+            outcome = _outcome(port)
+            used = evidence(outcome, role)
+            yield _Read(dev, port, port.netdev, role, _counters(port), outcome, used)
 
 
 @check(
@@ -72,30 +92,27 @@ def ethtool_errors(
     (mlnx_qos) and switch; out_of_buffer - the application's receive posting.
     """
     comparison = compare(snap, baseline) if baseline is not None else None
-    for dev, port in graded_ports(snap, th):
-        if port.netdev is None:
-            continue
-        role = roles.ethtool_stats(port.netdev.name)
-        counters = _counters(port)
+    for dev, port, netdev, role, counters, outcome, used in _reads(snap, th):
         if not counters:
-            run = snap.run(role)
-            what = symptom(run, failing_counts=run is not None and _failing_counts(run, port))
-            if run is not None and what:
+            # A non-zero exit is a finding on an ACTIVE port's netdev; a driver without
+            # statistics (NOT_SUPPORTED: not an mlx5 netdev) is not.
+            what = outcome.symptom(failing_counts=port.state == ACTIVE) if outcome else None
+            if outcome is not None and what:
                 state = "ACTIVE port" if port.state == ACTIVE else "port"
                 yield symptom_result(
-                    dev.target(port), run, what, f"{port.netdev.name} of {state} "
+                    dev.target(port), outcome, what, f"{netdev.name} of {state} "
                     f"{dev.target(port)}", "a hung or failing driver (mlx5_core) or firmware?",
                     "run it by hand; check the kernel log for mlx5_core errors; send the bundle",
                 )  # fmt: skip
                 continue
-            _, why = usable_run(snap, role)
-            yield skipped(dev.target(port), why or "ethtool -S printed no counters",
-                          command_line(snap, role))  # fmt: skip
+            gave = outcome is not None and outcome.no_data is None
+            why = None if gave else why_no_data(outcome, role)
+            yield skipped(dev.target(port), why or "ethtool -S printed no counters", used)
             continue
         previous = _previous(comparison, dev, port)
         results = grade_errors(
             dev.target(port), counters, previous, comparison if previous else None, th,
-            directory="ethtool", command=command_line(snap, role),
+            directory="ethtool", command=used,
         )  # fmt: skip
         if results:
             yield from results
@@ -103,9 +120,9 @@ def ethtool_errors(
             yield Result(
                 target=dev.target(port),
                 status=Status.PASS,
-                message=f"{port.netdev.name}: no catalogued error counters in "
+                message=f"{netdev.name}: no catalogued error counters in "
                 "ethtool -S (not an mlx5 netdev?)",
-                evidence=[command_line(snap, role)],
+                evidence=[used],
             )
 
 
@@ -125,11 +142,7 @@ def ethtool_pause(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) 
     What to do: compare across the node's ports and the job's nodes; check ECN/DCQCN settings.
     """
     comparison = compare(snap, baseline) if baseline is not None else None
-    for dev, port in graded_ports(snap, th):
-        if port.netdev is None:
-            continue
-        role = roles.ethtool_stats(port.netdev.name)
-        counters = _counters(port)
+    for dev, port, netdev, _, counters, _, used in _reads(snap, th):
         if not counters:
             continue  # ethtool.errors already said why
         congestion = {n: v for n, v in counters.items() if lookup(n).category == "congestion"}
@@ -145,5 +158,5 @@ def ethtool_pause(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) 
             nonzero = [f"{name} {value}" for name, value in sorted(congestion.items()) if value]
             text = "since boot or the last reset: " + (", ".join(nonzero) or "none")
         yield Result(target=dev.target(port), status=Status.PASS,
-                     message=f"{port.netdev.name} pause/congestion {text}",
-                     evidence=[command_line(snap, role)])  # fmt: skip
+                     message=f"{netdev.name} pause/congestion {text}",
+                     evidence=[used])  # fmt: skip

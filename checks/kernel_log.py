@@ -6,21 +6,20 @@ from collections import OrderedDict
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from ibdiag import roles
-from ibdiag.command_results import command_line, symptom, symptom_result
 from ibdiag.model import Result, Snapshot, Status
+from ibdiag.outcome_results import evidence, symptom_result
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
 _STATUS = {"fail": Status.FAIL, "warn": Status.WARN, "info": Status.PASS}
-_RUNS = (roles.KERNEL_LOG, roles.KERNEL_LOG_FALLBACK)  # dmesg, then journalctl -k
-_NOT_COLLECTED = "not collected (level quick, or an older bundle)"
+_NOT_COLLECTED = "not collected (level quick, or not planned here)"
 
 
 def _signatures():
     """The signature table (titles, severities, hints), loaded when a standard-level check
     runs: a quick run only registers this module."""
-    from ibdiag.kernel_signatures import SIGNATURES
+    from ibdiag.families.kernel_log.signatures import SIGNATURES
 
     return {signature.id: signature for signature in SIGNATURES}
 
@@ -55,22 +54,23 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
     """
     # dmesg (or journalctl) hanging, crashing or unable to execute is a symptom of its own,
     # even when the other stood in; failing (restricted: dmesg_restrict) is not.
+    log = snap.kernel_log
+    tried = log.runs if log is not None else []
     hung = 0
-    for role in _RUNS:
-        failed = snap.run(role)
-        what = symptom(failed)
-        if failed is not None and what:
+    for outcome in tried:  # dmesg, then journalctl -k
+        what = outcome.symptom()
+        if what:
             hung += 1
-            yield symptom_result("node", failed, what, "this node",
+            yield symptom_result("node", outcome, what, "this node",
                                  "reading the kernel log hung or died: the kernel, journald?",
                                  "run it by hand; check journald and the kernel")  # fmt: skip
-    log = snap.kernel_log
     if log is None or log.role is None:
         if not hung:  # restricted, absent: nothing to judge, say why
             why = "; ".join(log.unusable) if log is not None else _NOT_COLLECTED
+            dmesg = next((one for one in tried if one.role == roles.KERNEL_LOG), None)
             yield Result(target="node", status=Status.SKIP,
                          message=f"kernel log unavailable: {why}",
-                         evidence=[command_line(snap, roles.KERNEL_LOG)])  # fmt: skip
+                         evidence=[evidence(dmesg, roles.KERNEL_LOG)])  # fmt: skip
         return
     signatures = _signatures()
     cutoff, since = _cutoff(snap, baseline)
@@ -82,7 +82,8 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
         if finding.device is not None and finding.device not in graded:
             continue  # an ignored HCA (every HCA is mapped, so its lines are not the node's)
         grouped.setdefault((finding.signature, finding.device), []).append(finding)
-    evidence = [command_line(snap, log.role)]
+    read = next((one for one in tried if one.role == log.role), None)
+    used = [evidence(read, log.role)]
     for (signature_id, device), findings in grouped.items():
         signature = signatures.get(signature_id)
         title = signature.title if signature else signature_id
@@ -94,10 +95,10 @@ def kernel_log(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
             message=f"{title} ({len(findings)} line(s) {since}); last: {last[:160]}",
             observed=signature_id,  # the stable part: a drain reason names this, not the line
             hint=signature.hint if signature else None,
-            evidence=evidence,
+            evidence=used,
         )
     if not grouped:
         yield Result(target="node", status=Status.PASS,
                      message=f"no HCA fault signature in {log.lines_after(cutoff)} kernel-log "
                      f"lines {since}",
-                     evidence=evidence)  # fmt: skip
+                     evidence=used)  # fmt: skip

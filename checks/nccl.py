@@ -7,7 +7,9 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag import roles
 from ibdiag.facts.nccl import InspectorSample
-from ibdiag.model import CommandRun, Result, Snapshot, Status
+from ibdiag.facts.outcome import NoData, RunOutcome
+from ibdiag.model import Result, Snapshot, Status
+from ibdiag.outcome_results import evidence as outcome_evidence
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports
 from ibdiag.thresholds import Thresholds
@@ -172,13 +174,11 @@ def _size(size: Optional[int]) -> str:
     return f"{size} B"
 
 
-def _nccl_run(snap: Snapshot) -> Optional[CommandRun]:
-    """The nccl-tests run the config asked for: the one recorded with that role. Never found
-    by its program's name: nccl-tests built with NAME_SUFFIX=_mpi or a site's wrapper script
-    is the run as much as all_reduce_perf is, and another *_perf run is not it. Read for why
-    it failed (never started, timed out) and its argv as evidence; what it printed is
-    ``snap.nccl_tests``."""
-    return snap.run(roles.NCCL_TESTS)
+def _not_runnable(run: RunOutcome) -> bool:
+    """Not installed, or not executable as this user: the configured program is wrong."""
+    return run.no_data == NoData.NOT_INSTALLED or (
+        run.no_data == NoData.NO_PERMISSION and run.rc is None
+    )
 
 
 def _cross_node_floor(snap: Snapshot, th: Thresholds, hosts: int) -> Tuple[Optional[float], str]:
@@ -216,26 +216,28 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     NET/IB error names the HCA: check its link and counters; low bandwidth: run ib_write_bw
     per HCA (perftest.bandwidth) and look at topology.gpu_hca.
     """
-    run = _nccl_run(snap)
-    if run is None:
+    parsed = snap.nccl_tests
+    if parsed is None:
+        problem = snap.problems.get("interpret.nccl_tests")
+        if problem is not None:  # it ran, but the interpret step broke: its reason is recorded
+            yield Result(target="node", status=Status.ERROR,
+                         message=f"nccl-tests output not interpreted: {problem}")  # fmt: skip
+            return
         yield Result(target="node", status=Status.SKIP,
                      message="nccl-tests not run (set nccl_tests in ibdiag.toml)")  # fmt: skip
         return
-    evidence = [" ".join(run.argv)]
-    if run.skipped:  # the deadline left no time for it
-        yield Result(target="node", status=Status.SKIP, message=f"nccl-tests {run.failure()}",
+    # The run of role nccl-tests, found by role alone: nccl-tests built with NAME_SUFFIX=_mpi
+    # or a site's wrapper script is the run as much as all_reduce_perf is.
+    run = parsed.outcome
+    evidence = [outcome_evidence(run, roles.NCCL_TESTS)]
+    if run is not None and run.no_data == NoData.NOT_STARTED:  # the deadline left no time
+        yield Result(target="node", status=Status.SKIP, message=f"nccl-tests {run.reason}",
                      evidence=evidence)  # fmt: skip
         return
-    if run.not_found or run.permission_denied:
-        yield Result(target="node", status=Status.WARN, message=f"nccl-tests: {run.failure()}",
+    if run is not None and _not_runnable(run):
+        yield Result(target="node", status=Status.WARN, message=f"nccl-tests: {run.reason}",
                      observed="not-runnable", evidence=evidence,
                      hint="nccl_tests in the config: the path of all_reduce_perf")  # fmt: skip
-        return
-    parsed = snap.nccl_tests
-    if parsed is None:  # it ran, so only a broken interpret step leaves this unset
-        problem = snap.problems.get("interpret.nccl_tests", "no parsed output")
-        yield Result(target="node", status=Status.ERROR, evidence=evidence,
-                     message=f"nccl-tests output not interpreted: {problem}")  # fmt: skip
         return
     found = False
     for warning in parsed.warnings:
@@ -247,20 +249,23 @@ def nccl_tests(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                          hint="the HCA's link dropped or corrupted traffic: check its "
                          "counters, cable and the switch port")  # fmt: skip
     problems = list(parsed.errors)
-    cut_short = run.timed_out and run.duration_s < th.nccl_timeout_s - 0.5
+    timed_out = run is not None and run.no_data == NoData.TIMED_OUT
+    duration_s = run.duration_s if run is not None else 0.0
+    cut_short = timed_out and duration_s < th.nccl_timeout_s - 0.5
     if cut_short:  # killed by --deadline or --command-timeout: a limit the caller chose
         found = True
         yield Result(target="node", status=Status.WARN, observed="cut-short",
-                     message=f"nccl-tests not judged: killed after {run.duration_s:.1f} s by "
+                     message=f"nccl-tests not judged: killed after {duration_s:.1f} s by "
                      "the run's deadline or --command-timeout, before its own nccl_timeout_s "
                      f"of {th.nccl_timeout_s} s",
                      hint="give level full more time (--deadline, --command-timeout) or leave "
                      "them unset: the traffic tests then have their own bound",
                      evidence=evidence)  # fmt: skip
-    elif run.timed_out:
-        problems.insert(0, f"timed out after {run.duration_s:.0f} s and was killed")
+    elif timed_out:
+        problems.insert(0, f"timed out after {duration_s:.0f} s and was killed")
     elif not parsed.finished() and not problems:
-        problems.append(run.failure() or "ended without its '# Avg bus bandwidth' line")
+        reason = run.reason if run is not None else None
+        problems.append(reason or "ended without its '# Avg bus bandwidth' line")
     if problems:
         found = True
         yield Result(target="node", status=Status.FAIL, observed="nccl-tests-failed",

@@ -1,5 +1,5 @@
 """The far end of each cable: the switch port (or the other HCA) an ACTIVE InfiniBand port is
-plugged into, as read from this node (``Port.partner``, ``ibdiag.sources.partner``).
+plugged into, as read from this node (``Port.partner``, ``ibdiag.families.partner``).
 
 Results name the cable by both ends - ``mlx5_3:1<->leaf07/21``: our device and port, the
 partner's short name (``leaf07`` from the node description ``MF0;leaf07:MQM9700/U1``; else the
@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from ibdiag import roles
-from ibdiag.command_results import command_line
 from ibdiag.counters.deltas import Comparison, compare, previous_partner, read_far_ends
 from ibdiag.counters.grading import grade_errors, saturated
 from ibdiag.facts.partner import (
@@ -55,8 +54,8 @@ def _active_ib_ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, P
 
 
 # --- why the far end is unknown ----------------------------------------------------------------
-# Judged where the runs are interpreted (Partner.unread, ibdiag.sources.interpret.partner_unread):
-# here only read. A symptom (a local hang, a far end that does not answer, an implausible answer)
+# Judged where the runs are interpreted (Partner.unread, ibdiag.families.partner.unread): here
+# only read. A symptom (a local hang, a far end that does not answer, an implausible answer)
 # warns in the check whose steps it belongs to - link.partner the SMP steps, counters.partner
 # the PMA steps - and is a skip naming it in the other.
 
@@ -82,8 +81,20 @@ def not_collected(target: str) -> Result:
         "not-collected",
         f"the far end of {target} was not read (`{role}` not collected: level quick, an older "
         "bundle, or a port not ACTIVE then)",
-        role,
+        str(role),
     )
+
+
+def _opening(
+    dev: Device, port: Port, mine: Sequence[str]
+) -> Tuple[str, Optional[Partner], List[Result]]:
+    """(the cable's name, its far end, the results that come first): not collected when no
+    chain ran for the port, else the warns of the symptoms among ``mine`` (this check's steps)."""
+    partner = port.partner
+    target = cable_target(dev, port, partner)
+    if partner is None:
+        return target, None, [not_collected(dev.target(port))]
+    return target, partner, list(_warns(target, partner.symptoms(mine)))
 
 
 def _warns(target: str, symptoms: List[Unread]) -> Iterator[Result]:
@@ -140,9 +151,9 @@ def _ours(port: Port, local: Optional[PortInfo]) -> Tuple[Optional[str], Optiona
     where = f"{port.path}/rate"
     if local is not None:
         if width is None:
-            width, where = local.width_active, local.role
+            width, where = local.width_active, str(local.role)
         if speed is None:
-            speed, where = link_speed(local.speed_active), local.role
+            speed, where = link_speed(local.speed_active), str(local.role)
     return width, speed, where
 
 
@@ -159,12 +170,10 @@ def _below(order: Sequence[str], active: Optional[str], best: Optional[str]) -> 
     return active in order and best in order and order.index(active) < order.index(best)
 
 
-def _link_result(
-    target: str, dev: Device, port: Port, partner: Partner, info: PortInfo, snap: Snapshot
-) -> Result:
+def _link_result(target: str, dev: Device, port: Port, partner: Partner, info: PortInfo) -> Result:
     far = f"{short_name(partner)}/{partner.port}"
     local = dev.target(port)
-    evidence = [command_line(snap, info.role)]
+    evidence = [partner.evidence(info.role)]
     state = f"{info.link_state or '?'}/{info.phys_link_state or '?'}"
     if (info.link_state, info.phys_link_state) != ACTIVE_STATE:
         return Result(
@@ -220,7 +229,7 @@ def _link_result(
     could = [
         best
         for order, active, best in ((WIDTHS, width, best_width), (SPEEDS, speed, best_speed))
-        if _below(order, active, best)
+        if best is not None and _below(order, active, best)
     ]
     if could:
         return Result(
@@ -266,12 +275,10 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     the tools missing) is a skip with its reason: run as root with infiniband-diags installed.
     """
     for dev, port in _active_ib_ports(snap, th):
-        partner = port.partner
-        target = cable_target(dev, port, partner)
+        target, partner, first = _opening(dev, port, SMP_STEPS)  # a hung nodedesc warns too
+        yield from first
         if partner is None:
-            yield not_collected(dev.target(port))
             continue
-        yield from _warns(target, partner.symptoms(SMP_STEPS))  # a hung nodedesc warns too
         info = partner.port_info
         if info is None:
             stopped = partner.first_unread(_LINK_STEPS) or partner.first_unread(SMP_STEPS)
@@ -279,7 +286,7 @@ def link_partner(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             if found is not None:
                 yield found
             continue
-        yield _link_result(target, dev, port, partner, info, snap)
+        yield _link_result(target, dev, port, partner, info)
 
 
 # --- counters.partner --------------------------------------------------------------------------
@@ -328,19 +335,17 @@ def counters_partner(
             rebooted=False, reset_cause="the far end rebooted or its counters were cleared"
         )
     for dev, port in _active_ib_ports(snap, th):
-        partner = port.partner
-        target = cable_target(dev, port, partner)
+        target, partner, first = _opening(dev, port, PMA_STEPS)  # a hung -x though plain read
+        yield from first
         if partner is None:
-            yield not_collected(dev.target(port))
             continue
-        yield from _warns(target, partner.symptoms(PMA_STEPS))  # a hung -x though plain read
         if partner.counters is None:
             stopped = partner.first_unread(_COUNTER_STEPS)
             found = _unread_result(target, stopped, dev.target(port), PMA_STEPS)
             if found is not None:
                 yield found
             continue
-        evidence = command_line(snap, partner.counters.role)
+        evidence = partner.evidence(partner.counters.role)
         if partner.counters.mad_error:
             yield _skip(target, "unread", f"perfquery: {partner.counters.mad_error}", evidence)
             continue

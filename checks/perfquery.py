@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Dict, Iterator, NamedTuple, Optional
 
 from ibdiag import roles
-from ibdiag.command_results import command_line, skipped, symptom, symptom_result, usable_run
 from ibdiag.counters.deltas import compare
 from ibdiag.counters.grading import grade_errors
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.model import Port, Result, Snapshot, Status
+from ibdiag.outcome_results import evidence, skipped, symptom_result, why_no_data
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
@@ -35,20 +35,23 @@ class _PmaRead(NamedTuple):
     evidence: str  # the command line the counters came from (or would have)
 
 
-def _read(snap: Snapshot, target: str, pma: Optional[PortPma]) -> _PmaRead:
+def _read(target: str, pma: Optional[PortPma]) -> _PmaRead:
     """Error counters from `perfquery -x` (plain perfquery when -x failed) plus `-E`."""
     reading = pma.counters if pma is not None else None
+    runs = pma.runs if pma is not None else {}
     if reading is None:
+        outcome = runs.get("x")
+        why = _NOT_INTERPRETED if outcome is not None and outcome.no_data is None else None
         role = roles.perfquery("x", target)
-        _, why = usable_run(snap, role)
-        return _PmaRead({}, why or _NOT_INTERPRETED, command_line(snap, role))
-    evidence = command_line(snap, reading.role)
+        return _PmaRead({}, why or why_no_data(outcome, role), evidence(outcome, role))
+    mode = reading.role.step if reading.role is not None else "x"
+    used = evidence(runs.get(mode), reading.role or roles.perfquery("x", target))
     if reading.mad_error:
-        return _PmaRead({}, f"perfquery: {reading.mad_error}", evidence)
+        return _PmaRead({}, f"perfquery: {reading.mad_error}", used)
     counters = dict(reading.counters)
     if pma is not None and pma.rcv_error_details is not None:
         counters.update(pma.rcv_error_details.counters)
-    return _PmaRead(counters, None if counters else "perfquery printed no counters", evidence)
+    return _PmaRead(counters, None if counters else "perfquery printed no counters", used)
 
 
 @check(
@@ -80,29 +83,29 @@ def perfquery_errors(
             continue  # perfquery needs an ACTIVE InfiniBand port (a LID); link.state judges it
         target = dev.target(port)
         where = f"ACTIVE port {target}"
-        runs = {mode: snap.run(roles.perfquery(mode, target)) for mode in ("x", "basic", "E")}
-        now = _read(snap, target, port.perfquery)
+        runs = port.perfquery.runs if port.perfquery is not None else {}
+        now = _read(target, port.perfquery)
         if not now.counters:
             # Neither -x nor plain perfquery answered: hung, crashed, or failing where the
             # port is ACTIVE and has a PMA - a symptom; else not applicable here.
-            for run in (runs["x"], runs["basic"]):
-                what = symptom(run, failing_counts=_has_pma(port))
-                if run is not None and what:
-                    yield symptom_result(target, run, what, where, _MEANING, _HINT)
+            for outcome in (runs.get("x"), runs.get("basic")):
+                what = outcome.symptom(failing_counts=_has_pma(port)) if outcome else None
+                if outcome is not None and what:
+                    yield symptom_result(target, outcome, what, where, _MEANING, _HINT)
                     break
             else:
                 yield skipped(target, str(now.why), now.evidence)
             continue
         # Counters were read (plain perfquery stands in when -x fails: old firmware), yet a
         # query that hung or crashed on this port is still a symptom.
-        for run in (runs["x"], runs["E"]):
-            what = symptom(run)
-            if run is not None and what:
-                yield symptom_result(target, run, what, where, _MEANING, _HINT)
+        for outcome in (runs.get("x"), runs.get("E")):
+            what = outcome.symptom() if outcome is not None else None
+            if outcome is not None and what:
+                yield symptom_result(target, outcome, what, where, _MEANING, _HINT)
         then = comparison.previous_port(dev, port) if comparison is not None else None
         previous = None
         if then is not None:  # graded on the baseline's own typed readings
-            previous = _read(comparison.baseline, target, then.perfquery).counters or None
+            previous = _read(target, then.perfquery).counters or None
         yield from grade_errors(
             target, now.counters, previous, comparison if previous else None, th,
             directory="perfquery", command=now.evidence,
@@ -128,23 +131,26 @@ def sl_traffic(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             continue
         target = dev.target(port)
         role = roles.perfquery("X", target)
-        reading = port.perfquery.xmit_data_sl if port.perfquery is not None else None
+        pma = port.perfquery
+        reading = pma.xmit_data_sl if pma is not None else None
+        outcome = pma.runs.get("X") if pma is not None else None
+        used = evidence(outcome, role)
         if reading is None:
-            failed = snap.run(role)
-            what = symptom(failed)  # -X is optional (old firmware lacks it): only a hang counts
-            if failed is not None and what:
+            what = outcome.symptom() if outcome is not None else None  # -X is optional (old
+            if outcome is not None and what:  # firmware lacks it): only a hang counts
                 where = f"ACTIVE port {target}"
-                yield symptom_result(target, failed, what, where, _MEANING, _HINT)
+                yield symptom_result(target, outcome, what, where, _MEANING, _HINT)
             else:
-                _, why = usable_run(snap, role)
-                yield skipped(target, why or _NOT_INTERPRETED, command_line(snap, role))
+                gave = outcome is not None and outcome.no_data is None
+                yield skipped(
+                    target, _NOT_INTERPRETED if gave else why_no_data(outcome, role), used
+                )
             continue
         if not reading.counters:
-            yield skipped(target, reading.mad_error or "perfquery -X printed no counters",
-                          command_line(snap, role))  # fmt: skip
+            yield skipped(target, reading.mad_error or "perfquery -X printed no counters", used)
             continue
         busy = {name: value for name, value in reading.counters.items() if value}
         shown = ", ".join(f"{name} {value}" for name, value in sorted(busy.items())) or "none"
         yield Result(target=target, status=Status.PASS,
                      message=f"transmit data per SL (4-byte words): {shown}",
-                     evidence=[command_line(snap, role)])  # fmt: skip
+                     evidence=[used])  # fmt: skip

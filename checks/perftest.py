@@ -2,39 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
-from ibdiag.command_results import command_line
 from ibdiag.facts.loopback import LoopbackAttempt
-from ibdiag.model import CommandRun, Result, Snapshot, Status
+from ibdiag.facts.outcome import NoData, RunOutcome
+from ibdiag.model import Result, Snapshot, Status
+from ibdiag.outcome_results import evidence as evidence_of
 from ibdiag.registry import check
 from ibdiag.thresholds import Thresholds
 
 
-class _Attempt(NamedTuple):
-    """One attempt as recorded (``Snapshot.loopback``) and its client run: where the traffic
-    started, whether it ran at all, how long it took (the evidence names it)."""
-
-    fact: LoopbackAttempt
-    client_run: Optional[CommandRun]  # None: not in the Snapshot's commands (hand-built)
-
-    @property
-    def skipped(self) -> bool:
-        return self.client_run is not None and bool(self.client_run.skipped)
+def _never_started(run: Optional[RunOutcome]) -> bool:
+    """The deadline left no time for the run (recorded as never started, with why)."""
+    return run is not None and run.no_data == NoData.NOT_STARTED
 
 
-def _attempts(snap: Snapshot) -> Dict[Tuple[str, int], List[_Attempt]]:
+def _attempts(snap: Snapshot) -> Dict[Tuple[str, int], List[LoopbackAttempt]]:
     """(client device, port) -> its attempts in order, ports in the order they were tested."""
-    found: Dict[Tuple[str, int], List[_Attempt]] = {}
+    found: Dict[Tuple[str, int], List[LoopbackAttempt]] = {}
     for fact in snap.loopback or []:
-        attempt = _Attempt(fact, snap.run(fact.client_role))
-        found.setdefault((fact.client_device, fact.client_port), []).append(attempt)
-    return {port: sorted(runs, key=lambda a: a.fact.attempt) for port, runs in found.items()}
+        found.setdefault((fact.client_device, fact.client_port), []).append(fact)
+    return {port: sorted(runs, key=lambda a: a.attempt) for port, runs in found.items()}
 
 
-def _route(attempt: _Attempt) -> str:
+def _route(fact: LoopbackAttempt) -> str:
     """ " to mlx5_1:1" when the server was another HCA port; "" for a self loopback."""
-    fact = attempt.fact
     if fact.server is None or fact.server == fact.client:
         return ""
     return f" to {fact.server}"
@@ -70,28 +62,28 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         return
     for (device, number), recorded in tests.items():
         target = f"{device}:{number}"
-        evidence = [command_line(snap, attempt.fact.client_role) for attempt in recorded]
-        attempts = [attempt for attempt in recorded if not attempt.skipped]
-        not_run = [attempt.client_run for attempt in recorded if attempt.skipped]
+        evidence = [evidence_of(attempt.client_run, attempt.client_role) for attempt in recorded]
+        attempts = [attempt for attempt in recorded if not _never_started(attempt.client_run)]
+        not_run = [a.client_run for a in recorded if a.client_run and _never_started(a.client_run)]
         if not attempts:  # the deadline left no time for it
             yield Result(target=target, status=Status.SKIP, evidence=evidence,
-                         message=str(not_run[0].failure()))  # fmt: skip
+                         message=str(not_run[0].reason))  # fmt: skip
             continue
         last_run = attempts[-1].client_run
-        if last_run is not None and last_run.not_found:
+        if last_run is not None and last_run.no_data == NoData.NOT_INSTALLED:
             yield Result(target=target, status=Status.SKIP, evidence=evidence,
                          message="ib_write_bw is not installed (package perftest)")  # fmt: skip
             continue
-        gpu = attempts[0].fact.gpu
+        gpu = attempts[0].gpu
         rate = _link_rate(snap, device, number)
-        first = attempts[0].fact
+        first = attempts[0]
         if first.server_device is not None and first.server_port is not None and rate is not None:
             # pairs: the slower port sets the floor
             server_rate = _link_rate(snap, first.server_device, first.server_port)
             rate = None if server_rate is None else min(rate, server_rate)
         floor, source = perftest_floor(rate, th, gpu is not None)
         where = _route(attempts[0]) + (f", GPU {gpu} (GPUDirect RDMA)" if gpu is not None else "")
-        numbers = [attempt.fact.gbps for attempt in attempts if attempt.fact.gbps is not None]
+        numbers = [attempt.gbps for attempt in attempts if attempt.gbps is not None]
         cut = [a.client_run for a in attempts if a.client_run and _cut_short(a.client_run, th)]
         if not numbers and cut:  # killed by --deadline or --command-timeout: no verdict
             yield Result(
@@ -110,14 +102,14 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 target=target,
                 status=Status.FAIL,
                 message=f"ib_write_bw{where} gave no bandwidth in {len(attempts)} run(s): "
-                f"{attempts[-1].fact.why_not}",
+                f"{attempts[-1].why_not}",
                 expected=floor,
                 hint="run it by hand: ib_write_bw -d DEV & ib_write_bw -d DEV localhost",
                 evidence=evidence,
             )
             continue
         best = max(numbers)
-        gbps = [attempt.fact.gbps for attempt in attempts]
+        gbps = [attempt.gbps for attempt in attempts]
         runs = "; ".join("none" if value is None else f"{value:.1f}" for value in gbps)
         retried = f"; runs: {runs} Gb/s" if len(attempts) > 1 else ""
         if floor is None:
@@ -130,7 +122,7 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 target=target,
                 status=Status.WARN,
                 message=f"{best:.1f} Gb/s < {floor:g} ({source}){where} once; the retry was "
-                f"not run: {not_run[0].skipped}",
+                f"not run: {_why_not_started(not_run[0])}",
                 observed=best,
                 expected=floor,
                 hint="run level full again with more time before draining the node",
@@ -157,13 +149,19 @@ def _allowance(th: Thresholds) -> float:
     return perftest_timeout_s(th)
 
 
-def _cut_short(run: CommandRun, th: Thresholds) -> bool:
+def _why_not_started(run: RunOutcome) -> str:
+    """Why a run never started, without the tool's name (``ib_write_bw not run: <why>``)."""
+    reason = run.reason or ""
+    return reason.split(" not run: ", 1)[1] if " not run: " in reason else reason
+
+
+def _cut_short(run: RunOutcome, th: Thresholds) -> bool:
     """Killed before its own timeout (duration + start-up allowance): by the run's deadline or
     by --command-timeout - a limit the caller chose, not a finding about the port."""
-    return run.timed_out and run.duration_s < _allowance(th) - 0.5
+    return run.no_data == NoData.TIMED_OUT and run.duration_s < _allowance(th) - 0.5
 
 
-def _cut_short_why(run: CommandRun, th: Thresholds) -> str:
+def _cut_short_why(run: RunOutcome, th: Thresholds) -> str:
     return (
         f"killed after {run.duration_s:.1f} s by the run's deadline or --command-timeout, "
         f"before its own {_allowance(th):g} s (perftest_duration_s + start-up)"

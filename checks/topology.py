@@ -25,10 +25,10 @@ def numa(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
     What to do: check the BIOS NUMA/SRAT settings; cat /sys/bus/pci/devices/<BDF>/numa_node.
     """
-    devices = [dev for dev in graded_devices(snap, th) if dev.pci is not None]
-    known = [dev for dev in devices if dev.pci.numa_node is not None and dev.pci.numa_node >= 0]
-    for dev in devices:
-        node = dev.pci.numa_node
+    devices = [(dev, dev.pci) for dev in graded_devices(snap, th) if dev.pci is not None]
+    known = [dev for dev, pci in devices if pci.numa_node is not None and pci.numa_node >= 0]
+    for dev, pci in devices:
+        node = pci.numa_node
         if node is not None and node >= 0:
             yield Result(
                 target=dev.name,
@@ -143,7 +143,7 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: check the BIOS PCIe/ACS settings and that every HCA is present (hca.inventory);
     an HCA reported on the wrong NUMA node is a firmware (ACPI SRAT) problem.
     """
-    from ibdiag.command_results import command_line, symptom, symptom_result
+    from ibdiag.outcome_results import symptom_result
 
     if snap.gpus is not None and not snap.gpus:
         yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node")
@@ -152,13 +152,13 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     if topology is None:
         yield Result(target="node", status=Status.SKIP, evidence=[TOPO_COMMAND],
                      message=f"no GPU topology: `{TOPO_COMMAND}` was not collected (level quick, "
-                     "or an older bundle)")  # fmt: skip
+                     "or not planned here)")  # fmt: skip
         return
-    run = snap.run(topology.role)
-    evidence = [command_line(snap, topology.role, otherwise=TOPO_COMMAND)]
+    run = topology.outcome
+    evidence = [run.command if run is not None else TOPO_COMMAND]
     if topology.failure is not None:
-        what = symptom(run)  # hung or crashed: a GPU fallen off the bus, a stuck driver
-        if run is not None and what:
+        what = run.symptom() if run is not None else None  # hung or crashed: a GPU fallen
+        if run is not None and what:  # off the bus, a stuck driver
             yield symptom_result("node", run, what, "this node", "a hung NVIDIA driver or "
                                  "a GPU fallen off the bus?", "nvidia-smi -q; the kernel log "
                                  "for Xid errors")  # fmt: skip

@@ -22,9 +22,9 @@ STARTUP_ALLOWANCE_S = 30.0  # beyond -D: connection setup, warm-up, memory regis
 
 def perftest_timeout_s(thresholds: Thresholds) -> float:
     """An ib_write_bw process's own timeout: its timed run (``perftest_duration_s``, -D) and
-    the start-up allowance. The collection kills a run past it (``sources.active``); the check
-    tells a run killed sooner - by the run's deadline or --command-timeout, a limit the caller
-    chose - from one that hung on its own."""
+    the start-up allowance. The collection kills a run past it (``ibdiag.families.loopback``);
+    the check tells a run killed sooner - by the run's deadline or --command-timeout, a limit the
+    caller chose - from one that hung on its own."""
     return thresholds.perftest_duration_s + STARTUP_ALLOWANCE_S
 
 

@@ -1,21 +1,21 @@
 """Collect: run the sources the selected checks need and assemble one Snapshot.
 
 This is the only stage that touches the machine: files, from level standard on read-only
-commands, and at level full the active tests that move traffic (``ibdiag.sources.active``).
+commands, and at level full the tests that move traffic (the level-full families of
+``ibdiag.families``: ib_write_bw loopback, nccl-tests) and NCCL Inspector's dump files.
 What it could not read is recorded in the Snapshot's ``problems``, never raised.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime, timezone
-from typing import AbstractSet, Any, Callable, Dict, Optional
+from typing import AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ibdiag import __version__
-from ibdiag.model import CommandRun, Problems, Snapshot, command_key
+from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
 from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
-from ibdiag.sources import ACTIVE_SOURCES, COMMAND_SOURCES, drivers, procfs, sysfs, topology
+from ibdiag.sources import FILE_SOURCE_LEVELS, drivers, procfs, sysfs, topology
 from ibdiag.thresholds import Thresholds
 
 
@@ -48,7 +48,7 @@ def collect(
 
     Level full's traffic tests run after the read-only commands, bounded: by ``deadline_s``
     counted from the start of the collection when it was given (a plain float), else by level
-    full's own bound (``active.full_level_bound``) counted from the start of the traffic phase;
+    full's own bound (``families.full_level_bound``) counted from the start of the traffic phase;
     a ``timeout_s`` given caps every traffic process's own timeout too (``DefaultSeconds``
     marks values that were not given).
 
@@ -57,9 +57,11 @@ def collect(
     symlink noted in it, keyed ``sys/<path>`` / ``proc/<path>`` - what a support bundle stores
     (``ibdiag.bundle.write.write_bundle``). Commands are recorded in the Snapshot itself.
 
-    Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``) also needs the
-    ``thresholds`` (what to run, the floors a retry is judged by); ``progress`` hears which
-    active test starts (for a terminal status line).
+    Level full (``perftest``, ``nccl_tests``, ``nccl_inspector`` in ``needs``: the families
+    whose LEVEL is "full") also needs the ``thresholds`` (what to run, the floors a retry is
+    judged by); each such family's ``run`` gets them in one ``TrafficContext`` with the phase's
+    limits, the output budget, the sysfs reader and ``progress``, which hears which traffic
+    test starts (for a terminal status line).
 
     ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.runner.watchdog``): a
     read that has not answered after this many seconds (a hung HCA) is named on its device and
@@ -73,43 +75,81 @@ def collect(
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
     started = time.monotonic()
     options = dict(runner_options or {})
-    fields = bounded_read(
+    node = bounded_read(
         lambda: read_node(sys_reader, proc_reader, needs), (sys_reader, proc_reader), read_timeout
     )
-    commands = {}
-    budget = None
-    if needs & (COMMAND_SOURCES | ACTIVE_SOURCES):
-        from ibdiag.runner.command_runner import OutputBudget
-
-        budget = OutputBudget()
-    if needs & COMMAND_SOURCES:
-        commands = _run_commands(fields, needs, {**options, "started_at": started}, budget)
-        commands.update(_refused_commands(fields, needs))
-    if needs & ACTIVE_SOURCES and thresholds is not None:
-        limits = _traffic_limits(options, thresholds, needs, started)
-        commands.update(
-            _run_active(sys_reader, fields, commands, needs, thresholds, progress, limits, budget)
-        )
-    if "nccl_inspector" in needs and thresholds is not None:
-        fields.update(_read_inspector(thresholds, fields["problems"]))
-    if commands or fields.get("nccl_inspector") is not None:
-        from ibdiag.sources.interpret import interpret
-
-        fields = interpret(fields, commands)
-    return Snapshot.model_construct(
+    snap = node.snapshot(
         tool_version=__version__,
         collected_at=datetime.now(timezone.utc),
         sysfs_root=sysfs_root,
         procfs_root=procfs_root,
         sources=sorted({"procfs"} | set(needs)),
-        commands=commands,
-        **fields,
     )
+    full = _full_level(needs) if thresholds is not None else []
+    budget = None
+    read_only = _read_only_sources(needs)
+    if read_only or full:
+        from ibdiag.runner.command_runner import OutputBudget
+
+        budget = OutputBudget()
+    if read_only:
+        commands = _run_commands(snap, needs, {**options, "started_at": started}, budget)
+        snap = snap.model_copy(update={"commands": commands})
+    if full and thresholds is not None:
+        snap = _run_full(snap, needs, options, thresholds, started, budget, progress, sys_reader)
+    if not snap.commands and snap.nccl_inspector is None:
+        return snap
+    from ibdiag.families import interpret
+
+    return interpret(snap)
+
+
+class NodeFiles(NamedTuple):
+    """What the files alone say about the node (``read_node``): the Snapshot's fields before
+    any command ran."""
+
+    host: Optional[str]
+    boot_id: Optional[str]
+    boot_time: Optional[datetime]
+    kernel_release: Optional[str]
+    driver_versions: Optional[Dict[str, str]]
+    devices: List[Device]
+    gpus: Optional[List[Pci]]
+    kernel_modules: Optional[List[str]]
+    problems: Problems
+
+    def snapshot(
+        self,
+        *,
+        tool_version: str,
+        collected_at: datetime,
+        sysfs_root: str,
+        procfs_root: str,
+        sources: List[str],
+    ) -> Snapshot:
+        """The Snapshot of these files, with no runs yet. Built without validation: every
+        value here is what ibdiag's own readers built, typed (``model_construct``)."""
+        return Snapshot.model_construct(
+            tool_version=tool_version,
+            collected_at=collected_at,
+            sysfs_root=sysfs_root,
+            procfs_root=procfs_root,
+            sources=sources,
+            host=self.host,
+            boot_id=self.boot_id,
+            boot_time=self.boot_time,
+            kernel_release=self.kernel_release,
+            driver_versions=self.driver_versions,
+            devices=self.devices,
+            gpus=self.gpus,
+            kernel_modules=self.kernel_modules,
+            problems=self.problems,
+        )
 
 
 def read_node(
     sys_reader: sysfs.SysfsReader, proc_reader: sysfs.SysfsReader, needs: AbstractSet[str]
-) -> Dict[str, Any]:
+) -> NodeFiles:
     """The Snapshot fields that come from files, read through the two readers.
 
     Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay.replay`` (readers over a
@@ -122,7 +162,7 @@ def read_node(
     boot_time = None
     if "kernel_log" in needs:
         boot_time = procfs.read_boot_time(procfs_root, problems, proc_reader)
-    devices = []
+    devices: List[Device] = []
     driver_versions = None
     if "sysfs" in needs:
         devices, sysfs_problems = sysfs.read_devices(sys_reader)
@@ -132,143 +172,108 @@ def read_node(
     if "topology" in needs:
         gpus = topology.read_nvidia_gpus(sys_reader, problems)
         modules = procfs.read_modules(procfs_root, problems, proc_reader)
-    return {
-        "host": host,
-        "boot_id": boot_id,
-        "boot_time": boot_time,
-        "kernel_release": kernel_release,
-        "driver_versions": driver_versions,
-        "devices": devices,
-        "gpus": gpus,
-        "kernel_modules": modules,
-        "problems": problems,
-    }
+    return NodeFiles(
+        host=host,
+        boot_id=boot_id,
+        boot_time=boot_time,
+        kernel_release=kernel_release,
+        driver_versions=driver_versions,
+        devices=devices,
+        gpus=gpus,
+        kernel_modules=modules,
+        problems=problems,
+    )
 
 
-def _run_commands(fields, needs, runner_options, budget) -> Dict[str, CommandRun]:
+def _read_only_sources(needs: AbstractSet[str]) -> AbstractSet[str]:
+    """The sources in ``needs`` that the command families collect at level standard; the
+    families are imported only when ``needs`` has a source that is not a file."""
+    if not set(needs) - set(FILE_SOURCE_LEVELS):
+        return frozenset()
+    from ibdiag import families
+
+    return set(needs) & families.sources_at("standard")
+
+
+def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     """Every planned command under one Runner (one deadline), each recorded with its role.
 
     A command with a fallback (dmesg -> journalctl -k) runs in its own thread and tries the
     fallback at once when it fails, rather than after the whole batch: a hung perfquery must
-    not push the fallback past the deadline. The far end of each cable (``partner`` in
-    ``needs``: ``ibdiag.sources.partner``) is read meanwhile, each port's chain in a thread.
+    not push the fallback past the deadline. A family whose commands depend on earlier answers
+    (its ``collect(snap, runner)``: the far end of each cable) runs them meanwhile, in a thread
+    of its own, through the same runner. A command planned refused (a name that may not go on
+    a command line) is recorded as never started, with why.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
+    from ibdiag import families
     from ibdiag.runner import interruptible
-    from ibdiag.runner.command_runner import Runner  # subprocess and threads from level standard on
-    from ibdiag.sources import plan
+    from ibdiag.runner.command_runner import Runner  # subprocess and threads from standard on
 
     runner = Runner(**runner_options, budget=budget)
-    planned = plan.commands_for(fields["devices"], needs, fields.get("gpus"))
-    chained = [(first, plan.fallback_for(first)) for first in planned if plan.fallback_for(first)]
-    alone = [first for first in planned if plan.fallback_for(first) is None]
-    with ThreadPoolExecutor(max_workers=len(chained) + 1) as pool:
-        chains = [pool.submit(_with_fallback, runner, first, then) for first, then in chained]
-        if "partner" in needs:  # the far end of each cable: its own chain per port, meanwhile
-            from ibdiag.sources import partner
-
-            chains.append(pool.submit(partner.read_partners, runner, fields["devices"]))
-        by_key = runner.run_all([item.argv for item in alone])
-        runs = {key: _with_role(by_key[key], item.role) for item in alone
-                for key in [command_key(item.argv)]}  # fmt: skip
+    planned = families.plan(snap, needs)
+    runs = {str(item.role): families.refused_run(item) for item in planned if item.refused}
+    runnable = [item for item in planned if not item.refused]
+    chained = [item for item in runnable if item.fallback is not None]
+    alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
+    collectors = families.collectors(needs)
+    with ThreadPoolExecutor(max_workers=len(chained) + len(collectors) + 1) as pool:
+        chains: List[Future[Dict[str, CommandRun]]] = [
+            pool.submit(_with_fallback, runner, item) for item in chained
+        ]
+        chains += [pool.submit(collect, snap, runner) for collect in collectors]
+        runs.update(runner.run_planned(alone))
         for chain in chains:
-            runs.update(interruptible.result(chain))
+            done: Dict[str, CommandRun] = interruptible.result(chain)
+            runs.update(done)
     return runs
 
 
-def _refused_commands(fields, needs) -> Dict[str, CommandRun]:
-    """The commands not run for a name sysfs gave that may not go on a command line, each
-    recorded as never started with the reason (``plan.refused_runs``)."""
-    from ibdiag.sources import plan
-
-    refused = plan.refused_runs(fields["devices"], needs)
-    if "partner" in needs:
-        from ibdiag.sources import partner
-
-        refused.update(partner.refused_runs(fields["devices"]))
-    return refused
-
-
-def _with_fallback(runner, first, then) -> Dict[str, CommandRun]:
-    run = _with_role(runner.run(first.argv), first.role)
+def _with_fallback(runner: Any, item: Any) -> Dict[str, CommandRun]:
+    run = runner.run(item.argv, item.role)
     runs = {run.key: run}
     if not (run.succeeded and run.stdout.strip()):
-        second = _with_role(runner.run(then.argv), then.role)
+        second = runner.run(item.fallback.argv, item.fallback.role)
         runs[second.key] = second
     return runs
 
 
-def _with_role(run: CommandRun, role: str) -> CommandRun:
-    """``run`` recorded with the role it was planned for."""
-    return run.model_copy(update={"role": role})
+def _full_level(needs: AbstractSet[str]) -> List[str]:
+    """The sources in ``needs`` of the families collected at level full (their ``run``); the
+    families are imported only when ``needs`` has a source that is not a file."""
+    if not set(needs) - set(FILE_SOURCE_LEVELS):
+        return []
+    from ibdiag import families
+
+    return [module.SOURCE for module in families.full_level(sorted(needs))]
 
 
-def _traffic_limits(options, thresholds, needs, started):
+def _run_full(snap, needs, options, thresholds, started, budget, progress, sys_reader):
+    """Level full: every level-full family's ``run``, in ORDER, under one context."""
+    from ibdiag import families
+    from ibdiag.families._traffic import TrafficContext
+
+    context = TrafficContext(
+        thresholds=thresholds, limits=_traffic_limits(options, thresholds, sorted(needs), started),
+        budget=budget, progress=progress, sysfs=sys_reader,
+    )  # fmt: skip
+    return families.run_full(snap, sorted(needs), context)
+
+
+def _traffic_limits(
+    options: Dict[str, float], thresholds: Thresholds, needs: Sequence[str], started: float
+):
     """Level full's bound (module docstring of ``collect``)."""
-    from ibdiag.sources import active
+    from ibdiag import families
+    from ibdiag.families._traffic import Limits
 
     cap = _given(options.get("timeout_s"))
     deadline = _given(options.get("deadline_s"))
     if deadline is not None:
-        return active.Limits(started_at=started, deadline_s=deadline, cap_s=cap)
-    bound = active.full_level_bound(thresholds, "perftest" in needs, "nccl_tests" in needs)
-    return active.Limits(
+        return Limits(started_at=started, deadline_s=deadline, cap_s=cap)
+    bound = families.full_level_bound(thresholds, needs)
+    return Limits(
         started_at=time.monotonic(), deadline_s=bound, deadline_name="level full's bound",
         cap_s=cap,
     )  # fmt: skip
-
-
-def _run_active(
-    sys_reader, fields, commands, needs, thresholds, progress, limits, budget
-) -> Dict[str, CommandRun]:
-    """Level full: ib_write_bw loopback on every ACTIVE IB port, then nccl-tests."""
-    from ibdiag.sources import active
-    from ibdiag.targets import is_graded
-
-    runs: Dict[str, CommandRun] = {}
-    devices = fields["devices"]
-    if "perftest" in needs:
-        cpulists = {}
-        for node in {dev.pci.numa_node for dev in devices if dev.pci} - {None}:
-            text, _ = sys_reader.read_text(f"devices/system/node/node{node}/cpulist")
-            if text and text.strip():
-                cpulists[node] = text.strip()
-        tests = active.plan_loopback(
-            devices,
-            thresholds,
-            graded=lambda dev: is_graded(dev, thresholds),
-            gpu_near=_gpu_near(commands),
-            pin_for=active.numa_pinning(os.environ.get("PATH", os.defpath), cpulists),
-        )
-        runs.update(active.run_loopback(tests, thresholds, progress, limits, budget))
-    if "nccl_tests" in needs:
-        gpus = len(fields["gpus"] or []) if fields.get("gpus") is not None else 0
-        runs.update(active.run_nccl_tests(thresholds, gpus, progress, limits, budget))
-    return runs
-
-
-def _gpu_near(commands: Dict[str, CommandRun]) -> Callable[[str], Optional[int]]:
-    """HCA name -> index of its GPU (PIX/PXB rail pairing), from nvidia-smi topo -m if it ran:
-    the interpreter's reading (``interpret.topology``), the one that fills the Snapshot."""
-    from ibdiag.sources.interpret.topology import read_gpu_topology
-
-    # The one-to-one rail pairing, not each HCA's nearest GPU: on a DGX A100 two HCAs share
-    # a PCIe switch with two GPUs, and two loopbacks on one GPU would halve both.
-    topology = read_gpu_topology(commands)
-    return (topology.rail_gpus() if topology is not None else {}).get
-
-
-def _read_inspector(thresholds, problems) -> Dict[str, Any]:
-    """NCCL Inspector's recent dumps, from nccl_inspector_dir or $NCCL_INSPECTOR_DUMP_DIR."""
-    import time
-
-    from ibdiag.sources.inspector_files import read_dumps
-
-    directory = thresholds.nccl_inspector_dir or os.environ.get("NCCL_INSPECTOR_DUMP_DIR")
-    if not directory:
-        return {"nccl_inspector_dir": None, "nccl_inspector": None}
-    files, problem = read_dumps(directory, thresholds.nccl_inspector_max_age_s, time.time())
-    if problem:
-        problems["nccl_inspector"] = problem
-    return {"nccl_inspector_dir": directory, "nccl_inspector": files}

@@ -13,7 +13,7 @@ runtime and the ``X | None`` form does not exist on Python 3.9.
 What commands printed is here twice: as recorded (``commands``: each run with its role and raw
 output, what a bundle and the HTML show) and parsed once into typed facts (``ibdiag.facts``:
 ``Port.perfquery``, ``NetDev.ethtool``, ``Snapshot.kernel_log`` ...) by
-``ibdiag.sources.interpret``; checks read the facts, never the text.
+``ibdiag.families``; checks read the facts, never the text.
 
 Every model is frozen: built once, changed only by making a new one (``model_copy``).
 
@@ -28,11 +28,12 @@ bundle, a test's JSON) goes through ``model_validate``/``model_validate_json``.
 
 import enum
 import re
-from typing import Dict, List, Optional, Union
+from typing import Annotated, Dict, List, Optional, Union
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
 
 from ibdiag.exit_codes import ExitCode
+from ibdiag.facts._base import Fact, typed_facts
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
@@ -42,12 +43,18 @@ from ibdiag.facts.partner import Partner
 from ibdiag.facts.perfquery import PortPma
 from ibdiag.facts.topology import GpuTopology
 from ibdiag.rails import infiniband_port, rail_numbers
+from ibdiag.roles import Role, RoleField
 from ibdiag.thresholds import Thresholds
 
 # Bump when a field is renamed or removed or its meaning changes; adding a field is compatible.
-SCHEMA_VERSION = 1
+# What a version changed, and the one step that upgrades older files at load, is
+# ``ibdiag.migrate``. 2: Snapshot.commands keyed by role; every planned run has its role.
+SCHEMA_VERSION = 2
 
 Problems = Dict[str, str]
+# The facts of families without a named field here, by the name their Fact class declares
+# (``ibdiag.facts._base``; a new family: ``ibdiag.families``), each validated as that class.
+FamilyFacts = Annotated[Dict[str, SerializeAsAny[Fact]], BeforeValidator(typed_facts)]
 # The InfiniBand class directory, relative to ``Snapshot.sysfs_root``: where the HCAs are read
 # from, and the key of ``Snapshot.problems`` when it cannot be listed.
 INFINIBAND_CLASS = "class/infiniband"
@@ -119,6 +126,7 @@ class Port(_Model):
     perfquery: Optional[PortPma] = None  # PMA counters (level standard); None: not collected
     # The far end of the cable (a check declaring the source "partner"); None: not collected
     partner: Optional[Partner] = None
+    facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the port
     problems: Problems = Field(default_factory=dict)
 
     @property
@@ -165,6 +173,7 @@ class Device(_Model):
     pci: Optional[Pci] = None
     ports: List[Port] = Field(default_factory=list)
     hw_counters: Dict[str, int] = Field(default_factory=dict)  # device-level hw_counters/
+    facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the HCA
     problems: Problems = Field(default_factory=dict)
 
     def target(self, port: Optional[Port] = None) -> str:
@@ -179,15 +188,15 @@ class CommandRun(_Model):
     or error with the reason: not installed, permission denied, timed out (its whole process
     group was killed), non-zero exit, or never started because the run's deadline had passed.
 
-    ``role`` says what the run was for, recorded when it was planned (``ibdiag.roles``:
-    "perfquery-x mlx5_0:1", "nccl-tests", "loopback client mlx5_0:1 attempt 1"): the
-    interpreters and checks find a run by role, never by the program's name or argv (a site
-    may configure any program, e.g. a wrapper script). None: a run ibdiag did not plan, or
-    one recorded before roles were kept (``ibdiag.sources.legacy_roles`` gives those theirs).
+    ``role`` says what the run was for (``ibdiag.roles.Role``: "perfquery-x mlx5_0:1",
+    "nccl-tests", "loopback client mlx5_0:1 attempt 1"), given to the runner when it was
+    planned: the families find their runs by role, never by the program's name or argv (a site
+    may configure any program, e.g. a wrapper script). None only for a run an older ibdiag
+    recorded that ``ibdiag.migrate`` could not give a role: kept for the bundle, read by no one.
     """
 
     argv: List[str]
-    role: Optional[str] = None
+    role: Optional[RoleField] = None
     rc: Optional[int] = None  # None: it did not run to completion
     stdout: str = ""  # decoded as UTF-8 with replacement; the tail kept when capped
     stderr: str = ""
@@ -202,7 +211,9 @@ class CommandRun(_Model):
 
     @property
     def key(self) -> str:
-        return command_key(self.argv)
+        """How the run is filed in ``Snapshot.commands``: its role's string form (its argv
+        only for a role-less run an older ibdiag recorded)."""
+        return str(self.role) if self.role is not None else command_key(self.argv)
 
     @property
     def succeeded(self) -> bool:
@@ -233,7 +244,8 @@ _PID = re.compile(r"\[\d+\]\s*")
 
 
 def command_key(argv: List[str]) -> str:
-    """How a run is filed in Snapshot.commands: its argv joined by spaces."""
+    """A command line as one string: its argv joined by spaces (evidence, and the key of a
+    role-less run)."""
     return " ".join(argv)
 
 
@@ -264,19 +276,20 @@ class Snapshot(_Model):
     kernel_release: Optional[str] = None  # uname -r (None: not recorded, e.g. an older bundle)
     # Driver module -> version or "srcversion:<hash>" (ibdiag.sources.drivers); None: not read
     driver_versions: Optional[Dict[str, str]] = None
-    # Every run as recorded, by command_key(argv); found by role with ``run(role)``.
+    # Every run as recorded, by its role's string form (``CommandRun.key``); ``run(role)``.
     commands: Dict[str, CommandRun] = Field(default_factory=dict)
     nccl_inspector_dir: Optional[str] = None  # where Inspector dumps were read (level full)
     nccl_inspector: Optional[List[InspectorFile]] = None  # None: not collected
-    # Typed facts parsed from the runs and files above (ibdiag.sources.interpret); None: not run.
+    # Typed facts parsed from the runs and files above (ibdiag.families); None: not run.
     kernel_log: Optional[KernelLog] = None  # dmesg / journalctl -k findings
     inventory: Optional[Inventory] = None  # ibstat / ibv_devinfo listings
     gpu_topology: Optional[GpuTopology] = None  # nvidia-smi topo -m
     loopback: Optional[List[LoopbackAttempt]] = None  # ib_write_bw attempts
-    # The run of role "nccl-tests" parsed (None too when it never started), and each
-    # nccl_inspector file parsed, in the same order and by name.
+    # The run of role "nccl-tests" parsed, with what became of it (a run that never started
+    # gives an empty result saying why), and each nccl_inspector file parsed, by name.
     nccl_tests: Optional[NcclTestsResult] = None
     nccl_inspector_dumps: Optional[List[InspectorDump]] = None
+    facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the node
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 
     def device(self, name: str) -> Optional[Device]:
@@ -294,10 +307,10 @@ class Snapshot(_Model):
         Snapshot, as every model is frozen once built."""
         return self.model_copy(update={"problems": {**self.problems, key: why}})
 
-    def run(self, role: str) -> Optional[CommandRun]:
+    def run(self, role: Role) -> Optional[CommandRun]:
         """The run recorded for ``role`` (``ibdiag.roles``); None when it was not collected
-        (level quick, an older bundle) or not planned here."""
-        return next((run for run in self.commands.values() if run.role == role), None)
+        (level quick) or not planned here."""
+        return self.commands.get(str(role))
 
 
 class Status(str, enum.Enum):

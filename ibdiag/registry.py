@@ -160,7 +160,7 @@ def validate(spec: CheckSpec) -> None:
     if spec.level not in LEVELS:
         choices = ", ".join(LEVELS)
         raise RegistryError(f"{where}: unknown level {spec.level!r}; use one of {choices}")
-    unknown = sorted(spec.needs - set(SOURCE_LEVELS))
+    unknown = sorted(need for need in spec.needs if need not in SOURCE_LEVELS)
     if unknown:
         raise RegistryError(
             f"{where}: unknown need {', '.join(unknown)}; known: {', '.join(sorted(SOURCE_LEVELS))}"

@@ -26,9 +26,9 @@ MAX_RATE_GBPS = 100_000.0
 MAX_MTU = 65_535
 MAX_IGNORE_PATTERNS = 1000
 
-# What may go on a command line (level full's argv builders, ibdiag.sources.active, take these
-# values as they are: this is the one place they are checked). Each pattern with what it means,
-# for the one-line config error (ibdiag.config).
+# What may go on a command line (level full's argv builders, ibdiag.families.loopback and
+# .nccl_tests, take these values as they are: this is the one place they are checked). Each
+# pattern with what it means, for the one-line config error (ibdiag.config).
 PROGRAM_PATH = r"^[A-Za-z0-9_./+][A-Za-z0-9_./+-]{0,4095}$"
 BYTE_COUNT = r"^\d{1,15}[KkMmGg]?$"
 NO_NUL = r"^[^\x00]*$"

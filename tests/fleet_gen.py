@@ -11,7 +11,7 @@ graded against the node's snapshot of a day earlier (``--state``):
 
 - the Snapshot holds what collect records: the sysfs devices (``tests/snapshots.py``'s
   factories), and every command of levels standard and full as a ``CommandRun`` with the argv
-  and role collect plans for it (``ibdiag.sources.plan``, ``.partner``, ``.active``) and, as
+  and role collect plans for it (``ibdiag.families``) and, as
   stdout, a real capture with this node's values written in (GUIDs, LIDs, far end, bandwidth):
   ``tests/fixtures`` (perfquery -x/-E/-X, ethtool -S, nvidia-smi topo, perftest,
   nccl-tests; ibstat/ibv_devinfo in their layout) and ``tests/captures/ibsim-partner`` (the
@@ -69,17 +69,18 @@ import stubs as S
 from snapshots import builtin_registry, device, netdev, pci, port
 from sysfs_builder import HW_COUNTERS, PORT_COUNTERS
 
-from ibdiag import __version__, roles
+from ibdiag import __version__, families, roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import local_port_info_matters, rcv_error_details_matter
+from ibdiag.families import nccl_tests
+from ibdiag.families.loopback import traffic
+from ibdiag.families.partner import chain as partner_source
+from ibdiag.families.partner.readings import port_info_of
+from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
-from ibdiag.sources import SOURCE_LEVELS, active, plan
-from ibdiag.sources import partner as partner_source
-from ibdiag.sources.interpret import interpret
-from ibdiag.sources.interpret.partner import port_info_of
-from ibdiag.sources.interpret.perfquery import reading
+from ibdiag.sources import SOURCE_LEVELS
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -355,7 +356,7 @@ def _switch_counters(rng: random.Random) -> Dict[str, int]:
 
 
 def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str, int]):
-    """The far-end chain of one port as ``ibdiag.sources.partner`` records it."""
+    """The far-end chain of one port as ``ibdiag.families.partner.chain`` records it."""
     target = f"{dev}:{number}"
     guid = leaf_guid(far.su, far.rail)
     switch_lid = leaf_lid(far.su, far.rail)
@@ -628,14 +629,16 @@ def graded_node(fleet: FleetPlan, index: int) -> Report:
         "problems": {},
     }
     commands = {run.key: run for run in runs}
-    snap = Snapshot(
-        tool_version=__version__,
-        collected_at=collected,
-        sysfs_root="/sys",
-        procfs_root="/proc",
-        sources=sorted({"procfs"} | set(_needs())),
-        commands=commands,
-        **interpret(fields, commands),
+    snap = families.interpret(
+        Snapshot(
+            tool_version=__version__,
+            collected_at=collected,
+            sysfs_root="/sys",
+            procfs_root="/proc",
+            sources=sorted({"procfs"} | set(_needs())),
+            commands=commands,
+            **fields,
+        )
     )
     baseline = _baseline(snap, _devices(node, then_counters), fars)
     return grade(snap, builtin_registry(), SITE_THRESHOLDS, LEVEL, baseline=baseline)
@@ -764,22 +767,34 @@ def _gpus() -> List[Pci]:
 def _read_only_runs(
     node: NodePlan, devices: List[Device], gpus: List[Pci], fars: List[_Far], rng: random.Random
 ) -> List[CommandRun]:
-    """Level standard's commands as collect plans them (``plan.commands_for``, the far-end
-    chain of ``ibdiag.sources.partner``), each with its capture as stdout."""
+    """Level standard's commands as collect plans them (``ibdiag.families.plan``, the far-end
+    chain of ``ibdiag.families.partner.chain``), each with its capture as stdout."""
     fixed = {
         "perfquery-x": _capture(*S.PERFQUERY_X_HEALTHY),
         "perfquery-E": _capture(*S.PERFQUERY_E),
         "perfquery-X": S.PERFQUERY_XMIT_SL,
         "ethtool-S": _capture(*S.ETHTOOL_S),
-        roles.GPU_TOPOLOGY: _capture(
+        str(roles.GPU_TOPOLOGY): _capture(
             "nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt"
         ),
     }
     runs = []
-    for planned in plan.commands_for(devices, _needs(), gpus):
-        kind = planned.role.split(" ", 1)[0]
-        if kind in fixed or planned.role in fixed:
-            stdout = fixed.get(kind) or fixed[planned.role]
+    files = Snapshot(  # what sysfs gave: all a family plans from
+        tool_version=__version__,
+        host=node.host,
+        collected_at=EPOCH,
+        sysfs_root="/sys",
+        procfs_root="/proc",
+        devices=devices,
+        gpus=gpus,
+    )
+    for planned in families.plan(files, sorted(_needs())):
+        role = planned.role
+        if planned.refused or role.family == "partner":
+            continue  # no name is refused here; the far-end chains are _partner_runs'
+        kind = f"{role.family}-{role.step}" if role.step else role.family
+        if kind in fixed or str(role) in fixed:
+            stdout = fixed.get(kind) or fixed[str(role)]
         elif planned.role == roles.KERNEL_LOG:
             stdout = _dmesg(node.host, node.kernel, node.fw_ver, node.ofed, rng)
         elif planned.role == roles.IBSTAT:
@@ -803,14 +818,14 @@ def _read_only_runs(
 
 
 def _loopback_runs(node: NodePlan, devices: List[Device], rng: random.Random) -> List[CommandRun]:
-    """Level full's ib_write_bw loopback per port as ``active.plan_loopback`` plans it."""
+    """Level full's ib_write_bw loopback per port as ``traffic.plan_loopback`` plans it."""
     slow = dict(node.slow_rails)
-    tests = active.plan_loopback(
+    tests = traffic.plan_loopback(
         devices,
         SITE_THRESHOLDS,
         graded=lambda dev: True,
         gpu_near=lambda name: None,
-        pin_for=active.numa_pinning("/usr/bin", {}),
+        pin_for=traffic.numa_pinning("/usr/bin", {}),
     )
     runs = []
     for test in tests:
@@ -837,7 +852,7 @@ def _nccl_tests_run(node: NodePlan, rng: random.Random) -> CommandRun:
     busbw = _clipped(rng, *NCCL_NORMAL)
     if node.nccl_fraction != 1.0:
         busbw = round(NCCL_NORMAL[0] * node.nccl_fraction, 2)
-    argv = active.nccl_tests_argv(NCCL_PROGRAM, gpus=RAILS, min_bytes="32M", max_bytes="1G")
+    argv = nccl_tests.nccl_tests_argv(NCCL_PROGRAM, gpus=RAILS, min_bytes="32M", max_bytes="1G")
     return CommandRun(
         argv=argv,
         role=roles.NCCL_TESTS,
@@ -926,7 +941,7 @@ def _memoize_parsers() -> None:
     """In a generating process only: every node prints the same perfquery and ethtool -S
     captures, so each text is parsed once, not 32 times a node (the parsers are pure functions
     of the text, and their callers copy what they keep). A third of the generation time."""
-    from ibdiag.sources.parsers import ethtool, perfquery
+    from ibdiag.families import ethtool, perfquery
 
     for module, name in ((ethtool, "parse_ethtool_stats"), (perfquery, "parse_perfquery")):
         parser = getattr(module, name)

@@ -18,9 +18,9 @@ from typing import Dict, Iterable, List, Optional
 
 from ibdiag import __version__
 from ibdiag.grade import grade, run_check
-from ibdiag.model import Device, LinkRate, NetDev, Pci, Port, Report, Result, Snapshot
+from ibdiag.model import CommandRun, Device, LinkRate, NetDev, Pci, Port, Report, Result, Snapshot
 from ibdiag.registry import Registry, load_registry
-from ibdiag.sources.parsers.sysfs_values import parse_rate
+from ibdiag.sources.sysfs_values import parse_rate
 from ibdiag.thresholds import Thresholds
 
 STATE_NAMES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
@@ -301,8 +301,13 @@ def statuses(results: Iterable[Result]) -> Dict[str, str]:
 
 def interpreted(snap: Snapshot) -> Snapshot:
     """``snap`` with its typed command fields set from its runs and dump files, as collect and
-    replay set them (``ibdiag.sources.interpret``): for hand-built snapshots with commands."""
-    from ibdiag.sources.interpret import interpret
+    replay set them (``ibdiag.families.interpret``): for hand-built snapshots with commands."""
+    from ibdiag.families import interpret
 
-    fields = {name: getattr(snap, name) for name in type(snap).model_fields if name != "commands"}
-    return snap.model_copy(update=interpret(fields, dict(snap.commands)))
+    return interpret(snap)
+
+
+def with_runs(snap: Snapshot, *runs: CommandRun) -> Snapshot:
+    """``snap`` with ``runs`` recorded (by role, as collect records them) and interpreted."""
+    commands = {**snap.commands, **{item.key: item for item in runs}}
+    return interpreted(snap.model_copy(update={"commands": commands}))

@@ -8,8 +8,9 @@ it names. On that graph:
 - checks read typed facts only: they import no machine reader (``ibdiag.sources``), no process
   control (``ibdiag.runner``), no command line (``ibdiag.cli``), no bundle code
   (``ibdiag.bundle``), and see no ``CommandRun`` - neither the name, nor a module of ibdiag's
-  that deals in them (``ibdiag.command_results``, ...; ``ibdiag.model`` defines it and is the
-  exception), nor a Snapshot member that hands one out (``snap.run(...)``, ``snap.commands``);
+  that deals in them (``ibdiag.runner``, ``ibdiag.families``...; ``ibdiag.model`` defines it
+  and is the exception), nor a Snapshot member that hands one out (``snap.run(...)``,
+  ``snap.commands``);
 - renderers see only the Report: ``ibdiag.render`` imports no grader, reader, runner or CLI;
 - the fleet reads Reports: ``ibdiag.fleet`` imports no machine reader (it may start its
   processes through ``ibdiag.runner``);

@@ -19,6 +19,7 @@ from conftest import scenario_names, scenario_sysfs
 from snapshots import assert_same_snapshot, report_for
 from stubs import write_procfs
 
+from ibdiag import families
 from ibdiag.bundle import write as bundle_write
 from ibdiag.bundle.opener import BundleError, open_bundle
 from ibdiag.bundle.replay import replay
@@ -51,7 +52,7 @@ def collected(name: str, procfs_root: str):
 def with_commands(snapshot: Snapshot, runs: List[CommandRun]) -> Snapshot:
     """``snapshot`` as if ``runs`` had run with it: their typed fields parsed (and the two that
     a live run would have planned given their roles), as collect would."""
-    from ibdiag.sources.interpret import reinterpret
+    from ibdiag.migrate import reinterpret
 
     commands = dict(snapshot.commands)
     commands.update({run.key: run for run in runs})
@@ -143,7 +144,9 @@ def test_recording_does_not_change_the_snapshot(procfs):
     recorded, recording = collected(GOOD, procfs)
     assert plain.boot_time is not None and plain.gpus is not None and plain.kernel_modules
     update = {"collected_at": plain.collected_at, "commands": plain.commands}
-    assert recorded.model_copy(update=update) == plain
+    # The typed facts are read from the runs (each fact records what became of its run, how
+    # long it took included): with the same runs, the same facts.
+    assert families.interpret(families.without_facts(recorded.model_copy(update=update))) == plain
     assert recording.files["proc/sys/kernel/hostname"] == b"gpu-node-017\n"
     assert recording.files["sys/class/infiniband/mlx5_0/ports/1/state"].startswith(b"4: ACTIVE")
     link = recording.links["sys/class/infiniband/mlx5_0/device"]

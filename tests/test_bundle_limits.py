@@ -515,8 +515,9 @@ def test_limits_are_stated_in_the_units_of_their_messages():
 
 def test_each_area_holds_what_the_collector_can_write_there():
     """The limits follow the collector's own caps: raising one of those must raise these."""
+    from ibdiag.families.nccl_inspector import files as inspector_files
     from ibdiag.runner import command_runner
-    from ibdiag.sources import inspector_files, sysfs
+    from ibdiag.sources import sysfs
 
     areas = {prefix: (each, total) for prefix, each, total, _what in bundle_limits.KEPT_AREAS}
     assert areas["root/"][0] >= 2 * sysfs._MAX_ATTRIBUTE_BYTES

@@ -1,6 +1,7 @@
 """kernel.log and hca.driver_inventory grade the typed fields (``Snapshot.kernel_log``,
-``Snapshot.inventory``), never command text: every run here has empty output, so a check that
-still parsed text would find nothing."""
+``Snapshot.inventory``), never command text nor runs: every run here has empty output, so a
+check that still parsed text would find nothing, and what became of each run is on the fact
+(``RunOutcome``, as the family records it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from snapshots import builtin_registry, devices, run, snapshot
 from ibdiag import roles
 from ibdiag.facts.inventory import Inventory, ListedCA, Listing
 from ibdiag.facts.kernel_log import KernelFinding, KernelLog
+from ibdiag.families import outcome_of
 from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Snapshot
 from ibdiag.thresholds import Thresholds
@@ -35,6 +37,11 @@ def test_the_checks_read_fields_only(name):
 
 def with_runs(snap: Snapshot, *runs: CommandRun, **fields) -> Snapshot:
     return snap.model_copy(update={"commands": {run.key: run for run in runs}, **fields})
+
+
+def tried(*runs: CommandRun) -> dict:
+    """The outcomes a KernelLog records of the runs it tried, in order."""
+    return {"runs": [outcome_of(run) for run in runs]}
 
 
 def dmesg(**kwargs) -> CommandRun:
@@ -67,6 +74,7 @@ def test_findings_are_graded_per_device_from_the_field():
             finding("mlx5_1", 13.0, "link.up", "mlx5_core 0000:0d:00.0: Link up"),
         ],
         dated=[10.0, 11.0, 12.0, 13.0],
+        **tried(dmesg()),
     )
     results = kernel(with_runs(snapshot(devices(2)), dmesg(), kernel_log=log))
     got = [(r.target, r.status.value, r.observed) for r in results]
@@ -93,6 +101,7 @@ def test_since_the_baseline_and_ignored_hcas_leave_findings_out():
         findings=[finding("mlx5_0", 400.0), finding("mlx5_1", 600.0)],
         dated=[100.0, 400.0, 600.0],
         undated=1,
+        **tried(dmesg(rc=1), journalctl()),
     )
     snap = with_runs(snap, dmesg(rc=1), journalctl(), kernel_log=log)
     th = Thresholds(ignore_hcas=["mlx5_1"])
@@ -107,7 +116,10 @@ def test_since_the_baseline_and_ignored_hcas_leave_findings_out():
 
 
 def test_neither_run_usable_is_one_skip_with_the_recorded_reasons():
-    log = KernelLog(unusable=["dmesg exited 1: restricted", "`journalctl ...` printed nothing"])
+    log = KernelLog(
+        unusable=["dmesg exited 1: restricted", "`journalctl ...` printed nothing"],
+        **tried(dmesg(rc=1), journalctl()),
+    )
     snap = with_runs(snapshot(), dmesg(rc=1), journalctl(), kernel_log=log)
     (result,) = kernel(snap)
     assert result.status.value == "skip"
@@ -119,26 +131,31 @@ def test_neither_run_usable_is_one_skip_with_the_recorded_reasons():
 
 def test_a_hung_dmesg_warns_found_by_its_role():
     hung = dmesg(rc=None, timed_out=True, duration_s=10.0)
-    log = KernelLog(role=roles.KERNEL_LOG_FALLBACK, dated=[1.0])
+    log = KernelLog(role=roles.KERNEL_LOG_FALLBACK, dated=[1.0], **tried(hung, journalctl()))
     results = kernel(with_runs(snapshot(), hung, journalctl(), kernel_log=log))
     assert [r.status.value for r in results] == ["warn", "pass"]
     assert results[0].evidence == [" ".join(DMESG)] and results[0].observed == "timed-out"
     assert results[1].message == "no HCA fault signature in 1 kernel-log lines since boot"
+    alone = snapshot().model_copy(update={"kernel_log": log})  # the fact alone, no runs
+    assert kernel(alone) == results
 
 
 def test_no_kernel_log_field_is_a_skip_saying_it_was_not_collected():
     (result,) = kernel(snapshot())
     assert result.status.value == "skip"
     assert result.message == (
-        "kernel log unavailable: not collected (level quick, or an older bundle)"
+        "kernel log unavailable: not collected (level quick, or not planned here)"
     )
+    assert result.evidence == ["kernel-log dmesg"]
 
 
 # -- hca.driver_inventory ---------------------------------------------------------------------
 
 
-def listing(role: str, *names: str, **kwargs) -> Listing:
-    return Listing(role=role, cas=[ListedCA(name=name) for name in names], **kwargs)
+def listing(run: CommandRun, *names: str, **kwargs) -> Listing:
+    """The listing the family records of ``run``: its CAs ``names``, and what became of it."""
+    cas = [ListedCA(name=name) for name in names]
+    return Listing(role=run.role, cas=cas, outcome=outcome_of(run), **kwargs)
 
 
 def ibstat(**kwargs) -> CommandRun:
@@ -151,8 +168,8 @@ def ibv_devinfo(**kwargs) -> CommandRun:
 
 def test_inventory_listings_are_compared_with_sysfs_from_the_field():
     inventory = Inventory(
-        ibstat=listing(roles.IBSTAT, "mlx5_0", "mlx5_1"),
-        ibv_devinfo=listing(roles.IBV_DEVINFO, "mlx5_0", "mlx5_9"),
+        ibstat=listing(ibstat(), "mlx5_0", "mlx5_1"),
+        ibv_devinfo=listing(ibv_devinfo(), "mlx5_0", "mlx5_9"),
     )
     snap = with_runs(snapshot(devices(2)), ibstat(), ibv_devinfo(), inventory=inventory)
     results = run("hca.driver_inventory", snap)
@@ -166,8 +183,10 @@ def test_inventory_listings_are_compared_with_sysfs_from_the_field():
 
 def test_inventory_unusable_garbage_and_not_collected():
     inventory = Inventory(
-        ibstat=Listing(role=roles.IBSTAT, unusable="ibstat: permission denied"),
-        ibv_devinfo=listing(roles.IBV_DEVINFO, problems=["unparseable line 1: 'junk'"]),
+        ibstat=listing(
+            ibstat(rc=None, permission_denied=True), unusable="ibstat: permission denied"
+        ),
+        ibv_devinfo=listing(ibv_devinfo(), problems=["unparseable line 1: 'junk'"]),
     )
     snap = with_runs(
         snapshot(), ibstat(rc=None, permission_denied=True), ibv_devinfo(), inventory=inventory
@@ -179,18 +198,20 @@ def test_inventory_unusable_garbage_and_not_collected():
     ]
     results = run("hca.driver_inventory", snapshot())
     assert [r.message for r in results] == [
-        "`ibstat` was not collected (level quick, or an older bundle)",
-        "`ibv_devinfo` was not collected (level quick, or an older bundle)",
+        "`ibstat` was not collected (level quick, or not planned here)",
+        "`ibv_devinfo` was not collected (level quick, or not planned here)",
     ]
 
 
 def test_inventory_tool_crashing_while_sysfs_lists_hcas_warns():
     crashed = ibstat(rc=-11, stderr="")
     inventory = Inventory(
-        ibstat=Listing(role=roles.IBSTAT, unusable=crashed.failure()),
-        ibv_devinfo=listing(roles.IBV_DEVINFO, "mlx5_0"),
+        ibstat=listing(crashed, unusable=crashed.failure()),
+        ibv_devinfo=listing(ibv_devinfo(), "mlx5_0"),
     )
     snap = with_runs(snapshot(), crashed, ibv_devinfo(), inventory=inventory)
     results = run("hca.driver_inventory", snap)
     assert [r.status.value for r in results] == ["warn", "pass"]
     assert results[0].observed == "killed-by-SIGSEGV" and results[0].evidence == ["ibstat"]
+    alone = snapshot().model_copy(update={"inventory": inventory})  # the fact alone, no runs
+    assert run("hca.driver_inventory", alone) == results

@@ -17,8 +17,8 @@ from snapshots import builtin_registry, interpreted, run, snapshot
 
 from ibdiag import resources, roles
 from ibdiag.facts.nccl import InspectorSample
+from ibdiag.families.nccl_inspector.parser import parse_inspector_prom
 from ibdiag.model import CommandRun, InspectorFile
-from ibdiag.sources.parsers.nccl_inspector import parse_inspector_prom
 from ibdiag.thresholds import Thresholds
 
 KIND = "nccl_inspector"
@@ -31,11 +31,12 @@ stragglers = NCCL.stragglers
 
 
 def test_the_checks_read_no_command_text():
-    """No parser, no argv builder, no run looked up by argv: fields and roles only."""
+    """No parser, no argv builder, no run at all: typed fields (with their RunOutcome) only."""
     source = (Path(resources.builtin_checks_dir()) / "nccl.py").read_text()
-    for banned in ("ibdiag.sources", "_argv(", ".command(", ".commands", ".stdout", ".stderr"):
-        assert banned not in source, banned
-    assert source.count("snap.run(roles.NCCL_TESTS)") == 1
+    banned = ("ibdiag.sources", "ibdiag.families", "_argv(", ".command(", ".commands", ".stdout",
+              ".stderr", "snap.run(", "CommandRun", "command_results")  # fmt: skip
+    for word in banned:
+        assert word not in source, word
 
 
 # -- nccl-tests ----------------------------------------------------------------------------------
@@ -80,7 +81,7 @@ def test_nccl_tests_not_interpreted_is_an_error_naming_why():
 )
 def test_a_run_that_never_started_says_why_from_the_run(never_started, status, words):
     snap = interpreted(_nccl_snapshot("", rc=None, **never_started))
-    assert snap.nccl_tests is None
+    assert snap.nccl_tests.rows == [] and snap.nccl_tests.outcome.no_data is not None
     (only,) = run("nccl.tests", snap)
     assert only.status.value == status and words in only.message, only
 

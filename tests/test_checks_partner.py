@@ -13,10 +13,10 @@ from ibdiag import roles
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import Partner, PortInfo
 from ibdiag.facts.perfquery import PmaReading
+from ibdiag.families import Runs
+from ibdiag.families.partner import port_partner
 from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
-from ibdiag.sources.interpret import runs_by_role, with_ports
-from ibdiag.sources.interpret.partner import port_partner
 from ibdiag.thresholds import CounterRule, Thresholds
 from tests import stubs as S
 from tests.snapshots import builtin_registry, device, port, replaced, run, snapshot
@@ -74,17 +74,15 @@ def with_runs(snap: Snapshot, *runs: CommandRun) -> Snapshot:
     """``snap`` with ``runs`` recorded and, on each hand-built far end they were run for, what
     the real interpreter says of them (``Partner.unread``: why a step gave nothing usable)."""
     commands = {r.key: r for r in runs}
-    by_role = runs_by_role(commands, roles.PARTNER_PREFIX)
-
-    def judged(dev, port_):
-        if port_.partner is None:
-            return None
-        read = port_partner(dev.target(port_), by_role, dev, port_)
-        unread = read.unread if read is not None else []
-        return {"partner": port_.partner.model_copy(update={"unread": unread})}
-
-    devices = with_ports(snap.devices, judged)
-    return snap.model_copy(update={"commands": commands, "devices": devices})
+    recorded = Runs(commands)
+    for dev in snap.devices:
+        for port_ in dev.ports:
+            if port_.partner is not None:
+                read = port_partner(dev.target(port_), recorded, dev, port_)
+                found = {"unread": read.unread, "runs": read.runs} if read is not None else {}
+                far = port_.partner.model_copy(update={"unread": [], "runs": {}, **found})
+                snap = replaced(snap, dev.target(port_), partner=far)
+    return snap.model_copy(update={"commands": commands})
 
 
 def step_run(step: str, capture: Optional[str] = None, **fields) -> CommandRun:

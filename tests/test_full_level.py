@@ -17,8 +17,8 @@ import stubs as S
 from full_level_node import HALF_RATE, full_check, full_level_node, stub_ib_write_bw
 from sysfs_builder import mlx5_node, write_node, write_nvidia_gpus
 
-from ibdiag import bandwidth
-from ibdiag.sources import active
+from ibdiag import bandwidth, families, migrate
+from ibdiag.families.loopback import traffic
 from ibdiag.thresholds import Thresholds
 
 TOPO_RAIL = S.fixture("nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt")
@@ -121,10 +121,11 @@ def test_every_loopback_run_records_the_role_it_was_planned_for(run_cli, node):
     Path(node["state"], "mlx5_1.1.out").write_text(Path(HALF_RATE).read_text())  # one retry
     _, _, report = full_check(run_cli, node)
     roles = {
-        run["role"]: key.replace(" --report_gbits -s 65536 -D 1 -q 1 -F", "")
+        key: " ".join(run["argv"]).replace(" --report_gbits -s 65536 -D 1 -q 1 -F", "")
         for key, run in report["snapshot"]["commands"].items()
         if run["argv"][0] == "ib_write_bw"
     }
+    assert all(run["role"] == key for key, run in report["snapshot"]["commands"].items())
     assert roles == {
         "loopback client mlx5_0:1 attempt 1": "ib_write_bw -d mlx5_0 -i 1 -p 18515 localhost",
         "loopback server mlx5_1:1 for mlx5_0:1 attempt 1": "ib_write_bw -d mlx5_1 -i 1 -p 18515",
@@ -190,17 +191,17 @@ def test_read_loopback_argv_reads_back_what_plan_built():
     argv = ["numactl", "--cpunodebind=1", "--membind=1", "ib_write_bw", "-d", "mlx5_3", "-i", "2",
             "-p", "18600", "--report_gbits", "-s", "65536", "-D", "5", "-q", "1", "-F",
             "--use_cuda=5", "localhost"]  # fmt: skip
-    info = active.read_loopback_argv(argv)
-    assert info == active.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
-    assert active.read_loopback_argv(["perfquery", "-x"]) is None
-    assert active.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
-    test = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
+    info = migrate.read_loopback_argv(argv)
+    assert info == migrate.RecordedLoopback("client", "mlx5_3", 2, 18600, 5)
+    assert migrate.read_loopback_argv(["perfquery", "-x"]) is None
+    assert migrate.read_loopback_argv(["ib_write_bw", "-d", "mlx5_0"]) is None  # no -p
+    test = traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
                                client_pin=NUMACTL_0)  # fmt: skip
     th = Thresholds()
-    assert active.read_loopback_argv(test.argv(th, "client")) == active.RecordedLoopback(
+    assert migrate.read_loopback_argv(test.argv(th, "client")) == migrate.RecordedLoopback(
         "client", "mlx5_0", 1, 18515, 0
     )
-    assert active.read_loopback_argv(test.argv(th, "server")) == active.RecordedLoopback(
+    assert migrate.read_loopback_argv(test.argv(th, "server")) == migrate.RecordedLoopback(
         "server", "mlx5_1", 1, 18515, 1
     )
 
@@ -208,10 +209,10 @@ def test_read_loopback_argv_reads_back_what_plan_built():
 def _old_bundle_argvs():
     """What a pairs run with one retry recorded before roles: (argv, the role it had)."""
     th = Thresholds()
-    first = active.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
+    first = traffic.LoopbackTest("mlx5_0", 1, "mlx5_1", 1, 18515, gpu=0, server_gpu=1,
                                 client_pin=NUMACTL_0)  # fmt: skip
-    second = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
-    retry = active.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
+    second = traffic.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18516)
+    retry = traffic.LoopbackTest("mlx5_1", 1, "mlx5_0", 1, 18616, attempt=2)
     recorded = [(test.argv(th, side), test.role(side)) for test in (retry, second, first)
                 for side in ("server", "client")]  # fmt: skip
     return [*recorded, (["perfquery", "-x", "-C", "mlx5_0", "-P", "1"], None)]
@@ -225,21 +226,27 @@ def test_a_bundle_from_before_roles_gets_its_loopback_roles_back():
 
     recorded = _old_bundle_argvs()
     argvs = [argv for argv, _ in recorded]
-    assert active.loopback_roles_before_roles(argvs) == {
+    assert migrate.loopback_roles_before_roles(argvs) == {
         command_key(argv): role for argv, role in recorded if role is not None
     }
     lone_server = ["ib_write_bw", "-d", "mlx5_0", "-i", "1", "-p", "18999"]
-    assert command_key(lone_server) not in active.loopback_roles_before_roles([*argvs, lone_server])
+    found = migrate.loopback_roles_before_roles([*argvs, lone_server])
+    assert command_key(lone_server) not in found
     # and through the one entry point bundles and saved snapshots use
-    from ibdiag.model import CommandRun
-    from ibdiag.sources.legacy_roles import restore_roles
+    from datetime import datetime, timezone
+
+    from ibdiag.model import CommandRun, Snapshot
 
     runs = {command_key(argv): CommandRun(argv=argv, rc=0) for argv in [*argvs, lone_server]}
-    restored = restore_roles(runs, [], {"sysfs", "perftest"})
-    assert {key: run.role for key, run in restored.items()} == {
-        **{command_key(argv): role for argv, role in recorded},
-        command_key(lone_server): None,
-    }
+    old = Snapshot(
+        schema_version=1, tool_version="0.0-old", sysfs_root="/sys", procfs_root="/proc",
+        collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc), sources=["sysfs", "perftest"],
+        commands=runs,
+    )  # fmt: skip
+    restored = migrate.upgrade(old).commands.values()
+    assert sorted((" ".join(run.argv), str(run.role)) for run in restored) == sorted(
+        [*((" ".join(argv), str(role)) for argv, role in recorded), (" ".join(lone_server), "None")]
+    )
 
 
 def test_a_bundle_replays_the_typed_loopback_and_gpu_topology_of_the_live_run(run_cli, node):
@@ -395,9 +402,9 @@ def test_an_explicit_deadline_leaves_later_attempts_recorded_as_never_started(ru
 def test_without_deadline_level_full_keeps_its_own_documented_bound():
     """README "Level full": 2 x (perftest_duration_s + 31 s), + nccl_timeout_s with nccl-tests."""
     th = Thresholds(perftest_duration_s=5, nccl_tests="/opt/nccl-tests/all_reduce_perf")
-    assert active.full_level_bound(th, perftest=True, nccl_tests=False) == 72
-    assert active.full_level_bound(th, perftest=True, nccl_tests=True) == 72 + 600
-    assert active.full_level_bound(Thresholds(), perftest=False, nccl_tests=True) == 1.0
+    assert families.full_level_bound(th, ["perftest"]) == 72
+    assert families.full_level_bound(th, ["perftest", "nccl_tests", "nccl_inspector"]) == 72 + 600
+    assert families.full_level_bound(Thresholds(), ["nccl_tests"]) == 1.0
 
 
 def test_the_default_deadline_does_not_cut_level_full_short(run_cli, node, monkeypatch):
@@ -432,9 +439,9 @@ def test_every_planned_tcp_port_and_its_retrys_is_a_tcp_port_however_many_ports(
     port = Port(number=1, path="p", state=4, link_layer="InfiniBand", rate=rate)
     devices = [Device(name=f"mlx5_{i}", path=f"d{i}", ports=[port]) for i in range(600)]
     th = Thresholds(perftest_base_port=65000)
-    tests = active.plan_loopback(devices, th, lambda dev: True, lambda name: None, lambda n: [])
+    tests = traffic.plan_loopback(devices, th, lambda dev: True, lambda name: None, lambda n: [])
     ports = [test.tcp_port for test in tests]
     assert ports[:436] == list(range(65000, 65436)) and ports[436] == 1024
     assert len(set(ports)) == 600
-    assert all(1024 <= p and p + active.RETRY_PORT_OFFSET <= 65535 for p in ports)
-    assert [active.loopback_tcp_port(18515, i) for i in range(3)] == [18515, 18516, 18517]
+    assert all(1024 <= p and p + traffic.RETRY_PORT_OFFSET <= 65535 for p in ports)
+    assert [traffic.loopback_tcp_port(18515, i) for i in range(3)] == [18515, 18516, 18517]

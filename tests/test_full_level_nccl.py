@@ -509,7 +509,7 @@ def test_inspector_default_json_mode_files_are_read(run_cli, node):
 
 
 def test_inspector_reads_no_hard_link_no_symlink_and_the_newest_part_of_a_big_file(tmp_path):
-    from ibdiag.sources import inspector_files
+    from ibdiag.families.nccl_inspector import files as inspector_files
 
     folder = tmp_path / "dumps"
     folder.mkdir()

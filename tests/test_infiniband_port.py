@@ -8,10 +8,13 @@ used to disagree on the unreadable case.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
-from ibdiag.model import Device, Port
-from ibdiag.sources import active, plan
+from ibdiag import families
+from ibdiag.families.loopback import traffic
+from ibdiag.model import Device, Port, Snapshot
 from ibdiag.thresholds import Thresholds
 
 CASES = [
@@ -28,15 +31,22 @@ def _device(link_layer, problems) -> Device:
     return Device(name="mlx5_0", path="d", ports=[port])
 
 
+def _snapshot(dev: Device) -> Snapshot:
+    return Snapshot(
+        tool_version="0", collected_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        sysfs_root="/sys", procfs_root="/proc", devices=[dev],
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("link_layer, problems, expected", CASES)
 def test_the_checks_the_plan_and_the_loopback_agree(link_layer, problems, expected):
     dev = _device(link_layer, problems)
     port = dev.ports[0]
     assert port.is_infiniband is expected
     assert port.is_infiniband is expected
-    perfquery = [item for item in plan.commands_for([dev], {"perfquery"})]
+    perfquery = families.plan(_snapshot(dev), {"perfquery"})
     assert bool(perfquery) is expected
-    tests = active.plan_loopback(
+    tests = traffic.plan_loopback(
         [dev], Thresholds(), graded=lambda _: True, gpu_near=lambda _: None, pin_for=lambda _: []
     )
     assert bool(tests) is expected

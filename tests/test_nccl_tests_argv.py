@@ -1,4 +1,4 @@
-"""The argv of a nccl-tests run, built by the source that runs it (``ibdiag.sources.active``).
+"""The argv of a nccl-tests run, built by the family that runs it (``ibdiag.families.nccl_tests``).
 
 The builder only builds: what it is given comes from Thresholds, which the config validated
 once (a bad value is one line, exit 3: tests/test_config.py), so the tests of bad values are
@@ -13,8 +13,9 @@ from typing import get_args
 import pytest
 
 from ibdiag.config import ConfigError, load_effective
+from ibdiag.families._traffic import Limits
+from ibdiag.families.nccl_tests import LAUNCHERS, nccl_tests_argv, run_nccl_tests
 from ibdiag.roles import NCCL_TESTS
-from ibdiag.sources.active import LAUNCHERS, Limits, nccl_tests_argv, run_nccl_tests
 from ibdiag.thresholds import Thresholds
 
 

@@ -1,5 +1,5 @@
 """The far end of each cable, collected through stub smpquery and perfquery
-(``ibdiag.sources.partner``).
+(``ibdiag.families.partner.chain``).
 
 Each test builds a node (``sysfs_builder``: mlx5_0.. with one ACTIVE InfiniBand port each) and a
 stub directory as the only PATH; the stubs print the real tools' outputs against the ibsim
@@ -19,8 +19,8 @@ from sysfs_builder import mlx5_node, write_node
 
 from ibdiag import roles
 from ibdiag.collect import collect
+from ibdiag.families.partner import chain as source
 from ibdiag.model import CommandRun, Snapshot
-from ibdiag.sources import partner as source
 
 SLACK = 3.0  # seconds beyond a deadline: threads, interpretation, a loaded CI machine
 
@@ -82,7 +82,7 @@ def test_every_step_of_a_switch_partner_runs_with_its_role_and_mad_timeout(tmp_p
     found = snap.devices[0].ports[0].partner
     assert (found.node_type, found.description, found.port, found.lid) == (
         "Switch", "MF0;leaf07:MQM8700/U1", 1, 1)  # fmt: skip
-    assert found.counters.role == "partner-perfquery mlx5_0:1"  # ibsim's -x: data only
+    assert str(found.counters.role) == "partner-perfquery mlx5_0:1"  # ibsim's -x: data only
     assert found.local_port_info is None and found.rcv_error_details is None
     assert sorted(S.StubBin.calls(node.stubs)) == sorted(" ".join(r.argv) for r in runs.values())
     assert not [call for call in node.stubs.calls() if " -E " in call or "portinfo 0 1" in call]
@@ -151,7 +151,7 @@ def test_plain_perfquery_is_not_run_when_x_has_the_error_counters(tmp_path):
     assert roles.partner("perfquery", "mlx5_0:1") not in runs
     assert runs[roles.partner("perfquery-E", "mlx5_0:1")].succeeded
     counters = snap.devices[0].ports[0].partner.counters
-    assert counters.role == "partner-perfquery-x mlx5_0:1"
+    assert str(counters.role) == "partner-perfquery-x mlx5_0:1"
     assert counters.counters["PortXmitDiscards"] == 20046
     assert counters.counters["PortRcvSwitchRelayErrors"] == 7
     assert snap.devices[0].ports[0].partner.rcv_error_details is not None
@@ -327,7 +327,7 @@ def test_an_unsafe_device_name_runs_nothing_and_says_why(tmp_path):
     node.sysfs = str(tmp_path / "odd")
     node.tools()
     runs = by_role(node.collect())
-    refused = [run for role, run in runs.items() if role.endswith(" -mlx5_0:1")]
+    refused = [run for role, run in runs.items() if role.target == "-mlx5_0:1"]
     assert {run.role for run in refused} == {roles.partner(step, "-mlx5_0:1") for step in ALWAYS}
     assert all("not safe on a command line" in run.skipped for run in refused)
     assert runs[roles.partner("perfquery", "mlx5_1:1")].succeeded
@@ -341,7 +341,7 @@ def test_inert_unless_a_check_needs_it(tmp_path):
     node = Node(tmp_path, count=1)
     node.tools()
     snap = node.collect(needs=STANDARD)
-    assert not any(run.role.startswith(roles.PARTNER_PREFIX) for run in snap.commands.values())
+    assert not any(run.role.family == "partner" for run in snap.commands.values())
     assert not [call for call in node.stubs.calls() if call.startswith("smpquery")]
     assert snap.devices[0].ports[0].partner is None
 
@@ -432,3 +432,32 @@ def test_the_real_smpquery_without_a_device_fails_in_its_own_words(tmp_path):
                               "smpquery exited 255: "), why  # fmt: skip
         found = snap.device(name).ports[0].partner
         assert found is not None and found.node_type is None and found.counters is None
+
+
+def test_the_collector_runs_any_familys_collect_hook_through_its_runner(tmp_path, monkeypatch):
+    """The collector names no family: any family with ``collect(snap, runner)`` (commands that
+    depend on earlier answers, as the far end's chain does) is called in the collector's pool
+    with the collection's one runner, and what it ran is recorded and interpreted."""
+    import types
+
+    from ibdiag import families
+    from ibdiag.families import partner as partner_family
+
+    seen = {}
+
+    def collect_hook(snap, runner):
+        seen["runner"], seen["ports"] = runner, [dev.name for dev in snap.devices]
+        run = runner.run(["smpquery", "-h"], roles.Role("planted", "probe", "mlx5_0:1"))
+        return {run.key: run}
+
+    planted = types.ModuleType("ibdiag.families.planted")
+    planted.SOURCE, planted.LEVEL, planted.ORDER = "planted", "standard", 90
+    planted.collect = collect_hook
+    planted.interpret = lambda snap, runs: families.Update()
+    monkeypatch.setattr(families, "families", lambda: (partner_family, planted))
+    node = Node(tmp_path, count=1)
+    node.tools()
+    snap = node.collect(needs=("sysfs", "planted"))
+    assert seen["ports"] == ["mlx5_0"] and seen["runner"].timeout_s == 10.0
+    assert [str(run.role) for run in snap.commands.values()] == ["planted-probe mlx5_0:1"]
+    assert not [call for call in node.stubs.calls() if "0,1" in call]  # partner not needed

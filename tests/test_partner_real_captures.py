@@ -20,9 +20,9 @@ from ibdiag import roles
 from ibdiag.counters.catalogue import catalogue_name, lookup
 from ibdiag.drain_reason import drain_reason
 from ibdiag.facts.partner import Partner, cable_name
+from ibdiag.families.perfquery import reading
 from ibdiag.grade import run_check
 from ibdiag.model import CommandRun, Report, Result, Snapshot, Status
-from ibdiag.sources.interpret.perfquery import reading
 from ibdiag.thresholds import Thresholds
 
 _QUOTED = re.compile(r"'([^']*)'")

@@ -20,6 +20,7 @@ from snapshots import device, port, snapshot
 from sysfs_builder import mlx5_node, write_node
 from test_fleet_node import node_snapshot, report_json
 
+from ibdiag import roles
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.fleet import node as fleet_node
 from ibdiag.fleet.node import summarize
@@ -136,7 +137,8 @@ def test_no_loopback_run_no_loopback_family() -> None:
         update={
             "loopback": [
                 LoopbackAttempt(client_device="mlx5_0", client_port=1, attempt=1, gbps=None,
-                                why_not="no result row", client_role="loopback client"),
+                                why_not="no result row",
+                                client_role=roles.loopback_client("mlx5_0:1", 1)),
             ]
         }
     )  # fmt: skip

@@ -42,6 +42,7 @@ import pytest
 from stubs import write_procfs
 from sysfs_builder import mlx5_node, write_node
 
+from ibdiag import roles
 from ibdiag.model import CommandRun
 from ibdiag.runner.command_runner import Runner
 
@@ -118,8 +119,8 @@ def test_the_real_tools_are_installed():
 
 def test_runner_records_perfquery_failing_without_a_device():
     require_real_tools()
-    from ibdiag.sources.parsers.perfquery import parse_perfquery
-    from ibdiag.sources.plan import perfquery_argv
+    from ibdiag.families.perfquery import argv as perfquery_argv
+    from ibdiag.families.perfquery import parse_perfquery
 
     runner = Runner(timeout_s=20, deadline_s=120, path=TOOLS_PATH)
     for mode in ("basic", "x", "E", "X"):
@@ -134,7 +135,7 @@ def test_runner_records_perfquery_failing_without_a_device():
 
 def test_runner_records_ethtool_on_a_missing_netdev():
     require_real_tools()
-    from ibdiag.sources.plan import ethtool_argv
+    from ibdiag.families.ethtool import argv as ethtool_argv
 
     run = Runner(timeout_s=20, deadline_s=60, path=TOOLS_PATH).run(ethtool_argv(NETDEVS[0]))
     assert run.argv == ["ethtool", "-S", NETDEVS[0]]
@@ -169,10 +170,13 @@ def test_runner_records_ibstat_ibv_devinfo_and_ib_write_bw():
 def test_runner_records_plain_ibstat_and_ibv_devinfo_as_the_plan_runs_them():
     """What level standard really runs: ``ibstat`` and ``ibv_devinfo`` with no argument."""
     require_real_tools()
-    from ibdiag.sources.plan import IBSTAT_ARGV, IBV_DEVINFO_ARGV
+    from snapshots import snapshot
 
+    from ibdiag.families import ibstat, ibv_devinfo
+
+    planned = [*ibstat.plan(snapshot([])), *ibv_devinfo.plan(snapshot([]))]
     runs = Runner(timeout_s=20, deadline_s=60, path=TOOLS_PATH).run_all(
-        [IBSTAT_ARGV, IBV_DEVINFO_ARGV]
+        [item.argv for item in planned]
     )
     for run in runs.values():
         context = describe(run)
@@ -291,19 +295,22 @@ def test_check_standard_records_every_real_run_in_the_report(tmp_path):
     require_real_tools()
     proc = _check(tmp_path)
     _results(proc)
-    commands = json.loads(proc.stdout)["snapshot"]["commands"]
+    commands = json.loads(proc.stdout)["snapshot"]["commands"]  # keyed by role
     for device in DEVICES:
-        for flag in ("", "-x ", "-E ", "-X "):
-            key = f"perfquery {flag}-C {device} -P 1"
+        for mode, flag in (("basic", ""), ("x", "-x "), ("E", "-E "), ("X", "-X ")):
+            key = str(roles.perfquery(mode, f"{device}:1"))
             assert key in commands, sorted(commands)
             run = commands[key]
+            assert " ".join(run["argv"]) == f"perfquery {flag}-C {device} -P 1", run
             assert run["rc"] not in (0, None) and not run["timed_out"], run
             assert "Failed to open" in run["stdout"] + run["stderr"], run
     for netdev in NETDEVS:
-        run = commands[f"ethtool -S {netdev}"]
+        run = commands[str(roles.ethtool_stats(netdev))]
+        assert run["argv"] == ["ethtool", "-S", netdev], run
         assert run["rc"] not in (0, None) and "No such device" in run["stderr"], run
-    assert commands["ibstat"]["rc"] == 0, commands["ibstat"]
-    assert not commands["ibv_devinfo"]["not_found"], commands["ibv_devinfo"]
+    ibstat, ibv_devinfo = commands[str(roles.IBSTAT)], commands[str(roles.IBV_DEVINFO)]
+    assert ibstat["argv"] == ["ibstat"] and ibstat["rc"] == 0, ibstat
+    assert ibv_devinfo["argv"] == ["ibv_devinfo"] and not ibv_devinfo["not_found"], ibv_devinfo
     for run in commands.values():
         assert not run["not_found"] and not run["permission_denied"], run
         assert not run["timed_out"], run
@@ -335,7 +342,7 @@ def test_check_standard_on_this_machines_own_sysfs_has_no_crash(tmp_path):
         assert report["verdict_reason"].startswith("no InfiniBand devices found"), context
     else:
         assert proc.returncode in (0, 1, 2), context
-    commands = report["snapshot"]["commands"]
-    assert "ibstat" in commands and "ibv_devinfo" in commands, sorted(commands)
+    commands = report["snapshot"]["commands"]  # keyed by role
+    assert str(roles.IBSTAT) in commands and str(roles.IBV_DEVINFO) in commands, sorted(commands)
     for run in commands.values():
         assert not run["not_found"] and not run["timed_out"] and run["skipped"] is None, run

@@ -3,7 +3,7 @@
 Every golden scenario is collected at level standard (every read-only command, each stub
 printing a real capture from tests/fixtures), written as a bundle, opened and replayed: the
 two Snapshots are equal field for field, so ``ibdiag report BUNDLE`` grades what ``ibdiag check``
-graded. Both go through the one interpret step (``ibdiag.sources.interpret``); a bundle is
+graded. Both go through the one interpret step (``ibdiag.families.interpret``); a bundle is
 parsed by today's parsers.
 """
 

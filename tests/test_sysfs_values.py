@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ibdiag.model import LinkRate
-from ibdiag.sources.parsers import sysfs_values as parse
+from ibdiag.sources import sysfs_values as parse
 
 # --- rate -------------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ KEPT_AREAS = (
     # each command's stdout and stderr are kept to their last 1 MiB (runner.command_runner
     # OUTPUT_CAP_BYTES); most are a few KB, a level-full run's all together a few MB.
     ("commands/", 2 * MiB, 32 * MiB, "a command's output"),
-    # NCCL Inspector dumps: at most 4 MiB each and 64 MiB in all (sources.inspector_files).
+    # NCCL Inspector dumps: at most 4 MiB each and 64 MiB in all (families.nccl_inspector.files).
     ("nccl_inspector/", 8 * MiB, 80 * MiB, "an NCCL Inspector dump"),
     # the baseline a run graded counters against (collect --baseline/--state), one snapshot:
     # a standard-level one with every command's output is a few MiB. ``ibdiag collect`` refuses

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ibdiag.bundle import limits
+from ibdiag.roles import RoleField
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
@@ -118,7 +119,7 @@ class CommandEntry(_Entry):
 
     key: Optional[str] = None
     argv: List[str]
-    role: Optional[str] = None  # absent: written before roles were recorded
+    role: Optional[RoleField] = None  # absent: recorded without one (ibdiag.migrate)
     rc: Optional[int] = None
     duration_s: float = 0.0
     timed_out: bool = False

@@ -3,7 +3,7 @@
 ``replay(opened)`` (an ``ibdiag.bundle.opener.OpenedBundle``) parses the bundle's recorded sysfs
 and procfs files with the code a live collection uses (``collect.read_node``, through a
 ``BundleReader`` that answers from the bundle and never follows a link out of it), turns its
-recorded command runs into typed fields with today's ``ibdiag.sources.interpret`` (so a bundle
+recorded command runs into typed fields with today's ``ibdiag.families`` (so a bundle
 re-graded today parses as a live run would today), and validates everything that came from the
 bundle as the model it becomes. It runs nothing and reads nothing outside the bundle.
 """
@@ -128,7 +128,7 @@ def replay(opened: OpenedBundle) -> Snapshot:
     sources = list(header.sources)
     sys_reader = BundleReader(opened, "sys", header.sysfs_root)
     proc_reader = BundleReader(opened, "proc", header.procfs_root)
-    fields = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
+    node = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
     commands: Dict[str, CommandRun] = {}
     for entry in manifest.commands:
         data = {name: getattr(entry, name) for name in RUN_FIELDS}
@@ -136,27 +136,28 @@ def replay(opened: OpenedBundle) -> Snapshot:
         data["stderr"] = _read_stream(opened, entry.stderr_file)
         run = CommandRun.model_validate(data)  # read from outside: validated, as a baseline is
         commands[entry.key or run.key] = run
-    fields.update(
-        host=header.host,
-        boot_id=header.boot_id,
-        boot_time=header.boot_time,
-        nccl_inspector_dir=header.nccl_inspector_dir,
-        nccl_inspector=_replay_inspector(opened),
-    )
-    from ibdiag.sources.legacy_roles import restore_roles  # a bundle from before roles
-
-    program = (manifest.thresholds or {}).get("nccl_tests")
-    commands = restore_roles(commands, fields["devices"], set(sources), fields["gpus"], program)
-    if commands or fields.get("nccl_inspector") is not None:
-        from ibdiag.sources.interpret import interpret
-
-        fields = interpret(fields, commands)
+    problems = dict(node.problems)
     if manifest.baseline is not None:  # why the run's baseline or state file failed, if so
-        fields["problems"] = {**fields["problems"], **manifest.baseline.problems}
-    # Validated: the header came from outside. What the readers and interpret built (devices,
-    # typed command fields) are model instances already, which pydantic takes as they are.
-    carried = {name: getattr(header, name) for name in _FROM_HEADER}
-    return Snapshot.model_validate(dict(carried, sources=sources, commands=commands, **fields))
+        problems.update(manifest.baseline.problems)
+    # Validated: the header came from outside. What the readers built (devices, GPUs) are
+    # model instances already, which pydantic takes as they are.
+    snapshot = Snapshot.model_validate(
+        dict(
+            node._asdict(),
+            **{name: getattr(header, name) for name in _FROM_HEADER},
+            sources=sources,
+            commands=commands,
+            host=header.host,
+            boot_id=header.boot_id,
+            boot_time=header.boot_time,
+            nccl_inspector_dir=header.nccl_inspector_dir,
+            nccl_inspector=_replay_inspector(opened),
+            problems=problems,
+        )
+    )
+    from ibdiag.migrate import reinterpret  # today's format and parsers (ibdiag.migrate)
+
+    return reinterpret(snapshot, (manifest.thresholds or {}).get("nccl_tests"))
 
 
 def replay_baseline(opened: OpenedBundle) -> Optional[Loaded]:

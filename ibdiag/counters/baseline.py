@@ -1,7 +1,7 @@
 """Baseline files: a saved Snapshot (``ibdiag snapshot``, a state file, or a saved report).
 
 The typed fields of a loaded snapshot are parsed anew from its recorded runs
-(``ibdiag.sources.interpret.reinterpret``): a state file written by an older ibdiag is compared
+(``ibdiag.migrate.reinterpret``): a state file written by an older ibdiag is compared
 field by field with today's run, as a bundle is re-graded with today's parsers.
 
 Loading never raises: a missing, unreadable, truncated or foreign file comes back as a reason,
@@ -76,7 +76,7 @@ def parse(raw: bytes, path: str) -> Loaded:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "top level"
         return Loaded(None, f"{path}: not an ibdiag snapshot ({where}: {first['msg']})")
-    from ibdiag.sources.interpret import reinterpret
+    from ibdiag.migrate import reinterpret
 
     return Loaded(reinterpret(snapshot, nccl_program))  # today's parsers, as for a bundle
 
@@ -103,10 +103,11 @@ def _without_facts(data: dict) -> dict:
 
 def _device_without_facts(device: object) -> object:
     from ibdiag.facts import fact_fields
-    from ibdiag.model import NetDev, Port
+    from ibdiag.model import Device, NetDev, Port
 
     if not isinstance(device, dict) or not isinstance(device.get("ports"), list):
         return device
+    device = {key: value for key, value in device.items() if key not in fact_fields(Device)}
     ports = []
     for port in device["ports"]:
         if isinstance(port, dict):

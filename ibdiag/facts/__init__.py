@@ -1,7 +1,7 @@
 """Typed data parsed from command output, one module per family of commands.
 
 These are Snapshot fields (``ibdiag.model``) like the sysfs ones: frozen pydantic models that
-serialise to JSON and back without loss. They are filled by ``ibdiag.sources.interpret`` from
+serialise to JSON and back without loss. They are filled by ``ibdiag.families`` from
 the recorded runs, and read by checks and renderers; no one reads command text but the
 interpreters.
 
@@ -12,12 +12,14 @@ Conventions every family follows:
 - values are what the tool printed, typed (int counters, float Gb/s), never re-derived.
 """
 
-from typing import Any, List
+from typing import Any, Dict, List, Type
+
+from pydantic import BaseModel
 
 from ibdiag.facts._base import Fact
 
 
-def fact_fields(model: type) -> List[str]:
+def fact_fields(model: Type[BaseModel]) -> List[str]:
     """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type)."""
 
     def holds_fact(annotation: Any) -> bool:
@@ -26,3 +28,9 @@ def fact_fields(model: type) -> List[str]:
         return any(holds_fact(arg) for arg in getattr(annotation, "__args__", ()))
 
     return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]
+
+
+def unset_facts(model: Type[BaseModel]) -> Dict[str, Any]:
+    """The fact fields of ``model`` as the files alone give them: None, and an empty ``facts``
+    map (the families without a named field keep theirs there)."""
+    return {name: {} if name == "facts" else None for name in fact_fields(model)}

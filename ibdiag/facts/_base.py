@@ -1,6 +1,14 @@
 """The base of every typed fact: frozen, strict about keys, built on first use."""
 
+import importlib
+from typing import Any, Dict, Optional, Type
+
 from pydantic import BaseModel, ConfigDict
+
+# Facts kept in a ``facts`` map (of the Snapshot, a Device, a Port) by name: the families that
+# have no named field in the model (``ibdiag.families``: a new family) declare theirs with
+# ``class HelloFact(Fact, fact_name="hello")``.
+_NAMED: Dict[str, Type["Fact"]] = {}
 
 
 class Fact(BaseModel):
@@ -9,3 +17,34 @@ class Fact(BaseModel):
     so a corrupt bundle or state file fails loudly instead of losing a field."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    def __init_subclass__(cls, fact_name: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if fact_name is not None:
+            if fact_name in _NAMED and _NAMED[fact_name] is not cls:
+                raise TypeError(f"two facts named {fact_name!r}: {_NAMED[fact_name]} and {cls}")
+            _NAMED[fact_name] = cls
+
+
+def named_fact(name: str) -> Optional[Type[Fact]]:
+    """The Fact class of ``facts[name]``; the families are imported (plugin discovery, by
+    name: the model does not depend on them) when it is not known yet. None: no family has it."""
+    if name not in _NAMED:
+        importlib.import_module("ibdiag.families").families()
+    return _NAMED.get(name)
+
+
+def typed_facts(value: Any) -> Any:
+    """A ``facts`` map read from JSON: each entry validated as its family's Fact."""
+    if not isinstance(value, dict):
+        return value  # pydantic says what is wrong with it
+    typed = {}
+    for name, item in value.items():
+        if isinstance(item, Fact):
+            typed[name] = item
+            continue
+        kind = named_fact(name) if isinstance(name, str) else None
+        if kind is None:
+            raise ValueError(f"no command family has a fact named {name!r}")
+        typed[name] = kind.model_validate(item)
+    return typed

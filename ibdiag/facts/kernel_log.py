@@ -3,7 +3,8 @@
 Healthy: the log was readable and no line about an HCA matches a fault signature. Which
 signatures are faults, and since when lines count (boot, or a baseline), is the check's to
 say (``checks/kernel_log.py``); here are the findings as the log gave them, each classified
-once against ``ibdiag.kernel_signatures`` and attributed to the HCA it concerns.
+once against the family's catalogue (``ibdiag.families.kernel_log.signatures``) and
+attributed to the HCA it concerns.
 """
 
 from typing import List, Optional
@@ -11,10 +12,12 @@ from typing import List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.outcome import RunOutcome
+from ibdiag.roles import RoleField
 
 
 class KernelFinding(Fact):
-    """One log line that matches a signature of ``ibdiag.kernel_signatures``."""
+    """One log line that matches a signature (``ibdiag.families.kernel_log.signatures``)."""
 
     signature: str  # KernelSignature.id, e.g. "mlx5.fw_fatal"
     device: Optional[str] = None  # the RDMA device it lands on; None: no HCA named (a probe
@@ -26,6 +29,7 @@ class KernelFinding(Fact):
 class KernelLog(Fact):
     """What the kernel log said about the HCAs, and where it came from.
 
+    ``runs``: what became of each run tried (dmesg, then journalctl -k), in that order.
     ``role`` is the run the lines were read from (``kernel-log dmesg``, or ``kernel-log
     journalctl`` when dmesg gave nothing usable); None when neither did, and ``unusable`` then
     says why each was not (restricted by ``kernel.dmesg_restrict``, not installed, hung...),
@@ -34,7 +38,8 @@ class KernelLog(Fact):
     needs to say how many lines it looked at (``lines_after``).
     """
 
-    role: Optional[str] = None
+    runs: List[RunOutcome] = Field(default_factory=list)
+    role: Optional[RoleField] = None
     unusable: List[str] = Field(default_factory=list)
     findings: List[KernelFinding] = Field(default_factory=list)
     dated: List[float] = Field(default_factory=list)

@@ -15,6 +15,8 @@ from typing import List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.outcome import RunOutcome
+from ibdiag.roles import RoleField
 
 
 class LoopbackAttempt(Fact):
@@ -23,7 +25,9 @@ class LoopbackAttempt(Fact):
     ``gbps``: BW average in Gb/s at the largest message size the client printed (None: no
     result row). ``why_not`` (only when ``gbps`` is None): the first error line perftest
     printed, the client's before the server's; else why the client run failed
-    (``CommandRun.failure()``); else "no result row". ``problems``: what the parser could not
+    (``CommandRun.failure()``); else "no result row". ``client_run``: what became of the client
+    run (never started, not installed, timed out: ``RunOutcome``), what the check says when
+    there is no bandwidth. ``problems``: what the parser could not
     make sense of in the client's output (capped).
     """
 
@@ -36,8 +40,9 @@ class LoopbackAttempt(Fact):
     server_gpu: Optional[int] = None
     gbps: Optional[float] = None
     why_not: Optional[str] = None
-    client_role: str
-    server_role: Optional[str] = None
+    client_role: RoleField
+    server_role: Optional[RoleField] = None
+    client_run: Optional[RunOutcome] = None  # what became of the client run (None: hand-built)
     problems: List[str] = Field(default_factory=list)
 
     @property

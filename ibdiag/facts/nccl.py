@@ -1,10 +1,11 @@
 """NCCL's bus bandwidth, typed: the nccl-tests run ibdiag made and the NCCL Inspector dumps of jobs.
 
 ``Snapshot.nccl_tests`` is the run recorded with role ``nccl-tests`` (``ibdiag.roles``), parsed
-by ``ibdiag.sources.parsers.nccl_tests``: its ranks, result table, NCCL warnings and errors.
+by ``ibdiag.families.nccl_tests``: its ranks, result table, NCCL warnings and errors, and
+what became of the run (``outcome``: a run that never started gives an empty result saying why).
 ``Snapshot.nccl_inspector_dumps`` holds one ``InspectorDump`` per file of
 ``Snapshot.nccl_inspector`` (same order, same ``name``), parsed by
-``ibdiag.sources.parsers.nccl_inspector``; the files' text stays in ``nccl_inspector`` for the
+``ibdiag.families.nccl_inspector``; the files' text stays in ``nccl_inspector`` for the
 bundle.
 
 Units: nccl-tests and the Inspector print GB/s = 10^9 **bytes**/s. nccl-tests fields named
@@ -21,6 +22,8 @@ from typing import Dict, List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.outcome import RunOutcome
+from ibdiag.roles import RoleField
 
 # -- nccl-tests ----------------------------------------------------------------------------------
 
@@ -109,7 +112,8 @@ class NcclTestsResult(Fact):
     config: Dict[str, int] = Field(default_factory=dict)  # nThread, nGpus, minBytes, iters, ...
     avg_check: Optional[str] = None  # "OK"/"FAILED" after the average, when checked
     runs: int = 0  # how many "# nThread" headers (more than one: several independent runs)
-    role: Optional[str] = None  # the run it was parsed from (``ibdiag.roles.NCCL_TESTS``)
+    role: Optional[RoleField] = None  # the run it was parsed from (``ibdiag.roles.NCCL_TESTS``)
+    outcome: Optional[RunOutcome] = None  # what became of that run: never started, timed out...
 
     def busbw_at_largest(self) -> Optional[float]:
         """The best busbw (GB/s) of out-of-place/in-place over the rows of the largest size."""

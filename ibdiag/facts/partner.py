@@ -1,5 +1,5 @@
 """The far end of a port's cable: the switch port (or the other HCA of a back-to-back cable) an
-ACTIVE InfiniBand port is plugged into, as read from this node (``ibdiag.sources.partner``).
+ACTIVE InfiniBand port is plugged into, as read from this node (``ibdiag.families.partner``).
 
 ``Port.partner`` holds one ``Partner`` per port the chain was run for (a check declaring the
 source ``partner``, level standard); None when it was not collected. Healthy: the partner
@@ -8,9 +8,10 @@ error counters do not increase between two snapshots (graded by partner GUID and
 re-cabled port starts afresh).
 
 A value is read only from a run that exited 0; a step that failed, hung or never started leaves
-its fields None, and ``Snapshot.run(role)`` says why (its ``failure()``: a later step whose
-prerequisite failed is recorded as never started, naming the step that failed). ``roles``
-lists every run of the port's chain, found or not, in chain order: the evidence.
+its fields None, and ``Partner.unread`` says why (a later step whose prerequisite failed is
+recorded as never started, naming the step that failed). ``roles`` lists every run of the
+port's chain, found or not, in chain order, and ``runs`` what became of each (its command
+line: the evidence a result names).
 """
 
 import re
@@ -19,7 +20,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.facts.perfquery import PmaReading
+from ibdiag.roles import Role, RoleField
 
 _NAME_IN_DESCRIPTION = re.compile(r"^[^;]*;([^:;\s]+)[:;]")  # "MF0;leaf07:MQM9700/U1"
 _UNSAFE = re.compile(r"[^\x21-\x7e]+")  # whitespace and anything unprintable
@@ -48,10 +51,11 @@ class PortInfo(Fact):
     names them the same way; FDR10 reads QDR here). ``speed_active`` is the highest speed
     field in use (the extended ones override the base one); ``*_enabled`` and ``*_supported``
     list every value the port enables / supports, slowest first. Values the tool printed that
-    are none of these are left out, with a problem.
+    are none of these are left out, with a problem. Parsed straight from the text by
+    ``ibdiag.families.partner.smpquery.parse_portinfo``.
     """
 
-    role: str  # the run it came from (ibdiag.roles.partner)
+    role: Optional[RoleField] = None  # the run it came from (ibdiag.roles.partner)
     port: Optional[int] = None  # the port number queried (0: a switch's management port)
     lid: Optional[int] = None  # 0: no subnet manager has configured it (or a switch's ports)
     sm_lid: Optional[int] = None
@@ -63,7 +67,9 @@ class PortInfo(Fact):
     speed_active: Optional[str] = None  # "HDR"
     speed_enabled: List[str] = Field(default_factory=list)
     speed_supported: List[str] = Field(default_factory=list)
+    capabilities: List[str] = Field(default_factory=list)  # under CapMask/CapabilityMask2: IsSM..
     problems: List[str] = Field(default_factory=list)
+    mad_error: Optional[str] = None  # what the tool said when the query failed
 
 
 # The steps that ask the far end's subnet management agent (link.partner judges what they did),
@@ -77,8 +83,8 @@ IMPLAUSIBLE = "implausible"
 
 class Unread(Fact):
     """Why one step of a port's chain gave nothing usable, judged once where its run is
-    interpreted (``ibdiag.sources.interpret.partner_unread``), so a check reads this and never
-    the tool's text.
+    interpreted (``ibdiag.families.partner.unread``), so a check reads this and never the
+    tool's text.
 
     ``kind`` is a stable word: ``not-installed``, ``no-access`` (the umad device may not be
     opened: not root?), ``no-umad`` (no umad device here: ib_umad not loaded, a container),
@@ -89,10 +95,15 @@ class Unread(Fact):
     ``killed-by-SIG...``/``cannot-execute`` (the tool was killed at the command timeout, though
     its MAD timeout lets it give up by itself in seconds: a local hang), ``implausible`` (the
     far end answered what cannot be: ``ibdiag.facts.partner_ranges``).
+
+    ``no_data`` is the same judgement as the typed word every family's ``RunOutcome`` uses
+    (``ibdiag.facts.outcome.NoData``): ``kind`` keeps the far end's own words (what results
+    show as ``observed``); None in a report written before it was recorded.
     """
 
     step: str  # roles.PARTNER_STEPS
     kind: str
+    no_data: Optional[NoData] = None
     symptom: bool = False
     reason: str  # one line: what happened and what it means
     command: str = ""  # the command line, as evidence ("" when none was planned)
@@ -118,8 +129,9 @@ class Partner(Fact):
       ``rcv_error_details``: ``perfquery -E`` (PortRcvErrorDetails), read only when
       ``rcv_error_details_matter`` (None too when PortRcvErrors and PortRcvSwitchRelayErrors
       were both 0: the details break those two down, so they were all 0);
-    - ``roles``: the runs of this port's chain (``ibdiag.roles.partner``), ``problems``: what
-      the parsers could not make sense of, by step;
+    - ``roles``: the runs of this port's chain (``ibdiag.roles.partner``), ``runs``: what
+      became of each, by step (``RunOutcome``: its command line is a result's evidence),
+      ``problems``: what the parsers could not make sense of, by step;
     - ``unread``: why each step that gave nothing usable did not (``Unread``), in chain order.
       A far end whose answer is implausible (``ibdiag.facts.partner_ranges``) keeps what names
       it, but none of what would be graded (``port_info``, ``local_port_info``, ``counters``,
@@ -138,7 +150,8 @@ class Partner(Fact):
     local_port_info: Optional[PortInfo] = None
     counters: Optional[PmaReading] = None
     rcv_error_details: Optional[PmaReading] = None
-    roles: List[str] = Field(default_factory=list)
+    roles: List[RoleField] = Field(default_factory=list)
+    runs: Dict[str, RunOutcome] = Field(default_factory=dict)  # by step
     problems: List[str] = Field(default_factory=list)
     unread: List[Unread] = Field(default_factory=list)
 
@@ -147,11 +160,18 @@ class Partner(Fact):
         usable; else the first never started (its reason names the step it needed)."""
         found = [why for why in self.unread if why.step in steps]
         ran = [why for why in found if why.kind != NEVER_RUN]
-        return (ran or found or [None])[0]
+        first = ran or found
+        return first[0] if first else None
 
     def symptoms(self, steps: Sequence[str]) -> List[Unread]:
         """The ``unread`` of ``steps`` that are findings (a warn), in chain order."""
         return [why for why in self.unread if why.step in steps and why.symptom]
+
+    def evidence(self, role: Optional[Role]) -> str:
+        """What a result about the run of ``role`` names: its command line as it ran; the role
+        itself when no run of it was recorded (a hand-built or older far end)."""
+        outcome = self.runs.get(role.step) if role is not None else None
+        return outcome.command if outcome is not None else str(role)
 
     @property
     def is_switch(self) -> bool:

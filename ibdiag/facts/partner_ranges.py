@@ -2,7 +2,7 @@
 
 Everything the chain reads of the far end is the far end's word: a broken SMA, a forged node,
 or a bad parse can print any number. Before an answer is graded or used to plan the next
-command (``ibdiag.sources.partner``), and again when the runs are interpreted (a bundle may
+command (``ibdiag.families.partner.chain``), and again when the runs are interpreted (a bundle may
 hold anything), it is checked here. Healthy answers:
 
 - LocalPort 1-254: port 0 is a switch's management port, never a cable's end; 255 is reserved

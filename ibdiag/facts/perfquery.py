@@ -5,8 +5,8 @@ ACTIVE InfiniBand port); None when it was not collected. Healthy: ``counters`` r
 ``perfquery -x``, or by plain ``perfquery`` on an HCA without extended counters) with no MAD
 error, and no error counter increasing between two snapshots.
 
-A reading is made only of a run that exited 0: a run that failed, hung or never started has no
-reading, and ``Snapshot.run(role)`` says why (``ibdiag.command_results``).
+A reading is made only of a run that exited 0; what became of every run of the port (why one
+gave no data) is in ``PortPma.runs`` (``ibdiag.facts.outcome``).
 """
 
 from typing import Dict, List, Optional
@@ -14,20 +14,33 @@ from typing import Dict, List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.outcome import RunOutcome
+from ibdiag.roles import RoleField
 
 
 class PmaReading(Fact):
-    """What one perfquery run printed: its counters by perfquery's (current) names.
+    """What one perfquery answer printed (``ibdiag.families.perfquery.parse_perfquery``):
+    its counters by perfquery's (current) names, decimal counts only.
 
     ``mad_error``: the tool's own failure line (``ibwarn``/``iberror``: a VM without a PMA, a
     MAD timeout) when it printed one instead of counters. ``problems``: lines the parser could
-    not make sense of (capped), e.g. "no counters found in perfquery output".
+    not make sense of (capped), e.g. "no counters found in perfquery output". ``header``,
+    ``kind`` (``port``, ``extended``, ``rcv_error_details``, ``xmit_data_sl``...), ``lid``,
+    ``port`` (from the header), ``port_select`` (the PortSelect field), ``cap_mask`` and the
+    hex-valued fields (``CounterSelect``: masks, not counts) say whose answer it is.
     """
 
-    role: str  # the run it came from (ibdiag.roles.perfquery): evidence and how to find it
-    counters: Dict[str, int] = Field(default_factory=dict)  # decimal counts only
+    role: Optional[RoleField] = None  # the run it came from (ibdiag.roles.perfquery): evidence
+    counters: Dict[str, int] = Field(default_factory=dict)
     mad_error: Optional[str] = None
     problems: List[str] = Field(default_factory=list)
+    header: Optional[str] = None
+    kind: Optional[str] = None
+    lid: Optional[int] = None
+    port: Optional[int] = None
+    port_select: Optional[int] = None
+    cap_mask: Optional[int] = None
+    hex_fields: Dict[str, int] = Field(default_factory=dict)
 
 
 class PortPma(Fact):
@@ -40,8 +53,10 @@ class PortPma(Fact):
       vs overrun receive errors).
     - ``xmit_data_sl``: ``perfquery -X`` PortXmitDataSL (transmit data per service level, in
       4-byte words; optional: old firmware lacks it).
+    - ``runs``: what became of each run of the port, by mode (``x``, ``basic``, ``E``, ``X``).
     """
 
     counters: Optional[PmaReading] = None
     rcv_error_details: Optional[PmaReading] = None
     xmit_data_sl: Optional[PmaReading] = None
+    runs: Dict[str, RunOutcome] = Field(default_factory=dict)

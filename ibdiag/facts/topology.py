@@ -14,6 +14,8 @@ from typing import Dict, List, Optional
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.outcome import RunOutcome
+from ibdiag.roles import RoleField
 
 
 class GpuNic(Fact):
@@ -39,7 +41,7 @@ class GpuTopology(Fact):
     could not make sense of (capped).
     """
 
-    role: str
+    role: RoleField
     failure: Optional[str] = None
     error: Optional[str] = None
     gpus: List[str] = Field(default_factory=list)  # GPU0, GPU1, ... in column order
@@ -50,6 +52,7 @@ class GpuTopology(Fact):
     unpaired_gpus: List[str] = Field(default_factory=list)  # no PIX/PXB NIC left for them
     nearest: List[GpuNic] = Field(default_factory=list)  # each GPU's closest NIC (ties: column)
     problems: List[str] = Field(default_factory=list)
+    outcome: Optional[RunOutcome] = None  # what became of the run (None: a fact built by hand)
 
     def nearest_nic(self, gpu: str) -> Optional[GpuNic]:
         """The NIC closest to ``gpu`` (PIX < PXB < PHB < NODE < SYS), or None."""

@@ -230,6 +230,8 @@ def _fact_problems(where: str, field: str, fact: object) -> List[Tuple[str, str,
     typed command fact and every fact inside it (``ibdiag.facts``: each keeps ``problems``)."""
     if isinstance(fact, list):
         return [row for item in fact for row in _fact_problems(where, field, item)]
+    if isinstance(fact, dict):  # a ``facts`` map: each family's fact by its name
+        return [row for name, item in fact.items() for row in _fact_problems(where, name, item)]
     if not isinstance(fact, Fact):
         return []
     label = getattr(fact, "role", None) or field

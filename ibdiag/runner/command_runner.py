@@ -65,9 +65,10 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Set
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag.model import CommandRun, command_key
+from ibdiag.roles import Role
 from ibdiag.runner import interruptible, proctree
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -444,12 +445,25 @@ class Runner:
         """Run every command (each distinct argv once) concurrently; results by command_key."""
         if isinstance(commands, (str, bytes, bytearray)):
             raise TypeError(f"run_all takes a list of argv lists, not a string: {commands!r}")
-        unique: Dict[str, List[str]] = {}
+        unique: Dict[str, Tuple[Optional[Role], List[str]]] = {}
         for argv in commands:
             args = _argv_list(argv)
-            unique.setdefault(command_key(args), args)
+            unique.setdefault(command_key(args), (None, args))
+        return self._run_concurrently(unique)
+
+    def run_planned(self, planned: Sequence[Tuple[Role, Sequence[str]]]) -> Dict[str, CommandRun]:
+        """Run every (role, argv) concurrently, each recorded with its role; results by role
+        (``CommandRun.key``). A role planned twice runs once."""
+        unique: Dict[str, Tuple[Optional[Role], List[str]]] = {}
+        for role, argv in planned:
+            unique.setdefault(str(role), (role, _argv_list(argv)))
+        return self._run_concurrently(unique)
+
+    def _run_concurrently(
+        self, unique: Dict[str, Tuple[Optional[Role], List[str]]]
+    ) -> Dict[str, CommandRun]:
         if len(unique) <= 1 or self.max_workers == 1:
-            return {key: self.run(args) for key, args in unique.items()}
+            return {key: self.run(args, role) for key, (role, args) in unique.items()}
 
         from concurrent.futures import ThreadPoolExecutor
 
@@ -457,7 +471,9 @@ class Runner:
             max_workers=min(self.max_workers, len(unique)), thread_name_prefix="ibdiag-run"
         )
         try:
-            futures = {key: pool.submit(self.run, args) for key, args in unique.items()}
+            futures = {
+                key: pool.submit(self.run, args, role) for key, (role, args) in unique.items()
+            }
             return {key: interruptible.result(future) for key, future in futures.items()}
         except BaseException:  # KeyboardInterrupt: start nothing more, kill what runs, re-raise
             self._interrupt()
@@ -469,14 +485,16 @@ class Runner:
         """Start nothing more and kill every command this Runner is running (their trees)."""
         self._interrupt()
 
-    def run(self, argv: Sequence[str]) -> CommandRun:
-        """Run one command to completion, timeout or refusal; never raises (but TypeError)."""
+    def run(self, argv: Sequence[str], role: Optional[Role] = None) -> CommandRun:
+        """Run one command to completion, timeout or refusal; never raises (but TypeError).
+        ``role``: what the run is for (``ibdiag.roles``), recorded on it."""
         args = _argv_list(argv)
         started = time.monotonic()
         try:
-            return self._run(args, started)
+            run = self._run(args, started)
         except Exception as exc:  # noqa: BLE001 - a runner failure is data, never a traceback
-            return self._record(args, started, error=_one_line(f"runner failed: {exc!r}"))
+            run = self._record(args, started, error=_one_line(f"runner failed: {exc!r}"))
+        return run if role is None else run.model_copy(update={"role": role})
 
     # -- internals -----------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ as a lone surrogate (PEP 383), which JSON cannot carry, and a name may hold a sp
   ``65536`` are recorded as not a port and not read.
 - **command lines**: a device or netdev name goes into a command's argv (perfquery ``-C``,
   ethtool, ib_write_bw ``-d``) only when it matches a conservative pattern; any other name is one
-  problem on its device or netdev, and no command is run for it (``ibdiag.sources.plan``).
+  problem on its device or netdev, and no command is run for it (each family's ``plan``:
+  ``ibdiag.families``).
 """
 
 from __future__ import annotations
@@ -93,3 +94,10 @@ def is_interface_name(name: str) -> bool:
         and name not in (".", "..")
         and not any(char in "/:\0" or char.isspace() for char in name)
     )
+
+
+def port_problem(number: object) -> Optional[str]:
+    """Why a port number may not go on a command line (None: it may)."""
+    if isinstance(number, int) and PORT_MIN <= number <= PORT_MAX:
+        return None
+    return f"port {number}: {NOT_A_PORT}: no command is run for it"

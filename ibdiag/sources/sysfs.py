@@ -25,8 +25,8 @@ from ibdiag.model import INFINIBAND_CLASS, Device, NetDev, Pci, Port, Problems
 from ibdiag.natural import natural_key
 from ibdiag.read_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
+from ibdiag.sources import sysfs_values as parse
 from ibdiag.sources.names import shown
-from ibdiag.sources.parsers import sysfs_values as parse
 
 T = TypeVar("T")
 

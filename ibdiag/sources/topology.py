@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import List
 
 from ibdiag.model import Pci, Problems
+from ibdiag.sources import sysfs_values as parse
 from ibdiag.sources.names import shown
-from ibdiag.sources.parsers import sysfs_values as parse
 from ibdiag.sources.sysfs import SysfsReader
 
 NVIDIA_VENDOR = "0x10de"

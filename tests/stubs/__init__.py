@@ -86,8 +86,9 @@ def partner_capture(name: str) -> str:
 
 
 def partner_smpquery(prefix: str = "switch-hdr") -> Dict[str, str]:
-    """``by_args`` cases for ``smpquery`` answering the partner chain (``ibdiag.sources.partner``)
-    with the ``prefix`` captures (``switch-hdr``: a switch, ``b2b-ca``: a back-to-back HCA)."""
+    """``by_args`` cases for ``smpquery`` answering the partner chain
+    (``ibdiag.families.partner.chain``) with the ``prefix`` captures (``switch-hdr``: a switch,
+    ``b2b-ca``: a back-to-back HCA)."""
     return {
         "* nodeinfo 0,1": prints(partner_capture(f"{prefix}-nodeinfo.txt")),
         "* nodedesc 0,1": prints(partner_capture(f"{prefix}-nodedesc.txt")),

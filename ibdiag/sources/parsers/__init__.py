@@ -1,5 +1,0 @@
-"""Parsers: pure functions from a source's text to data. They never raise on odd input.
-
-They build no command lines: what runs, and with which argv, is ``ibdiag.sources.plan``'s
-(read-only commands) and ``ibdiag.sources.active``'s (the traffic tests).
-"""
