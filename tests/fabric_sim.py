@@ -53,7 +53,7 @@ How ibsim-utils 0.10 behaves, and what the harness does about it:
   either): as ``nobody`` the tools read the fabric exactly as root does, provided the working
   directory is writable (else umad2sim dies on ``Failed to make directory <./sys-PID>``, a
   failure of its own scratch tree). A node whose umad device is root-only cannot be simulated
-  here; ``tests/test_partner_fabric.py`` builds one in a mount namespace instead.
+  here; ``tests/families/test_partner_fabric.py`` builds one in a mount namespace instead.
 * **Faults are instant, a dead simulator is not.** A MAD that ``Error`` drops, or that has no
   route (an unlinked cable, a DR path through a down port), fails at once with the real tools'
   ``_do_madrpc failed`` (ibsim answers with a timeout status; a real fabric would make the tool

@@ -3,7 +3,7 @@
 It answers ``show node NAME`` in the multi-line form Slurm 22.05 prints (the reason stamped
 "[user@time]") and applies ``update NodeName=N State=DRAIN Reason=...`` / ``State=RESUME``.
 Every call is appended to ``calls.log``. ``hang()`` makes every later call sleep forever (a
-hung slurmctld). tests/test_slurm_cluster.py runs the same hooks against a real Slurm.
+hung slurmctld). tests/slurm/test_slurm_cluster.py runs the same hooks against a real Slurm.
 """
 
 from __future__ import annotations

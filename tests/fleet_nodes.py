@@ -13,7 +13,7 @@ LocalPort) - and, for a sick far end, the one field that makes it sick: ``LinkSt
 the tools print them (names, dots, order).
 
 Our own ports' PMA counters (perfquery on the local port) print the healthy HCA captures of
-``tests/fixtures`` as tests/test_standard_level.py does; every other command of level
+``tests/fixtures`` as tests/families/test_standard_level.py does; every other command of level
 standard is absent (its checks skip), so a node's verdict comes from its sysfs and its cables.
 """
 

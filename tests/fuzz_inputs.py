@@ -1,9 +1,10 @@
 """Hostile site configurations and drop-in check directories, generated from a seed.
 
-Shared by tests/test_fuzz_inputs.py (a bounded, seeded run in CI) and benchmarks/fuzz_inputs.py
-(the long run). Each case is a site config file and a drop-in directory, written into a fresh
-directory; ``run_case`` runs a real ``python -m ibdiag check --json`` over a healthy captured
-node with them and ``Tally`` counts what must never happen:
+Shared by tests/sources/test_fuzz_inputs.py (a bounded, seeded run in CI) and
+benchmarks/fuzz_inputs.py (the long run). Each case is a site config file and a drop-in
+directory, written into a fresh directory; ``run_case`` runs a real
+``python -m ibdiag check --json`` over a healthy captured node with them and ``Tally``
+counts what must never happen:
 
 - a traceback on stderr, or a hang (no exit within the time limit);
 - an exit code outside the Nagios 0-3;

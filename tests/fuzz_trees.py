@@ -1,6 +1,7 @@
 """Hostile sysfs/procfs trees, generated from a seed, run through ibdiag end to end.
 
-Shared by ``tests/test_fuzz_trees.py`` (a bounded run in CI) and ``benchmarks/fuzz_trees.py``
+Shared by ``tests/sources/test_fuzz_trees.py`` (a bounded run in CI) and
+``benchmarks/fuzz_trees.py``
 (thousands of cases). A case is a builder node (1-3 ConnectX HCAs, 1-2 ports each, IPoIB or
 RoCE, its procfs) with 1-5 mutations drawn from ``MUTATIONS``: names no driver would give
 (a space, ``\\r``, ``;``, DEL, byte 0xff, ``²``, ports ``0``/``65536``/``10^23``, a RoCE

@@ -1,6 +1,6 @@
 """Hostile support bundles, each made from a good ``ibdiag collect --tarball`` bundle.
 
-Shared by tests/test_bundle_limits.py and benchmarks/bench_hostile_bundles.py. Each builder
+Shared by tests/bundle/test_bundle_limits.py and benchmarks/bench_hostile_bundles.py. Each builder
 reads the good tarball and writes ``dest`` (a ``.tar.gz``); nothing large is ever held in
 memory or written uncompressed: a big member's data is generated while gzip compresses it.
 """

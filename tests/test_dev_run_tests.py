@@ -116,7 +116,7 @@ def test_a_plain_python_m_pytest_still_finds_everything():
 
 def test_the_suite_started_as_a_background_job_still_gets_ctrl_c():
     """A background job of a script starts with SIGINT ignored; the Ctrl-C tests still pass."""
-    one = "tests/test_runner.py::test_keyboard_interrupt_propagates_and_kills_the_group"
+    one = "tests/runner/test_runner.py::test_keyboard_interrupt_propagates_and_kills_the_group"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", one],
         cwd=REPO,
@@ -153,11 +153,11 @@ def test_the_slow_marker_names_modules_that_exist_and_marks_their_tests():
     assert {name for name in SLOW_MODULES if not os.path.isfile(f"{TESTS_DIR}/{name}.py")} == set()
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     slow = subprocess.run(
-        [*argv, "-m", "slow", "tests/test_nhc.py", "tests/test_cli.py"],
+        [*argv, "-m", "slow", "tests/slurm/test_nhc.py", "tests/cli/test_cli.py"],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     ids = [line for line in slow.stdout.splitlines() if "::" in line]
-    assert ids and all(line.startswith("tests/test_nhc.py::") for line in ids), slow.stdout
+    assert ids and all(line.startswith("tests/slurm/test_nhc.py::") for line in ids), slow.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the install path is taken as root only")

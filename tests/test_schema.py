@@ -77,7 +77,7 @@ def test_every_golden_scenarios_json_validates(name, run_cli):
 
 
 def _standard_node(tmp_path, run_cli, monkeypatch):
-    from test_standard_level import FW_SYNDROME_BDF, HEALTHY_BDF, Node
+    from standard_node import FW_SYNDROME_BDF, HEALTHY_BDF, Node
 
     node = Node(tmp_path, run_cli, bdfs=(FW_SYNDROME_BDF, HEALTHY_BDF))
     monkeypatch.setenv("PATH", node.stubs.path)

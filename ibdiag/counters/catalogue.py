@@ -14,8 +14,8 @@ keys). It is read on first use and once per process - the quick check of every S
 reads it, so it is parsed with the tomllib that config already imports and checked by hand
 rather than by a pydantic model - and validated as it is read: an unknown key, a missing or
 mistyped field, a value outside its choices, or a name defined twice raises CatalogueError
-naming the entry. The shipped file is tested (tests/test_catalogue.py), so a user meets that
-error only with a damaged install.
+naming the entry. The shipped file is tested (tests/counters/test_catalogue.py), so a user
+meets that error only with a damaged install.
 """
 
 from __future__ import annotations
