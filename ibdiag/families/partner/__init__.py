@@ -148,7 +148,7 @@ def port_partner(
         )
         if judgement is not None:
             unread.append(judgement)
-    partner = Partner.model_construct(
+    partner = Partner(  # validated: ``update`` holds what nodeinfo/nodedesc said, by field name
         **update,
         lid=lid,
         port_info=port_info,
