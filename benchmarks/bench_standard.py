@@ -77,10 +77,10 @@ def write_stubs(root: str, delay: float, hcas: int) -> S.StubBin:
     return stubs
 
 
-def report_of(argv: Sequence[str], env: Dict[str, str]) -> dict:
+def report_of(argv: Sequence[str], env: Dict[str, str], source: str = REPO) -> dict:
     """One untimed run with --json: the verdict and every command's recorded run."""
     proc = subprocess.run(
-        [*argv, "--json"], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        [*argv, "--json"], cwd=source, env=env, stdin=subprocess.DEVNULL,
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if proc.returncode not in (0, 1, 2):
@@ -129,7 +129,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="pool sizes for the in-process Runner sweep ('' to leave it out)",
     )  # fmt: skip
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument(
+        "--source", default=REPO,
+        help="checkout whose ibdiag/ runs (e.g. a git archive of main; use --sweep '' with it)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    source = os.path.abspath(args.source)
     if args.runs < 1 or args.hcas < 1 or args.delay < 0:
         parser.error("--runs and --hcas must be at least 1, --delay not negative")
     sweep = [int(n) for n in args.sweep.split(",") if n.strip()]
@@ -145,14 +150,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             "standard": [py, "-m", "ibdiag", "check", "--level", "standard", *common],
             "quick": [py, "-m", "ibdiag", "check", "--level", "quick", *common],
         }
-        report = report_of(cases["standard"], env)
+        report = report_of(cases["standard"], env, source)
         recorded = report["snapshot"]["commands"]
         failed = [key for key, run in recorded.items() if run["rc"] != 0]
         if failed:
             raise SystemExit(f"stub commands failed: {failed[:5]}")
         calls_before = len(stubs.calls())
 
-        os.chdir(REPO)
+        os.chdir(source)  # python -m ibdiag runs the ibdiag/ of the working directory
         names = list(cases)
         samples: Dict[str, List[Dict[str, float]]] = {name: [] for name in names}
         for round_index in range(args.warmup + args.runs):
