@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO, SCENARIOS_DIR
 from sysfs_builder import mlx5_node, write_node
 
+from ibdiag.model import SCHEMA_VERSION
+
 GOOD = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-good", "root", "sys")
 STUCK = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-2ports-stuck-INIT", "root", "sys")
 FLAPPING = os.path.join(SCENARIOS_DIR, "gcm-8xCX6-HDR-ib4-operstate-down-flapping", "root", "sys")
@@ -161,7 +163,7 @@ def test_dropin_check_runs_and_crash_becomes_error_result(run_cli, tmp_path):
 def test_json_is_the_report(run_cli):
     result = run_cli("check", "--sysfs", STUCK, "--json")
     report = json.loads(result.stdout)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == SCHEMA_VERSION == 2  # ibdiag.migrate: runs keyed by role
     assert report["verdict"] == "CRITICAL"
     assert len(report["snapshot"]["devices"]) == 8
     assert report["thresholds"]["expect_rate_gbps"] is None

@@ -449,6 +449,16 @@ def test_any_text_never_raises(text):
     parse_inspector_file("nccl_inspector_metrics_x.prom", text)
 
 
+def test_a_label_number_with_a_control_character_int_does_not_strip_never_raises():
+    """Hypothesis found it: re's \\s matches \\x1c, int() does not strip it."""
+    line = (
+        'nccl_bus_bandwidth_gbs{gpu="GPU0",comm_name="c",n_nodes="1",nranks="\x1c4",'
+        'collective="AllReduce",message_size="4-5GB",algo_proto="Ring_ll"} 678.2\n'
+    )
+    dump = parse_inspector_prom(line)
+    assert [sample.nranks for sample in dump.samples] == [4]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(min_value=0), st.binary(max_size=40))
 def test_capture_with_junk_spliced_in_never_raises(position, junk):

@@ -561,7 +561,7 @@ def _bits(gbytes: Optional[float]) -> Optional[float]:
 def _int(text: Optional[str]) -> Optional[int]:
     if text is None or not re.fullmatch(r"\s*-?\d{1,18}\s*", text):
         return None
-    return int(text)
+    return int(text.strip())  # re's \s is wider than int()'s whitespace (\x1c: "4" is 4)
 
 
 def _json_int(value: Any) -> Optional[int]:
