@@ -106,7 +106,7 @@ def test_a_saved_snapshot_is_parsed_anew_and_stale_facts_are_dropped():
     from ibdiag.migrate import reinterpret
 
     assert "kernel_log" in fact_fields(Snapshot) and "perfquery" in fact_fields(Port)
-    assert fact_fields(NetDev) == ["ethtool"]
+    assert fact_fields(NetDev) == ("ethtool",)
     stale = KernelLog(role=roles.KERNEL_LOG, unusable=["from an older ibdiag"])
     runs = {key: run for key, run in _old_runs().items() if run.argv[0] == "ibstat"}
     runs = {run.key: run.model_copy(update={"role": roles.IBSTAT}) for run in runs.values()}

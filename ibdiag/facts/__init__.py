@@ -12,22 +12,25 @@ Conventions every family follows:
 - values are what the tool printed, typed (int counters, float Gb/s), never re-derived.
 """
 
-from typing import Any, Dict, List, Type
+from functools import cache
+from typing import Any, Dict, Tuple, Type
 
 from pydantic import BaseModel
 
 from ibdiag.facts._base import Fact
 
 
-def fact_fields(model: Type[BaseModel]) -> List[str]:
-    """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type)."""
+@cache
+def fact_fields(model: Type[BaseModel]) -> Tuple[str, ...]:
+    """The fields of ``model`` that hold typed command facts (a ``Fact`` in their type); once
+    per model (a baseline's every device and port asks)."""
 
     def holds_fact(annotation: Any) -> bool:
         if isinstance(annotation, type) and issubclass(annotation, Fact):
             return True
         return any(holds_fact(arg) for arg in getattr(annotation, "__args__", ()))
 
-    return [name for name, info in model.model_fields.items() if holds_fact(info.annotation)]
+    return tuple(name for name, info in model.model_fields.items() if holds_fact(info.annotation))
 
 
 def unset_facts(model: Type[BaseModel]) -> Dict[str, Any]:
