@@ -161,7 +161,7 @@ def test_dropin_check_runs_and_crash_becomes_error_result(run_cli, tmp_path):
 def test_json_is_the_report(run_cli):
     result = run_cli("check", "--sysfs", STUCK, "--json")
     report = json.loads(result.stdout)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2  # ibdiag.migrate: commands keyed by role
     assert report["verdict"] == "CRITICAL"
     assert len(report["snapshot"]["devices"]) == 8
     assert report["thresholds"]["expect_rate_gbps"] is None
