@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 from typing import Dict, Iterator, List, Tuple
 
 from ibdiag import hca_capabilities
@@ -45,6 +46,15 @@ def _state_text(code, name) -> str:
     return f"{code}: {name}" if code is not None else "unreadable"
 
 
+def _unreadable(result: partial[Result], port: Port, file: str, label: str, it: str) -> Result:
+    """WARN: the port's state ``file`` could not be read (link.state, link.phys_state)."""
+    return result(
+        status=Status.WARN,
+        message=f"{label} unreadable ({port.problems.get(file, 'unknown')})",
+        hint=f"read the file by hand; a driver that cannot report {it} is suspect",
+    )
+
+
 @check("link.state", title="Port logical state is ACTIVE", needs={"sysfs"})
 def port_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     """Healthy: every port of every HCA reads ``state`` 4: ACTIVE.
@@ -70,11 +80,7 @@ def port_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev, port in graded_ports(snap, th):
         result = about(dev.target(port), evidence(port.path, "state"), expected="4: ACTIVE")
         if port.state is None:
-            yield result(
-                status=Status.WARN,
-                message=f"port state unreadable ({port.problems.get('state', 'unknown')})",
-                hint="read the file by hand; a driver that cannot report state is suspect",
-            )
+            yield _unreadable(result, port, "state", "port state", "state")
             continue
         observed = _state_text(port.state, port.state_name)
         if port.state == ACTIVE:
@@ -108,11 +114,7 @@ def phys_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for dev, port in graded_ports(snap, th):
         result = about(dev.target(port), evidence(port.path, "phys_state"), expected="5: LinkUp")
         if port.phys_state is None:
-            yield result(
-                status=Status.WARN,
-                message=f"phys_state unreadable ({port.problems.get('phys_state', 'unknown')})",
-                hint="read the file by hand; a driver that cannot report it is suspect",
-            )
+            yield _unreadable(result, port, "phys_state", "phys_state", "it")
             continue
         observed = _state_text(port.phys_state, port.phys_state_name)
         if port.phys_state == LINK_UP:

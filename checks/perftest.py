@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, Optional, Tuple
 
+from ibdiag.check_results import about
 from ibdiag.facts.loopback import LoopbackAttempt
 from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.model import Result, Snapshot, Status
@@ -63,16 +64,17 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     for (device, number), recorded in tests.items():
         target = f"{device}:{number}"
         evidence = [evidence_of(attempt.client_run, attempt.client_role) for attempt in recorded]
+        result = about(target, evidence)
         attempts = [attempt for attempt in recorded if not _never_started(attempt.client_run)]
         not_run = [a.client_run for a in recorded if a.client_run and _never_started(a.client_run)]
         if not attempts:  # the deadline left no time for it
-            yield Result(target=target, status=Status.SKIP, evidence=evidence,
-                         message=str(not_run[0].reason))  # fmt: skip
+            yield result(status=Status.SKIP, message=str(not_run[0].reason))
             continue
         last_run = attempts[-1].client_run
         if last_run is not None and last_run.no_data == NoData.NOT_INSTALLED:
-            yield Result(target=target, status=Status.SKIP, evidence=evidence,
-                         message="ib_write_bw is not installed (package perftest)")  # fmt: skip
+            yield result(
+                status=Status.SKIP, message="ib_write_bw is not installed (package perftest)"
+            )
             continue
         gpu = attempts[0].gpu
         rate = _link_rate(snap, device, number)
@@ -86,26 +88,22 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         numbers = [attempt.gbps for attempt in attempts if attempt.gbps is not None]
         cut = [a.client_run for a in attempts if a.client_run and _cut_short(a.client_run, th)]
         if not numbers and cut:  # killed by --deadline or --command-timeout: no verdict
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
                 message=f"ib_write_bw{where} not judged: {_cut_short_why(cut[-1], th)}",
                 observed="cut-short",
                 expected=floor,
                 hint="give level full more time (--deadline, --command-timeout) or leave them "
                 "unset: the traffic tests then have their own bound",
-                evidence=evidence,
             )
             continue
         if not numbers:
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.FAIL,
                 message=f"ib_write_bw{where} gave no bandwidth in {len(attempts)} run(s): "
                 f"{attempts[-1].why_not}",
                 expected=floor,
                 hint="run it by hand: ib_write_bw -d DEV & ib_write_bw -d DEV localhost",
-                evidence=evidence,
             )
             continue
         best = max(numbers)
@@ -113,24 +111,24 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         runs = "; ".join("none" if value is None else f"{value:.1f}" for value in gbps)
         retried = f"; runs: {runs} Gb/s" if len(attempts) > 1 else ""
         if floor is None:
-            yield Result(target=target, status=Status.PASS, observed=best, evidence=evidence,
-                         message=f"{best:.1f} Gb/s{where} ({source}){retried}")  # fmt: skip
+            yield result(
+                status=Status.PASS,
+                observed=best,
+                message=f"{best:.1f} Gb/s{where} ({source}){retried}",
+            )
             continue
         ok = best >= floor
         if not ok and not_run:  # the retry that guards against one noisy run never ran
-            yield Result(
-                target=target,
+            yield result(
                 status=Status.WARN,
                 message=f"{best:.1f} Gb/s < {floor:g} ({source}){where} once; the retry was "
                 f"not run: {_why_not_started(not_run[0])}",
                 observed=best,
                 expected=floor,
                 hint="run level full again with more time before draining the node",
-                evidence=evidence,
             )
             continue
-        yield Result(
-            target=target,
+        yield result(
             status=Status.PASS if ok else Status.FAIL,
             message=f"{best:.1f} Gb/s {'>=' if ok else '<'} {floor:g} ({source}){where}{retried}",
             observed=best,
@@ -139,7 +137,6 @@ def bandwidth(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             if ok
             else "check pci.link and topology.numa for this HCA; one slow port "
             "among fast ones: its cable or transceiver",
-            evidence=evidence,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from ibdiag.check_results import about
 from ibdiag.model import Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices, graded_ports
@@ -178,9 +179,9 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             continue  # an ignored or absent HCA (hca.inventory says which)
         gpu_numa = topology.numa_affinity.get(pair.gpu)
         hca_numa = dev.pci.numa_node if dev.pci else None
+        result = about(dev.name, evidence)
         if gpu_numa is not None and hca_numa is not None and hca_numa >= 0 and gpu_numa != hca_numa:
-            yield Result(
-                target=dev.name,
+            yield result(
                 status=Status.WARN,
                 message=f"paired with {pair.gpu} ({pair.link}) but on NUMA node {hca_numa}, "
                 f"{pair.gpu} on {gpu_numa}",
@@ -190,8 +191,7 @@ def gpu_hca(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 evidence=[*evidence, f"{dev.path}/device/numa_node"],
             )
             continue
-        yield Result(target=dev.name, status=Status.PASS, evidence=evidence,
-                     message=f"nearest GPU {pair.gpu} ({pair.link})")  # fmt: skip
+        yield result(status=Status.PASS, message=f"nearest GPU {pair.gpu} ({pair.link})")
     for gpu in topology.unpaired_gpus:
         nearest = topology.nearest_nic(gpu)
         via = f"nearest HCA {nearest.nic} is {nearest.link} away" if nearest else "no HCA listed"

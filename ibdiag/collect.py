@@ -135,15 +135,7 @@ class NodeFiles(NamedTuple):
             sysfs_root=sysfs_root,
             procfs_root=procfs_root,
             sources=sources,
-            host=self.host,
-            boot_id=self.boot_id,
-            boot_time=self.boot_time,
-            kernel_release=self.kernel_release,
-            driver_versions=self.driver_versions,
-            devices=self.devices,
-            gpus=self.gpus,
-            kernel_modules=self.kernel_modules,
-            problems=self.problems,
+            **self._asdict(),
         )
 
 

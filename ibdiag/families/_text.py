@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Union
 
 MAX_PROBLEMS = 50  # a parser reports at most this many problems, then how many more
 MAX_QUOTE = 120  # characters of an odd line quoted in a problem
+
+# Lines that are always errors of the infiniband-diags tools (libibmad/libibumad), whatever
+# follows ("ibwarn: [12] f: x", "perfquery: iberror: ...").
+IB_TOOL_ERROR = re.compile(r"^(?:ibwarn|ibpanic)\b|\biberror\b", re.IGNORECASE)
 
 
 def as_text(text: Union[str, bytes, None]) -> str:

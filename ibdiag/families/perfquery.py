@@ -56,7 +56,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from ibdiag import roles
 from ibdiag.facts.perfquery import PmaReading, PortPma
 from ibdiag.families import Planned, Runs, Update, outcome_of
-from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.families._text import IB_TOOL_ERROR, as_text, cap, quote, trim
 from ibdiag.model import Snapshot
 from ibdiag.sources import names
 
@@ -170,8 +170,6 @@ _FIELD = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z0-9_]*)\s*:[.\s]*(?P<value>\S.
 _DECIMAL = re.compile(r"^\d+$")
 _HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _NUMBER = re.compile(r"^(?:\d+|0x[0-9a-fA-F]+)$")
-# Lines that are always tool errors, whatever follows ("ibwarn: [12] f: x", "perfquery: iberror:").
-_TOOL_ERROR = re.compile(r"^(?:ibwarn|ibpanic)\b|\biberror\b", re.IGNORECASE)
 # Other ways perfquery/libibmad/libibumad report failure (checked on lines that are not counters).
 _ERROR_LINE = re.compile(
     r"^\s*(?:ibwarn|ibpanic|iberror)\b|\biberror\b|mad_rpc\w* failed|_do_madrpc|query failed"
@@ -316,7 +314,7 @@ def _parse(text: str) -> Tuple[List[_Block], List[str], List[str]]:
         line = raw.strip()
         if not line:
             continue
-        if _TOOL_ERROR.search(line):
+        if IB_TOOL_ERROR.search(line):
             errors.append(trim(line))
             continue
         if line.startswith("#"):

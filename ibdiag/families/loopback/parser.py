@@ -504,6 +504,15 @@ def _column_key(name: str) -> str:
     return re.sub(r"\W+", "_", base).strip("_").lower()
 
 
+# The columns a row's own fields hold (field, column name), per table kind; the rest go to extra.
+_NAMED_COLUMNS: Dict[str, Tuple[Tuple[str, str], ...]] = {
+    "bw": (("bw_peak", "bw_peak"), ("bw_average", "bw_average"), ("msg_rate_mpps", "msg_rate")),
+    "lat": tuple(
+        (name, name) for name in ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9")
+    ),
+}
+
+
 def _row(acc: _Acc, tokens: List[str], line: str, number: int, index: int) -> None:
     table = acc.table
     if table is None:
@@ -547,31 +556,10 @@ def _row(acc: _Acc, tokens: List[str], line: str, number: int, index: int) -> No
         acc.table = None
         return
     acc.seen.add(key)
+    named = {name: values.pop(column, None) for name, column in _NAMED_COLUMNS[table.kind]}
     if table.kind == "bw":
-        acc.bw_rows.append(
-            PerftestBwRow(
-                size_bytes=size,
-                iterations=iterations,
-                bw_peak=values.pop("bw_peak", None),
-                bw_average=values.pop("bw_average", None),
-                msg_rate_mpps=values.pop("msg_rate", None),
-                unit=table.unit,
-                extra=values,
-            )
-        )
+        acc.bw_rows.append(PerftestBwRow(size, iterations, **named, unit=table.unit, extra=values))
     else:
         acc.lat_rows.append(
-            PerftestLatRow(
-                size_bytes=size,
-                iterations=iterations,
-                t_min=values.pop("t_min", None),
-                t_max=values.pop("t_max", None),
-                t_typical=values.pop("t_typical", None),
-                t_avg=values.pop("t_avg", None),
-                t_stdev=values.pop("t_stdev", None),
-                p99=values.pop("p99", None),
-                p99_9=values.pop("p99_9", None),
-                unit=table.unit,
-                extra=values,
-            )
+            PerftestLatRow(size, iterations, **named, unit=table.unit, extra=values)
         )

@@ -27,6 +27,7 @@ mlx5_0:1 attempt 1 gpu 1``); the family's ``interpret`` turns them into ``Snapsh
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 import time
@@ -60,7 +61,6 @@ def perftest_bw_argv(
     device: str,
     ib_port: int,
     tcp_port: int = DEFAULT_TCP_PORT,
-    *,
     size: int = 65536,
     duration_s: int = 5,
     qps: int = 1,
@@ -111,29 +111,9 @@ def perftest_bw_argv(
     return argv
 
 
-def ib_write_bw_argv(
-    device: str,
-    ib_port: int,
-    tcp_port: int = DEFAULT_TCP_PORT,
-    size: int = 65536,
-    duration_s: int = 5,
-    qps: int = 1,
-    use_cuda: Optional[int] = None,
-    server: Optional[str] = None,
-) -> List[str]:
-    """``ib_write_bw -d DEV -i PORT -p TCP --report_gbits -s SIZE -D SECS -q QPS -F
-    [--use_cuda=N] [SERVER]`` (see ``perftest_bw_argv``)."""
-    return perftest_bw_argv(
-        "ib_write_bw",
-        device,
-        ib_port,
-        tcp_port,
-        size=size,
-        duration_s=duration_s,
-        qps=qps,
-        use_cuda=use_cuda,
-        server=server,
-    )
+# ``ib_write_bw -d DEV -i PORT -p TCP --report_gbits -s SIZE -D SECS -q QPS -F [--use_cuda=N]
+# [SERVER]``: ``perftest_bw_argv`` with the tool named (same arguments, in the same order).
+ib_write_bw_argv = functools.partial(perftest_bw_argv, "ib_write_bw")
 
 
 @dataclass(frozen=True)

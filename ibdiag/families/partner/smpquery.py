@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 from ibdiag.facts.partner import PortInfo
-from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.families._text import IB_TOOL_ERROR, as_text, cap, quote, trim
 
 __all__ = [
     "SPEED_ORDER",
@@ -88,7 +88,6 @@ _HEADER_PORT = re.compile(r"\bport\s+(\d+)\s*$")
 _CAPABILITY = re.compile(r"^Is[A-Za-z0-9]+$")
 _GUID = re.compile(r"^0x[0-9a-fA-F]{1,16}$")
 _DECIMAL = re.compile(r"^\d{1,10}$")
-_TOOL_ERROR = re.compile(r"^(?:ibwarn|ibpanic)\b|\biberror\b", re.IGNORECASE)
 _ERROR_LINE = re.compile(
     r"\bfailed\b|timed out|can't |No such device|not permitted|Permission denied",
     re.IGNORECASE,
@@ -148,7 +147,7 @@ def _read(text: Union[str, bytes, None], tool: str = "smpquery") -> _Dump:
         line = raw.strip()
         if not line:
             continue
-        if _TOOL_ERROR.search(line):
+        if IB_TOOL_ERROR.search(line):
             dump.errors.append(trim(line))
             continue
         if line.startswith("#"):
