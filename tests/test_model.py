@@ -558,3 +558,11 @@ def test_with_problem_builds_a_new_snapshot_and_leaves_the_old_one_alone():
     assert noted.problems == {**before, "baseline": "state.json: no such file"}
     assert snap.problems == before
     assert noted.devices == snap.devices
+
+
+def test_every_field_the_files_give_is_a_snapshot_field():
+    """``collect.NodeFiles.snapshot`` builds the Snapshot from its own fields by name: one that
+    is no Snapshot field (misspelt, or renamed in the model) must fail here, not be dropped."""
+    from ibdiag.collect import NodeFiles
+
+    assert set(NodeFiles._fields) <= set(Snapshot.model_fields)
