@@ -219,6 +219,7 @@ def test_wheel_ships_checks_and_templates_inside_the_package(wheel: Path) -> Non
     for profile in sorted((REPO / "ibdiag" / "profiles").glob("*.toml")):
         assert f"ibdiag/profiles/{profile.name}" in names, f"profile {profile.name} missing"
     assert "ibdiag/counters/catalogue.toml" in names, "the counter catalogue (data) missing"
+    assert "ibdiag/counters/catalogue.json" in names, "the catalogue the loader reads missing"
     stray = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".pyo"))]
     assert not stray, f"bytecode in the wheel: {stray}"
 

@@ -8,12 +8,18 @@ widths come from the IBTA PortCounters attribute.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
 from typing import Dict, List, Set
 
 import pytest
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.9/3.10
+    import tomli as tomllib
 from conftest import SCENARIOS_DIR
 from snapshots import snapshot
 
@@ -586,7 +592,10 @@ def damaged_catalogue(tmp_path, monkeypatch):
     with open(CATALOGUE_FILE, encoding="utf-8") as handle:
         text = handle.read()
     damaged.write_text(text.replace("width = 16", "widht = 16", 1), encoding="utf-8")
+    as_json = tmp_path / "catalogue.json"  # what the loader reads: the TOML's tables as JSON
+    as_json.write_text(json.dumps(tomllib.loads(damaged.read_text())), encoding="utf-8")
     monkeypatch.setattr(catalogue_module, "CATALOGUE_FILE", str(damaged))
+    monkeypatch.setattr(catalogue_module, "CATALOGUE_JSON", str(as_json))
     caches = (catalogue_module._loaded, catalogue_module.lookup, catalogue_module._default_rule)
     for cache in caches:
         cache.cache_clear()
@@ -604,6 +613,16 @@ def test_a_damaged_install_is_one_line_and_exit_3(damaged_catalogue, run_cli):
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1
     assert f"{damaged_catalogue}: [counters.symbol_error]: unknown key 'widht'" in result.stderr
+
+
+def test_the_json_the_loader_reads_is_the_toml_people_edit():
+    """catalogue.json is generated from catalogue.toml (``python -m ibdiag.counters.catalogue``):
+    the two hold the same tables, so editing the TOML without regenerating fails here."""
+    with open(CATALOGUE_FILE, encoding="utf-8") as handle:
+        tables = tomllib.loads(handle.read())
+    with open(catalogue_module.CATALOGUE_JSON, encoding="utf-8") as handle:
+        shipped = json.load(handle)
+    assert shipped == tables, "catalogue.json is stale: run python -m ibdiag.counters.catalogue"
 
 
 def test_the_catalogue_is_read_on_first_use_and_once():
