@@ -152,7 +152,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         }
         report = report_of(cases["standard"], env, source)
         recorded = report["snapshot"]["commands"]
-        failed = [key for key, run in recorded.items() if run["rc"] != 0]
+        # The far end of each cable (roles partner-*) has no stub here: bench_partner.py's.
+        far_end = {key for key, run in recorded.items() if str(run["role"]).startswith("partner-")}
+        failed = [key for key, run in recorded.items() if run["rc"] != 0 and key not in far_end]
         if failed:
             raise SystemExit(f"stub commands failed: {failed[:5]}")
         calls_before = len(stubs.calls())
