@@ -177,7 +177,7 @@ def test_stop_leaves_no_daemons_or_jobs_behind(tmp_path):
 
 
 def test_missing_program_fails_with_a_clear_message(tmp_path, monkeypatch):
-    monkeypatch.setattr("tests.slurm_cluster._which", lambda program: None)
+    monkeypatch.setattr("slurm_cluster._which", lambda program: None)
     with pytest.raises(SlurmClusterError, match=r"apt-get install slurm-wlm munge"):
         SlurmCluster(tmp_path).start()
     assert os.listdir(tmp_path) == []
