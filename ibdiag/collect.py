@@ -85,9 +85,9 @@ def collect(
         procfs_root=procfs_root,
         sources=sorted({"procfs"} | set(needs)),
     )
-    full = _full_level(needs) if thresholds is not None else []
+    full = _family_sources(needs, "full") if thresholds is not None else frozenset()
     budget = None
-    read_only = _read_only_sources(needs)
+    read_only = _family_sources(needs, "standard")
     if read_only or full:
         from ibdiag.runner.command_runner import OutputBudget
 
@@ -177,14 +177,15 @@ def read_node(
     )
 
 
-def _read_only_sources(needs: AbstractSet[str]) -> AbstractSet[str]:
-    """The sources in ``needs`` that the command families collect at level standard; the
-    families are imported only when ``needs`` has a source that is not a file."""
+def _family_sources(needs: AbstractSet[str], level: str) -> AbstractSet[str]:
+    """The sources in ``needs`` that the command families collect at ``level`` (standard:
+    read-only commands; full: each family's ``run``). The families are imported only when
+    ``needs`` has a source that is not a file (a quick check imports none)."""
     if not set(needs) - set(FILE_SOURCE_LEVELS):
         return frozenset()
     from ibdiag import families
 
-    return set(needs) & families.sources_at("standard")
+    return set(needs) & families.sources_at(level)
 
 
 def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
@@ -229,16 +230,6 @@ def _with_fallback(runner: Any, item: Any) -> Dict[str, CommandRun]:
         second = runner.run(item.fallback.argv, item.fallback.role)
         runs[second.key] = second
     return runs
-
-
-def _full_level(needs: AbstractSet[str]) -> List[str]:
-    """The sources in ``needs`` of the families collected at level full (their ``run``); the
-    families are imported only when ``needs`` has a source that is not a file."""
-    if not set(needs) - set(FILE_SOURCE_LEVELS):
-        return []
-    from ibdiag import families
-
-    return [module.SOURCE for module in families.full_level(sorted(needs))]
 
 
 def _run_full(snap, needs, options, thresholds, started, budget, progress, sys_reader):

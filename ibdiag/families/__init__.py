@@ -61,7 +61,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from types import ModuleType
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Type
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Type
 
 from pydantic import BaseModel
 
@@ -324,13 +324,6 @@ def _with_devices(devices: List[Device], update: Update, family: str) -> List[De
             fields["ports"] = new_ports
         rebuilt.append(dev.model_copy(update=fields) if fields else dev)
     return rebuilt
-
-
-def ports(snap: Snapshot) -> Iterator[tuple]:
-    """(device, port) for every port of every device."""
-    for dev in snap.devices:
-        for port in dev.ports:
-            yield dev, port
 
 
 # -- why a run gave no data --------------------------------------------------------------------
