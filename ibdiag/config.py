@@ -35,6 +35,7 @@ import stat
 import sys
 from typing import (
     AbstractSet,
+    Annotated,
     Any,
     Dict,
     List,
@@ -44,6 +45,7 @@ from typing import (
     Sequence,
     Tuple,
     get_args,
+    get_origin,
 )
 
 from pydantic import BaseModel, ValidationError
@@ -429,7 +431,10 @@ def _is_int_field(loc: Tuple[Any, ...]) -> bool:
         field = CounterRule.model_fields.get(str(loc[2]))
     if field is None:
         return False
-    return field.annotation is int or int in get_args(field.annotation)
+    kinds = [field.annotation, *get_args(field.annotation)]
+    # Optional[NetdevMtu] is Optional[Annotated[int, ...]]: the int sits one level further in.
+    kinds += [get_args(kind)[0] for kind in kinds if get_origin(kind) is Annotated]
+    return int in kinds
 
 
 # --- merging the layers -------------------------------------------------------------------

@@ -43,6 +43,7 @@ LauncherArgument = Annotated[str, StringConstraints(min_length=1, pattern=NO_NUL
 # Bounds several settings share: each field then says only its default and what it means.
 Floor = Annotated[float, Field(gt=0)]  # a least bandwidth (Gb/s or GB/s, as the field says)
 Fraction = Annotated[float, Field(gt=0, le=1)]  # of a link rate, or of the peers' median
+NetdevMtu = Annotated[int, Field(ge=68, le=MAX_MTU)]  # an interface's MTU (68: IPv4's least)
 
 
 class CounterRule(BaseModel):
@@ -89,17 +90,11 @@ class Thresholds(BaseModel):
         description="Leave out devices whose every port is Ethernet (RoCE storage or host NICs) "
         "on nodes where only the InfiniBand compute fabric is graded.",
     )
-    expect_ipoib_mtu: Optional[int] = Field(
-        default=None,
-        ge=68,
-        le=MAX_MTU,
-        description="MTU every IPoIB interface must have (e.g. 4092).",
+    expect_ipoib_mtu: Optional[NetdevMtu] = Field(
+        default=None, description="MTU every IPoIB interface must have (e.g. 4092)."
     )
-    expect_roce_mtu: Optional[int] = Field(
-        default=None,
-        ge=68,
-        le=MAX_MTU,
-        description="MTU every RoCE netdev must have (e.g. 4200 or 9000).",
+    expect_roce_mtu: Optional[NetdevMtu] = Field(
+        default=None, description="MTU every RoCE netdev must have (e.g. 4200 or 9000)."
     )
     # -- level full: the active tests (ibdiag.active) ------------------------------------------
     perftest_pairing: Literal["self", "pairs"] = Field(
