@@ -14,7 +14,7 @@ from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Patter
 
 from ibdiag.facts.inventory import Inventory, Listing
 from ibdiag.families import Planned, Runs, Update, outcome_of
-from ibdiag.families._text import as_text, quote, trim
+from ibdiag.families._text import output_lines, quote
 from ibdiag.model import CommandRun, Snapshot
 from ibdiag.roles import Role
 
@@ -50,13 +50,7 @@ def read_blocks(
     blocks: List[Block] = []
     block: Optional[Block] = None
     port: Optional[Dict[str, str]] = None
-    for number, raw in enumerate(as_text(text).splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if dialect.error.search(line):
-            errors.append(trim(line))
-            continue
+    for number, line in output_lines(text, dialect.error, errors):
         match = dialect.device.match(line)
         if match:
             block = Block(match.group("name"))

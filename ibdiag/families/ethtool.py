@@ -42,7 +42,7 @@ from ibdiag import roles
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.families import Planned, Runs, Update, outcome_of
-from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.families._text import as_text, cap, numbered_lines, quote, trim
 from ibdiag.model import CommandRun, Snapshot
 from ibdiag.sources import names
 
@@ -137,9 +137,8 @@ def parse_ethtool_stats(text: Union[str, bytes, None]) -> EthtoolStats:
     counters: Dict[str, int] = {}
     problems: List[str] = []
     errors: List[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or _STATS_HEADER.match(line):
+    for number, line in numbered_lines(text):
+        if _STATS_HEADER.match(line):
             continue
         if line.startswith("Settings for "):
             problems.append(

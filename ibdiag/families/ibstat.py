@@ -54,7 +54,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from ibdiag import roles
 from ibdiag.facts.inventory import ListedCA, ListedPort, Listing
 from ibdiag.families._listing import Block, Dialect, ListingFamily, joined, read_blocks
-from ibdiag.families._text import as_text, cap, number, quote, trim
+from ibdiag.families._text import as_text, cap, number, output_lines, quote
 
 SOURCE = "ibstat"
 LEVEL = "standard"
@@ -172,13 +172,7 @@ def parse_ibstatus_report(text: Union[str, bytes, None]) -> IbstatusReport:
     errors: List[str] = []
     blocks: List[_StatusBlock] = []
     block: Optional[_StatusBlock] = None
-    for line_number, raw in enumerate(as_text(text).splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if _ERROR.search(line):
-            errors.append(trim(line))
-            continue
+    for line_number, line in output_lines(text, _ERROR, errors):
         match = _STATUS_HEADER.match(line)
         if match:
             block = _StatusBlock(match.group("device"), int(match.group("port")))

@@ -56,7 +56,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from ibdiag import roles
 from ibdiag.facts.perfquery import PmaReading, PortPma
 from ibdiag.families import Planned, Runs, Update, outcome_of
-from ibdiag.families._text import IB_TOOL_ERROR, as_text, cap, quote, trim
+from ibdiag.families._text import IB_TOOL_ERROR, as_text, cap, output_lines, quote, trim
 from ibdiag.model import Snapshot
 from ibdiag.sources import names
 
@@ -156,19 +156,14 @@ OLD_COUNTER_NAMES: Dict[str, str] = {
     "XmtWait": "PortXmitWait",
 }
 
-_U64_MAX = 2**64 - 1
 
 # "# Port extended counters: Lid 133 port 1 (CapMask: 0x5A00 CapMask2: 0x0000000)"
 _HEADER = re.compile(
     r"^#\s*(?P<title>[^:]*?)\s*:\s*(?P<where>.*?)\s+port\s+(?P<port>\d+)\s*(?:\((?P<extra>.*)\))?\s*$",
     re.IGNORECASE,
 )
-_LID = re.compile(r"^Lid\s+(\d+)$", re.IGNORECASE)
-_CAPMASK = re.compile(r"CapMask:\s*(0x[0-9a-fA-F]+)")
 # "PortXmitData:....................37108676853855" (dots optional, spaces tolerated)
 _FIELD = re.compile(r"^\s*(?P<name>[A-Za-z][A-Za-z0-9_]*)\s*:[.\s]*(?P<value>\S.*?)\s*$")
-_DECIMAL = re.compile(r"^\d+$")
-_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
 _NUMBER = re.compile(r"^(?:\d+|0x[0-9a-fA-F]+)$")
 # Other ways perfquery/libibmad/libibumad report failure (checked on lines that are not counters).
 _ERROR_LINE = re.compile(
@@ -176,21 +171,6 @@ _ERROR_LINE = re.compile(
     r"|\bfailed\b|timed out|bad status|can't resolve|can't open|No such device"
     r"|Operation not permitted|Permission denied|Connection timed out",
     re.IGNORECASE,
-)
-# An ibwarn that alone (beside counters) does not mean the query failed.
-_HARD_ERROR = re.compile(
-    r"ibpanic|iberror|\bfailed\b|timed out|bad status|can't |No such|not permitted|denied",
-    re.IGNORECASE,
-)
-
-_KINDS = (
-    ("rcverrordetails", "rcv_error_details"),
-    ("xmitdiscarddetails", "xmit_discard_details"),
-    ("xmitdatasl", "xmit_data_sl"),
-    ("rcvdatasl", "rcv_data_sl"),
-    ("extended speeds", "extended_speeds"),
-    ("extended", "extended"),
-    ("port counters", "port"),
 )
 
 
@@ -310,13 +290,7 @@ def _parse(text: str) -> Tuple[List[_Block], List[str], List[str]]:
     loose: List[str] = []
     errors: List[str] = []
     current: Optional[_Block] = None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if IB_TOOL_ERROR.search(line):
-            errors.append(trim(line))
-            continue
+    for number, line in output_lines(text, IB_TOOL_ERROR, errors):
         if line.startswith("#"):
             header = _HEADER.match(line)
             if header is None:
@@ -345,6 +319,19 @@ def _parse(text: str) -> Tuple[List[_Block], List[str], List[str]]:
     return [b for b in blocks if not b.empty()], loose, errors
 
 
+_LID = re.compile(r"^Lid\s+(\d+)$", re.IGNORECASE)
+_CAPMASK = re.compile(r"CapMask:\s*(0x[0-9a-fA-F]+)")
+_KINDS = (
+    ("rcverrordetails", "rcv_error_details"),
+    ("xmitdiscarddetails", "xmit_discard_details"),
+    ("xmitdatasl", "xmit_data_sl"),
+    ("rcvdatasl", "rcv_data_sl"),
+    ("extended speeds", "extended_speeds"),
+    ("extended", "extended"),
+    ("port counters", "port"),
+)
+
+
 def _fill_header(block: _Block, line: str, match: re.Match[str]) -> None:
     block.header = line.lstrip("#").strip()
     title = match.group("title").lower()
@@ -363,6 +350,11 @@ def _fill_header(block: _Block, line: str, match: re.Match[str]) -> None:
     cap = _CAPMASK.search(extra)
     if cap:
         block.cap_mask = int(cap.group(1), 16)
+
+
+_DECIMAL = re.compile(r"^\d+$")
+_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+_U64_MAX = 2**64 - 1
 
 
 def _add_field(block: _Block, name: str, value: str, number: int, line: str) -> None:
@@ -384,6 +376,13 @@ def _add_field(block: _Block, name: str, value: str, number: int, line: str) -> 
         block.hex_fields.setdefault(name, int(value, 16))
         return
     block.problems.append(f"unparseable value for {name} at line {number}: {quote(line)}")
+
+
+# An ibwarn that alone (beside counters) does not mean the query failed.
+_HARD_ERROR = re.compile(
+    r"ibpanic|iberror|\bfailed\b|timed out|bad status|can't |No such|not permitted|denied",
+    re.IGNORECASE,
+)
 
 
 def _mad_error(error_lines: List[str], have_counters: bool, problems: List[str]) -> Optional[str]:

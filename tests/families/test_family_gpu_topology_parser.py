@@ -346,6 +346,12 @@ def test_gpus_without_nics():
         ),
         ("Failed to initialize NVML: Driver/library version mismatch\n", "version mismatch"),
         ("No devices were found\n", "No devices"),
+        # the loader's words when nvidia-smi is there but its library is not (a broken driver)
+        (
+            "nvidia-smi: error while loading shared libraries: libnvidia-ml.so.1: cannot open "
+            "shared object file: No such file or directory\n",
+            "libnvidia-ml.so.1",
+        ),
     ],
 )
 def test_failures_become_error(output, needle):

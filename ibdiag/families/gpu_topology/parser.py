@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 from ibdiag.facts.topology import GpuNic, GpuTopology
-from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.families._text import NOT_STARTED, as_text, cap, quote, trim
 from ibdiag.roles import Role
 
 __all__ = [
@@ -68,27 +68,14 @@ RAIL_LINKS = ("PIX", "PXB")  # close enough for GPUDirect RDMA without the host 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _LINK = re.compile(r"^(?:X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+)$")
-# header tokens: affinity columns (several words, shortened in reformatted copies) or a name
-_HEADER_TOKEN = re.compile(
-    r"CPU\s+Affinity|NUMA\s+Affinity|GPU\s+NUMA(?:\s+ID)?|NUMA(?:\s+ID)?(?=\s|$)|\S+"
-)
-_AFFINITY_NAMES = {
-    "cpu affinity": "CPU Affinity",
-    "numa affinity": "NUMA Affinity",
-    "numa": "NUMA Affinity",
-    "numa id": "NUMA Affinity",
-    "gpu numa id": "GPU NUMA ID",
-    "gpu numa": "GPU NUMA ID",
-}
 _GPU = re.compile(r"^GPU\d+$")
 _NIC_ALIAS = re.compile(r"^NIC\d+$")
-_LEGEND_ENTRY = re.compile(r"^\s*(?P<alias>NIC\d+)\s*:\s*(?P<name>\S+)\s*$")
 _RULE = re.compile(r"^[\s\-=+_|]+$")
 _ERROR = re.compile(
     r"NVIDIA-SMI has failed|Failed to initialize NVML|couldn't communicate with the NVIDIA"
-    r"|No devices were found|Driver/library version mismatch|Unable to determine|"
-    r"command not found|No such file or directory|Insufficient Permissions|"
-    r"Invalid combination of input arguments|Unknown Error",
+    r"|No devices were found|Driver/library version mismatch|Unable to determine"
+    r"|Insufficient Permissions|Invalid combination of input arguments|Unknown Error"
+    rf"|{NOT_STARTED}",
     re.IGNORECASE,
 )
 
@@ -372,6 +359,20 @@ def _find_header(lines: List[str]) -> Optional[int]:
     return None
 
 
+# header tokens: affinity columns (several words, shortened in reformatted copies) or a name
+_HEADER_TOKEN = re.compile(
+    r"CPU\s+Affinity|NUMA\s+Affinity|GPU\s+NUMA(?:\s+ID)?|NUMA(?:\s+ID)?(?=\s|$)|\S+"
+)
+_AFFINITY_NAMES = {
+    "cpu affinity": "CPU Affinity",
+    "numa affinity": "NUMA Affinity",
+    "numa": "NUMA Affinity",
+    "numa id": "NUMA Affinity",
+    "gpu numa id": "GPU NUMA ID",
+    "gpu numa": "GPU NUMA ID",
+}
+
+
 def _header(line: str) -> Tuple[List[str], List[str]]:
     """(device columns, affinity columns) of the header line."""
     if "\t" in line:
@@ -454,6 +455,9 @@ def _row(
             "read right-aligned"
         )
     return label, links, values, problem
+
+
+_LEGEND_ENTRY = re.compile(r"^\s*(?P<alias>NIC\d+)\s*:\s*(?P<name>\S+)\s*$")
 
 
 def _legend(lines: List[str], problems: List[str]) -> Dict[str, str]:

@@ -42,13 +42,14 @@ __all__ = [
 ]
 
 _MAX_TEXT = 4096
-_LEVELS = ("emerg", "alert", "crit", "err", "warn", "notice", "info", "debug")
 
 _KMSG = re.compile(r"^(?P<prio>\d{1,4}),(?P<seq>\d+),(?P<usec>\d+),[^;]{0,16};")
 _PRIO = re.compile(r"^<(?P<prio>\d{1,4})>")
+# syslog's levels by number (the low 3 bits of a priority), as dmesg -x names them
+_LEVELS = ("emerg", "alert", "crit", "err", "warn", "notice", "info", "debug")
 _DECODE = re.compile(
     r"^(?P<facility>kern|user|mail|daemon|auth|syslog|lpr|news|uucp|cron|authpriv|ftp"
-    r"|res\d+|local[0-7])\s*:\s*(?P<level>emerg|alert|crit|err|warn|notice|info|debug)\s*:\s?"
+    rf"|res\d+|local[0-7])\s*:\s*(?P<level>{'|'.join(_LEVELS)})\s*:\s?"
 )
 _MONO = re.compile(r"^\[\s*(?P<sec>\d+\.\d+)\]\s?")
 _CTIME = re.compile(
@@ -66,17 +67,6 @@ _SYSLOG = re.compile(
 _HOST_TAG = re.compile(r"^(?P<host>[\w.-]+) (?P<tag>kernel|[\w.@/-]+\[\d+\]):\s?")
 # "host kernel: msg" with nothing before (gpud's kmsg samples, grep output of syslog files)
 _HOST_KERNEL = re.compile(r"^(?P<host>[\w.-]+) (?P<tag>kernel):\s?")
-
-# A line is about InfiniBand/mlx hardware on its face (used when no known device matches).
-_IB_TEXT = re.compile(
-    r"mlx[45]|\bib_[a-z]|ipoib|infiniband|\brdma|\bib[psP]?\d[\w.]*\b", re.IGNORECASE
-)
-# PCI addresses as the kernel prints them (always with the domain).
-_BDF = re.compile(r"\b([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\b")
-_BDF_KEY = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
-# RDMA device names written in messages ("infiniband mlx5_0:", "mlx5_ib0", "mlx5_bond_0").
-_DEVICE_NAME = re.compile(r"(?<![\w-])(mlx[45]_(?:bond_)?\d+|mlx5_(?:ib|an)\d+)(?![\w-])")
-_END_TRACE = re.compile(r"---\[ end trace")
 
 
 @dataclass(frozen=True)
@@ -183,6 +173,12 @@ def _parse_line(raw: str) -> Optional[KernelLine]:
     )
 
 
+# A line is about InfiniBand/mlx hardware on its face (used when no known device matches).
+_IB_TEXT = re.compile(
+    r"mlx[45]|\bib_[a-z]|ipoib|infiniband|\brdma|\bib[psP]?\d[\w.]*\b", re.IGNORECASE
+)
+
+
 def classify(
     lines: Union[Sequence[KernelLine], str, bytes, None],
     bdfs: Optional[Mapping[str, str]] = None,
@@ -235,6 +231,9 @@ def classify(
     return findings
 
 
+_END_TRACE = re.compile(r"---\[ end trace")
+
+
 def _context_matches(
     texts: Sequence[str],
     index: int,
@@ -270,6 +269,12 @@ def _compile(signatures: Iterable[KernelSignature]) -> List[_CompiledSignature]:
             continue
         compiled.append((signature, pattern, context))
     return compiled
+
+
+# PCI addresses as the kernel prints them (always with the domain).
+_BDF = re.compile(r"\b([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\b")
+# RDMA device names written in messages ("infiniband mlx5_0:", "mlx5_ib0", "mlx5_bond_0").
+_DEVICE_NAME = re.compile(r"(?<![\w-])(mlx[45]_(?:bond_)?\d+|mlx5_(?:ib|an)\d+)(?![\w-])")
 
 
 class _Resolver:
@@ -330,6 +335,9 @@ def _items(mapping: Optional[Mapping[str, str]]) -> List[Tuple[str, str]]:
     except (AttributeError, TypeError):
         return []
     return pairs
+
+
+_BDF_KEY = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 
 
 def _normal_bdf(key: str) -> Optional[str]:

@@ -76,7 +76,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.families._text import FLOAT, as_text, cap, quote, trim
 
 __all__ = [
     "UNIT_TO_GBPS",
@@ -98,19 +98,10 @@ UNIT_TO_GBPS: Dict[str, float] = {
 
 _DASHES = re.compile(r"^-{20,}$")
 _BANNER = re.compile(r"^\*+$|^\*.*\*$")
-_TITLE = re.compile(r"^[A-Za-z][\w]*(?: [\w]+)*? (?:BW|Latency)(?: [\w]+)* Test$")
 _ADDRESS = re.compile(r"^(?:local|remote) address\s*:", re.IGNORECASE)
 _GID = re.compile(r"^GID\s*:\s*[0-9a-fA-F:.]+$")
 _TABLE_HEADER = re.compile(r"^#\s*bytes\b")
-_COLUMN = re.compile(
-    r"#\s*bytes|#\s*sl|#\s*iterations"
-    r"|BW peak\[[^\]]*\]|BW average\[[^\]]*\]|BW Port\d\[[^\]]*\]"
-    r"|MsgRate(?: Port\d)?\[[^\]]*\]"
-    r"|t_\w+\[[^\]]*\]|99(?:\.9)?% percentile\[[^\]]*\]|tps average"
-    r"|CPU_Util\[[^\]]*\]"
-)
-_UNIT = re.compile(r"\[([^\]]*)\]")
-_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$|^[-+]?(?:inf|nan)$", re.I)
+_NUMBER = re.compile(rf"^{FLOAT}$|^[-+]?(?:inf|nan)$", re.I)
 _INT = re.compile(r"^\d+$")
 _HISTOGRAM = re.compile(r"^#,\s*\w+$|^\d+,\s*\S+$")
 _CQE_DUMP = re.compile(r"^(?:[0-9a-fA-F]{8}\s+){3}[0-9a-fA-F]{8}$")
@@ -140,10 +131,6 @@ _INFO = re.compile(
     r"|^GPU|^using GPU",
     re.IGNORECASE,
 )
-_HEADER_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9 _.*/()-]{0,40}$")
-# Header fields whose values must agree between interleaved copies of the same header.
-_KEY_FIELDS = ("Device", "Number of qps", "Transport type", "Connection type", "Link type", "Mtu")
-_MAX_ROWS = 10_000
 
 
 @dataclass(frozen=True)
@@ -296,6 +283,9 @@ def parse_perftest_runs(text: Union[str, bytes, None]) -> List[PerftestResult]:
     return [_parse_lines(chunk, first + 1).freeze() for first, chunk in segments]
 
 
+_TITLE = re.compile(r"^[A-Za-z][\w]*(?: [\w]+)*? (?:BW|Latency)(?: [\w]+)* Test$")
+
+
 def _is_title(line: str) -> bool:
     return len(line) <= 100 and ":" not in line and bool(_TITLE.match(line))
 
@@ -422,6 +412,9 @@ def _parse_line(acc: _Acc, line: str, number: int, index: int) -> None:
     acc.problems.append(f"unrecognised line {number}: {quote(line)}")
 
 
+_HEADER_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9 _.*/()-]{0,40}$")
+
+
 def _header_fields(line: str) -> Optional[List[Tuple[str, str]]]:
     """``Dual-port : OFF\\t\\tDevice : mlx5_0`` -> [("Dual-port", "OFF"), ("Device", "mlx5_0")]."""
     pieces = re.split(r"\s*:\s*", line)
@@ -446,6 +439,10 @@ def _header_fields(line: str) -> Optional[List[Tuple[str, str]]]:
     return cleaned
 
 
+# Header fields whose values must agree between interleaved copies of the same header.
+_KEY_FIELDS = ("Device", "Number of qps", "Transport type", "Connection type", "Link type", "Mtu")
+
+
 def _add_header(acc: _Acc, key: str, value: str, number: int) -> None:
     old = acc.header.get(key)
     if old is None:
@@ -454,6 +451,16 @@ def _add_header(acc: _Acc, key: str, value: str, number: int) -> None:
         acc.problems.append(
             f"header field {key!r} is {old!r} and later {value!r} (line {number}); kept the first"
         )
+
+
+_COLUMN = re.compile(
+    r"#\s*bytes|#\s*sl|#\s*iterations"
+    r"|BW peak\[[^\]]*\]|BW average\[[^\]]*\]|BW Port\d\[[^\]]*\]"
+    r"|MsgRate(?: Port\d)?\[[^\]]*\]"
+    r"|t_\w+\[[^\]]*\]|99(?:\.9)?% percentile\[[^\]]*\]|tps average"
+    r"|CPU_Util\[[^\]]*\]"
+)
+_UNIT = re.compile(r"\[([^\]]*)\]")
 
 
 def _table_header(acc: _Acc, line: str, number: int) -> None:
@@ -511,6 +518,9 @@ _NAMED_COLUMNS: Dict[str, Tuple[Tuple[str, str], ...]] = {
         (name, name) for name in ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p99_9")
     ),
 }
+
+
+_MAX_ROWS = 10_000
 
 
 def _row(acc: _Acc, tokens: List[str], line: str, number: int, index: int) -> None:

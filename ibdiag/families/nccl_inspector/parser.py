@@ -71,9 +71,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from ibdiag.facts.nccl import InspectorDump, InspectorSample
 from ibdiag.families._text import as_text, cap, quote
 
+# The facts it fills (InspectorDump, InspectorSample) live in ibdiag.facts.nccl.
 __all__ = [
-    "InspectorDump",
-    "InspectorSample",
     "message_size_lower_bound",
     "parse_inspector_file",
     "parse_inspector_json",

@@ -69,22 +69,10 @@ import re
 from typing import Dict, List, Optional, Sequence, Union
 
 from ibdiag.facts.nccl import NcclRank, NcclSide, NcclTestsResult, NcclTestsRow, NcclWarning
-from ibdiag.families._text import as_text, cap, quote, trim
+from ibdiag.families._text import FLOAT, NOT_STARTED, as_text, cap, quote, trim
 
-__all__ = [
-    "NcclRank",
-    "NcclSide",
-    "NcclTestsResult",
-    "NcclTestsRow",
-    "NcclWarning",
-    "parse_nccl_tests",
-]
+__all__ = ["parse_nccl_tests"]  # the facts it fills live in ibdiag.facts.nccl
 
-_CONFIG = re.compile(
-    r"(?P<key>nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph"
-    r"|unalign)\s*:?\s+(?P<value>\d+)"
-)
-_STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
 _RANK = re.compile(
     r"^#?\s*Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+"
     r"(?P<host>\S+)\s+device\s+(?P<device>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<gpu>.*?)\s*$"
@@ -98,8 +86,7 @@ _TEST_CONCLUDED = re.compile(r"^Collective test concluded\b")
 _REDUCED = re.compile(r"Reducing maxBytes to (\d{1,20})\b")
 _OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?", re.IGNORECASE)
 _AVG = re.compile(
-    r"Avg bus bandwidth\s*:\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)"
-    r"\s*(OK|FAILED)?",
+    rf"Avg bus bandwidth\s*:\s*({FLOAT}|[-+]?nan|[-+]?inf)\s*(OK|FAILED)?",
     re.IGNORECASE,
 )
 # "host:pid:tid [6] transport/net_ib.cc:2244 NCCL WARN ..." (the file:line part is optional)
@@ -108,25 +95,15 @@ _NCCL_LINE = re.compile(
     r"NCCL\s+(?P<level>WARN|INFO|TRACE|ABORT)\s*(?P<message>.*)$"
 )
 _NCCL_BARE = re.compile(r"\bNCCL\s+(?P<level>WARN|INFO|TRACE|ABORT)\b\s*(?P<message>.*)$")
-_SUBSYSTEM = re.compile(r"^(NET/[\w-]+|[A-Z][\w]*/[\w/-]+)\s*:?")
-_HCA = re.compile(
-    r"\bhca\s+(?P<hca>[A-Za-z][\w.-]*)"
-    r"|\b(?P<dev>(?:mlx\d|bnxt_re|irdma|efa|qedr|hns|erdma|ionic|rxe|siw|hfi1)_?[A-Za-z0-9_]{0,32}?\d+)"
-    r"(?::(?P<port>\d+))?\b"
-)
-_INTERFACE = re.compile(r"\b(?P<if>(?:eth|ens|enp|eno|ib|bond|hsn)\d[\w.]*)")
-_STATUS = re.compile(r"(?:status\s*=\s*|with error\s+)(\d+)")
-_VENDOR = re.compile(r"vendor err\s+(\d+)")
-_PEER = re.compile(r"from peer\s+(\S+?)(?:<\d+>)?(?=\s|$)")
 _ERROR = re.compile(
     r"Test NCCL failure|Test CUDA failure|Test failure|unhandled cuda error|unhandled system error"
     r"|internal error|invalid usage|remote process exited|NCCL error|CUDA error|cuda failure"
     r"|There are not enough slots|not enough slots available|mpirun noticed|mpirun was unable"
     r"|ORTE was unable|prterun|PRTE has lost|MPI_ABORT|\bsrun: error|slurmstepd: error"
     r"|Segmentation fault|Bus error|core dumped|\bAborted\b|Killed|Out of memory|out of memory"
-    r"|Invalid number of GPUs|Please check the number of processes|No such file or directory"
+    r"|Invalid number of GPUs|Please check the number of processes"
     r"|non-zero exit code|non-zero status|exited on signal"
-    r"|command not found|cannot open shared object|error while loading shared libraries"
+    rf"|{NOT_STARTED}"
     r"|^#?\s*error:",
     re.IGNORECASE,
 )
@@ -138,11 +115,7 @@ _BENIGN = re.compile(
     r"|^#?\s*out-of-place\s+in-place|^#?\s*\(B\)\s+\(elements\)"
 )
 _DASHES = re.compile(r"^-{10,}$")
-_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _INT = re.compile(r"^[-+]?\d+$")
-_DTYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_TIME = re.compile(r"^\d{2}:\d{2}:\d{2}$")
 _MAX_ROWS = 10_000
 _MAX_RANKS = 100_000
 
@@ -315,6 +288,13 @@ def _version_from_code(code: int) -> Optional[str]:
     return None
 
 
+_CONFIG = re.compile(
+    r"(?P<key>nThread|nGpus|minBytes|maxBytes|warmup iters|agg iters|iters|validation|graph"
+    r"|unalign)\s*:?\s+(?P<value>\d+)"
+)
+_STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
+
+
 def _config(acc: _Acc, body: str) -> None:
     acc.runs += 1
     if acc.runs > 1:
@@ -381,6 +361,11 @@ def _layout(acc: _Acc, body: str, number: int) -> None:
     if side[:3] != ["time", "algbw", "busbw"] or "type" not in lead:
         acc.problems.append(f"unexpected table header at line {number}: {quote(body)}")
     acc.layout = _Layout(lead, side, max(1, len(starts)), timestamp)
+
+
+_DTYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_TIME = re.compile(r"^\d{2}:\d{2}:\d{2}$")
 
 
 def _row(acc: _Acc, tokens: List[str], line: str, number: int) -> None:
@@ -473,6 +458,9 @@ def _make_row(
     )
 
 
+_NUMBER = re.compile(rf"^{FLOAT}$")
+
+
 def _side(values: Sequence[str], names: Sequence[str]) -> Union[NcclSide, str]:
     fields = dict(zip(names, values))
     numbers: Dict[str, float] = {}
@@ -504,6 +492,18 @@ def _side(values: Sequence[str], names: Sequence[str]) -> Union[NcclSide, str]:
         wrong=wrong,
         max_error=max_error,
     )
+
+
+_SUBSYSTEM = re.compile(r"^(NET/[\w-]+|[A-Z][\w]*/[\w/-]+)\s*:?")
+_HCA = re.compile(
+    r"\bhca\s+(?P<hca>[A-Za-z][\w.-]*)"
+    r"|\b(?P<dev>(?:mlx\d|bnxt_re|irdma|efa|qedr|hns|erdma|ionic|rxe|siw|hfi1)_?[A-Za-z0-9_]{0,32}?\d+)"
+    r"(?::(?P<port>\d+))?\b"
+)
+_INTERFACE = re.compile(r"\b(?P<if>(?:eth|ens|enp|eno|ib|bond|hsn)\d[\w.]*)")
+_STATUS = re.compile(r"(?:status\s*=\s*|with error\s+)(\d+)")
+_VENDOR = re.compile(r"vendor err\s+(\d+)")
+_PEER = re.compile(r"from peer\s+(\S+?)(?:<\d+>)?(?=\s|$)")
 
 
 def _nccl_log(acc: _Acc, line: str, match: Optional[re.Match[str]]) -> None:
