@@ -193,3 +193,7 @@ def pytest_configure(config):
     """
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # No test writes the machine's own history store (/var/lib/ibdiag/history.db, where CI runs
+    # as root), and no test's fake ports leave a past that another test's verdict would read:
+    # the tests of history name their own store (--history PATH), every other run has none.
+    os.environ["IBDIAG_HISTORY"] = "off"

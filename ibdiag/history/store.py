@@ -1,0 +1,415 @@
+"""The history store: one SQLite file per node (``/var/lib/ibdiag/history.db`` by default).
+
+Several writers share it at once - NHC every few minutes, the Slurm prolog and epilog, the
+monitor every second - so every write is one short ``BEGIN IMMEDIATE`` transaction in WAL mode,
+and a writer waits at most ``busy_s`` for the others. The store is never on the critical path:
+whatever goes wrong (locked past the wait, a corrupt file, a full disk, no permission) is one
+``HistoryError`` line that the run reports as a WARN and grades on without it. A corrupt file is
+moved aside (``history.db.corrupt-<time>``) and started afresh, and that is said too.
+
+Bounded: outages and samples older than the retention (7 days by default) go, and past the size
+cap the oldest samples go first. Versioned: ``meta.schema_version``; an older file is upgraded
+step by step (``_MIGRATIONS``), a newer one (a later ibdiag wrote it) is left alone. Private: the
+file is 0600 in a directory made 0700 (its GUIDs and times are the site's business).
+
+Times are stored as seconds since the epoch (UTC), ports by node GUID and port number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from datetime import datetime, timezone
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from ibdiag.errors import IbdiagError
+from ibdiag.facts.history import Outage, Tombstone
+from ibdiag.history import DEFAULT_PATH
+from ibdiag.history.timeline import PortSample, step
+
+SCHEMA_VERSION = 1
+RETENTION_S = 7 * 86400
+MAX_BYTES = 64 * 1024 * 1024
+BUSY_S = 2.0
+HEARTBEAT_S = 300.0  # an unchanged port is logged again after this long (samples in a window)
+PRUNE_EVERY_S = 3600.0
+
+_SAMPLE_COLUMNS = (
+    "node_guid, port, device, at, boot_id, state, phys_state, rate_gbps, width, link_downed, "
+    "link_error_recovery, symbol_error, source"
+)
+_SAMPLE_TYPES = (
+    "node_guid TEXT NOT NULL, port INTEGER NOT NULL, device TEXT NOT NULL, at REAL NOT NULL, "
+    "boot_id TEXT, state INTEGER, phys_state INTEGER, rate_gbps REAL, width TEXT, "
+    "link_downed INTEGER, link_error_recovery INTEGER, symbol_error INTEGER, source TEXT"
+)
+# Each step takes the file from version N-1 to N.
+_MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"CREATE TABLE last_sample ({_SAMPLE_TYPES}, PRIMARY KEY (node_guid, port))",
+        f"CREATE TABLE samples ({_SAMPLE_TYPES})",
+        "CREATE INDEX samples_at ON samples (at)",
+        "CREATE TABLE outages (id INTEGER PRIMARY KEY, node_guid TEXT NOT NULL, "
+        "port INTEGER NOT NULL, device TEXT NOT NULL, start REAL NOT NULL, end REAL, "
+        "bounded INTEGER NOT NULL, downs INTEGER NOT NULL, source TEXT NOT NULL, boot_id TEXT, "
+        "UNIQUE (node_guid, port, source, start))",
+        "CREATE INDEX outages_port ON outages (node_guid, port, start)",
+        "CREATE INDEX outages_end ON outages (end)",
+        "CREATE TABLE tombstones (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
+        "device TEXT NOT NULL, at REAL NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL)",
+    ),
+)
+
+
+class HistoryError(IbdiagError):
+    """The store cannot be used now: one line naming it and why."""
+
+
+def _epoch(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def _moment(seconds: Optional[float]) -> Optional[datetime]:
+    return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc)
+
+
+class HistoryStore:
+    """An open store. ``notes`` says what opening it had to do (a corrupt file moved aside)."""
+
+    def __init__(self, path: str = DEFAULT_PATH, busy_s: float = BUSY_S):
+        self.path = path
+        self.busy_s = busy_s
+        self.notes: List[str] = []
+        self._db = self._open()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self._prepare_file()
+            db = self._connect()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not _is_corrupt(exc):
+                raise self._error(exc) from None
+            self._move_aside(exc)
+            try:
+                self._prepare_file()
+                db = self._connect()
+            except sqlite3.DatabaseError as again:
+                raise self._error(again) from None
+        except OSError as exc:
+            raise HistoryError(f"history store {self.path}: {exc.strerror or exc}") from None
+        return db
+
+    def _prepare_file(self) -> None:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        if not os.path.exists(self.path):
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.busy_s, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        version = self._version(db)
+        if version > SCHEMA_VERSION:
+            raise HistoryError(
+                f"history store {self.path} has schema {version}, newer than this ibdiag's "
+                f"{SCHEMA_VERSION}: left alone"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._version(db)  # another writer may have done it meanwhile
+            if version == 0:
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[number - 1]:
+                    db.execute(statement)
+            db.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _version(db: sqlite3.Connection) -> int:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+            return 0
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row and str(row[0]).isdigit() else 0
+
+    def _move_aside(self, why: sqlite3.DatabaseError) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        aside = f"{self.path}.corrupt-{stamp}"
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.path + suffix):
+                os.replace(self.path + suffix, aside + suffix)
+        self.notes.append(f"history store {self.path} was corrupt ({why}): moved to {aside}")
+
+    def _error(self, exc: BaseException) -> HistoryError:
+        text = str(exc) or type(exc).__name__
+        if "locked" in text or "busy" in text:
+            text = f"locked by another writer for more than {self.busy_s:g} s"
+        return HistoryError(f"history store {self.path}: {text}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def record(self, samples: Sequence[PortSample]) -> List[Outage]:
+        """Append ``samples`` (one per port, one reading): the port's last sample is replaced,
+        what changed is logged, and transitions open, end or add outages. Returns the outages
+        opened or added. One transaction."""
+        found: List[Outage] = []
+        with self._transaction() as db:
+            for sample in samples:
+                found.extend(self._record_one(db, sample))
+            self._maybe_prune(db, max(s.at for s in samples) if samples else None)
+        return found
+
+    def _record_one(self, db: sqlite3.Connection, sample: PortSample) -> List[Outage]:
+        previous = self._last(db, sample)
+        open_id = db.execute(
+            "SELECT id FROM outages WHERE node_guid = ? AND port = ? AND end IS NULL "
+            "AND source = 'sample' ORDER BY start DESC LIMIT 1",
+            (sample.node_guid, sample.port),
+        ).fetchone()
+        found = step(previous, sample, open_outage=open_id is not None)
+        added: List[Outage] = []
+        if found.closes and open_id is not None:
+            db.execute("UPDATE outages SET end = ? WHERE id = ?", (_epoch(sample.at), open_id[0]))
+        for outage in (found.opened, found.unseen):
+            if outage is not None and self._insert_outage(db, outage):
+                added.append(outage)
+        values = self._sample_row(sample)
+        db.execute(f"INSERT OR REPLACE INTO last_sample VALUES ({_marks(values)})", values)  # noqa: S608 (only ? marks)
+        heartbeat = previous is not None and (
+            _epoch(sample.at) - _epoch(previous.at) >= HEARTBEAT_S
+        )
+        if previous is None or sample.differs(previous) or heartbeat:
+            db.execute(f"INSERT INTO samples VALUES ({_marks(values)})", values)  # noqa: S608 (only ? marks)
+        return added
+
+    def add_outages(self, outages: Iterable[Outage]) -> int:
+        """Outages read elsewhere (the kernel log); one already there (same port, source and
+        start) is not added twice. Returns how many were new."""
+        with self._transaction() as db:
+            return sum(1 for outage in outages if self._insert_outage(db, outage))
+
+    @staticmethod
+    def _insert_outage(db: sqlite3.Connection, outage: Outage) -> bool:
+        cursor = db.execute(
+            "INSERT OR IGNORE INTO outages (node_guid, port, device, start, end, bounded, downs, "
+            "source, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                outage.node_guid,
+                outage.port,
+                outage.device,
+                _epoch(outage.start),
+                None if outage.end is None else _epoch(outage.end),
+                int(outage.bounded),
+                outage.downs,
+                outage.source,
+                outage.boot_id,
+            ),
+        )
+        return cursor.rowcount > 0
+
+    def clear(self, stone: Tombstone) -> None:
+        """An operator's tombstone: the port's outages before ``stone.at`` no longer count."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO tombstones VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    stone.node_guid,
+                    stone.port,
+                    stone.device,
+                    _epoch(stone.at),
+                    stone.who,
+                    stone.reason,
+                ),
+            )
+
+    def prune(self, now: datetime, retention_s: float = RETENTION_S, max_bytes: int = MAX_BYTES):
+        """Drop what is older than the retention, then the oldest samples past the size cap."""
+        with self._transaction() as db:
+            self._prune(db, _epoch(now), retention_s, max_bytes)
+        try:
+            self._db.execute("PRAGMA incremental_vacuum")
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
+    def _maybe_prune(self, db: sqlite3.Connection, now: Optional[datetime]) -> None:
+        if now is None:
+            return
+        row = db.execute("SELECT value FROM meta WHERE key = 'pruned_at'").fetchone()
+        last = float(row[0]) if row else 0.0
+        if _epoch(now) - last >= PRUNE_EVERY_S or _epoch(now) < last:
+            self._prune(db, _epoch(now), RETENTION_S, MAX_BYTES)
+
+    @staticmethod
+    def _prune(db: sqlite3.Connection, now: float, retention_s: float, max_bytes: int) -> None:
+        cutoff = now - retention_s
+        db.execute("DELETE FROM samples WHERE at < ?", (cutoff,))
+        db.execute("DELETE FROM outages WHERE end IS NOT NULL AND end < ?", (cutoff,))
+        db.execute("DELETE FROM tombstones WHERE at < ?", (cutoff,))
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        while True:
+            used = (
+                db.execute("PRAGMA page_count").fetchone()[0]
+                - db.execute("PRAGMA freelist_count").fetchone()[0]
+            ) * page_size
+            if used <= max_bytes:
+                break
+            gone = db.execute(
+                "DELETE FROM samples WHERE rowid IN "
+                "(SELECT rowid FROM samples ORDER BY at LIMIT 10000)"
+            ).rowcount
+            if not gone:
+                gone = db.execute(
+                    "DELETE FROM outages WHERE id IN (SELECT id FROM outages "
+                    "WHERE end IS NOT NULL ORDER BY end LIMIT 10000)"
+                ).rowcount
+            if not gone:
+                break
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('pruned_at', ?)", (str(now),))
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def outages(
+        self, node_guids: Iterable[str], since: datetime, until: Optional[datetime] = None
+    ) -> List[Outage]:
+        """The outages of ``node_guids``' ports that touch ``since`` .. ``until``, oldest first."""
+        guids = sorted(set(node_guids))
+        if not guids:
+            return []
+        far = _epoch(until) if until is not None else float("inf")
+        rows = self._query(
+            "SELECT node_guid, port, device, start, end, bounded, downs, source, boot_id "  # noqa: S608
+            f"FROM outages WHERE node_guid IN ({_marks(guids)}) "
+            "AND (end IS NULL OR end >= ?) AND start <= ? ORDER BY start",
+            (*guids, _epoch(since), far),
+        )
+        return [
+            Outage(
+                node_guid=row[0],
+                port=row[1],
+                device=row[2],
+                start=_moment(row[3]),
+                end=_moment(row[4]),
+                bounded=bool(row[5]),
+                downs=max(1, row[6]),
+                source=row[7],
+                boot_id=row[8],
+            )
+            for row in rows
+        ]
+
+    def tombstones(self, node_guids: Iterable[str]) -> List[Tombstone]:
+        guids = sorted(set(node_guids))
+        if not guids:
+            return []
+        rows = self._query(
+            "SELECT node_guid, port, device, at, who, reason FROM tombstones "  # noqa: S608
+            f"WHERE node_guid IN ({_marks(guids)}) ORDER BY at",
+            tuple(guids),
+        )
+        return [
+            Tombstone(
+                node_guid=r[0], port=r[1], device=r[2], at=_moment(r[3]), who=r[4], reason=r[5]
+            )
+            for r in rows
+        ]
+
+    def sample_count(self, node_guids: Iterable[str], since: datetime) -> int:
+        guids = sorted(set(node_guids))
+        if not guids:
+            return 0
+        row = self._query(
+            f"SELECT COUNT(*) FROM samples WHERE node_guid IN ({_marks(guids)}) AND at >= ?",  # noqa: S608
+            (*guids, _epoch(since)),
+        )
+        return int(row[0][0])
+
+    def last_samples(self) -> List[PortSample]:
+        """Every port's latest sample (``ibdiag history`` shows which ports it knows)."""
+        rows = self._query(f"SELECT {_SAMPLE_COLUMNS} FROM last_sample ORDER BY node_guid, port")  # noqa: S608
+        return [_sample(row) for row in rows]
+
+    def _last(self, db: sqlite3.Connection, sample: PortSample) -> Optional[PortSample]:
+        row = db.execute(
+            f"SELECT {_SAMPLE_COLUMNS} FROM last_sample WHERE node_guid = ? AND port = ?",  # noqa: S608
+            (sample.node_guid, sample.port),
+        ).fetchone()
+        return _sample(row) if row else None
+
+    def _query(self, sql: str, values: Tuple = ()) -> List[tuple]:
+        try:
+            return self._db.execute(sql, values).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+
+    @staticmethod
+    def _sample_row(sample: PortSample) -> tuple:
+        return (*sample[:3], _epoch(sample.at), *sample[4:])
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` .. ``COMMIT``: the write lock is taken at once (waiting at
+        most ``busy_s``), so two writers never deadlock upgrading a read to a write."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            raise self._error(exc) from None
+        try:
+            yield self._db
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self._error(exc) from None
+            raise
+
+    def _rollback(self) -> None:
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.DatabaseError:
+            pass  # nothing was begun, or the connection is gone: nothing to undo
+
+
+def _marks(values: Sequence) -> str:
+    return ", ".join("?" for _ in values)
+
+
+def _sample(row: Sequence) -> PortSample:
+    values = list(row)
+    values[3] = _moment(values[3])
+    return PortSample(*values)
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc)
+    return "not a database" in text or "malformed" in text

@@ -1,0 +1,118 @@
+"""What two samples of one port mean: the port's timeline, step by step.
+
+A sample is one reading of a port's cheap sysfs files (state, phys_state, rate, link_downed,
+link_error_recovery, symbol_error) at a time, by a run or the monitor. Between the previous
+sample and this one:
+
+- the port left ACTIVE: an outage opens (its start is this sample);
+- it came back to ACTIVE: the open outage ends here;
+- it was ACTIVE both times but ``link_downed`` rose: the link went down and came back between
+  the two, unseen - a *bounded* outage from one sample to the other, ``downs`` = the rise;
+- the boot id changed: counters started again from zero, so no rise is read (a reboot is not a
+  flap); an outage still open is closed where the port is seen ACTIVE again;
+- ``link_downed`` fell on the same boot (``perfquery -r``, a driver reload): the new value is the
+  new reference, nothing more.
+
+Healthy: ACTIVE every time, ``link_downed`` unchanged.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple, Optional
+
+from ibdiag.facts.history import Outage, PortKey
+
+ACTIVE = 4
+
+
+class PortSample(NamedTuple):
+    """One reading of one port (what the store keeps as the port's last sample)."""
+
+    node_guid: str
+    port: int
+    device: str
+    at: datetime
+    boot_id: Optional[str] = None
+    state: Optional[int] = None
+    phys_state: Optional[int] = None
+    rate_gbps: Optional[float] = None
+    width: Optional[str] = None
+    link_downed: Optional[int] = None
+    link_error_recovery: Optional[int] = None
+    symbol_error: Optional[int] = None
+    source: str = "check"
+
+    @property
+    def key(self) -> PortKey:
+        return PortKey(self.node_guid, self.port)
+
+    @property
+    def is_down(self) -> Optional[bool]:
+        """Whether the port is not ACTIVE; None when its state could not be read."""
+        return None if self.state is None else self.state != ACTIVE
+
+    def differs(self, other: PortSample) -> bool:
+        """Whether anything but the time and the reader differ (a sample worth logging)."""
+        same = ("at", "source")
+        return any(
+            getattr(self, name) != getattr(other, name) for name in self._fields if name not in same
+        )
+
+
+class Step(NamedTuple):
+    """What ``step`` found: an outage to open, whether the open one ends, an unseen one."""
+
+    opened: Optional[Outage] = None
+    closes: bool = False
+    unseen: Optional[Outage] = None
+
+
+def step(previous: Optional[PortSample], sample: PortSample, open_outage: bool) -> Step:
+    """What ``sample`` means after ``previous`` (None: the port's first sample), given whether
+    an outage of the port is open in the store."""
+    down = sample.is_down
+    if down is None:
+        return Step()  # unreadable: nothing can be said, the outage (if any) stays open
+    if down:
+        if open_outage:
+            return Step()
+        return Step(opened=_outage(sample, sample.at, None, bounded=False, downs=1))
+    if open_outage:
+        return Step(closes=True)
+    if previous is None or previous.boot_id != sample.boot_id or previous.is_down is not False:
+        return Step()
+    rise = _rise(previous.link_downed, sample.link_downed)
+    if rise:
+        # a clock stepped back still gives an outage that ends after it starts
+        early, late = sorted((previous.at, sample.at))
+        return Step(unseen=_outage(sample, early, late, bounded=True, downs=rise))
+    return Step()
+
+
+def _rise(before: Optional[int], now: Optional[int]) -> int:
+    """How much a counter rose; 0 when unknown or when it fell (a reset is not an event)."""
+    if before is None or now is None or now <= before:
+        return 0
+    return now - before
+
+
+def _outage(
+    sample: PortSample,
+    start: datetime,
+    end: Optional[datetime],
+    *,
+    bounded: bool,
+    downs: int,
+) -> Outage:
+    return Outage(
+        node_guid=sample.node_guid,
+        port=sample.port,
+        device=sample.device,
+        start=start,
+        end=end,
+        bounded=bounded,
+        downs=downs,
+        source="counter" if bounded else "sample",
+        boot_id=sample.boot_id,
+    )
