@@ -25,6 +25,7 @@ MAX_HCAS = 1024
 MAX_RATE_GBPS = 100_000.0
 MAX_MTU = 65_535
 MAX_IGNORE_PATTERNS = 1000
+MAX_HISTORY_WINDOW_S = 30 * 86400  # the store keeps 7 days; a month is the most a window means
 
 # What may go on a command line (level full's argv builders, ibdiag.families.loopback and
 # .nccl_tests, take these values as they are: this is the one place they are checked). Each
@@ -184,6 +185,33 @@ class Thresholds(BaseModel):
     straggler_fraction: Fraction = Field(
         default=0.8,
         description="A GPU below this fraction of its peers' median bus bandwidth is a straggler.",
+    )
+    # -- between runs: each port's outages in the history store (ibdiag.history) -------------
+    flap_window_s: int = Field(
+        default=43200,
+        ge=60,
+        le=MAX_HISTORY_WINDOW_S,
+        description="How far back link.flaps and link.drop look, from the run's own time "
+        "(12 h, as gpud's flap window).",
+    )
+    flap_min_down_s: float = Field(
+        default=0,
+        ge=0,
+        le=MAX_HISTORY_WINDOW_S,
+        description="An outage shorter than this is not a flap (0: every return to ACTIVE is).",
+    )
+    flap_fail_count: int = Field(
+        default=3,
+        ge=1,
+        le=1_000_000,
+        description="This many flaps within flap_window_s fail link.flaps; fewer warn.",
+    )
+    drop_fail_s: float = Field(
+        default=240,
+        gt=0,
+        le=MAX_HISTORY_WINDOW_S,
+        description="A port down at least this long within flap_window_s fails link.drop "
+        "(4 min, as gpud's drop).",
     )
     counters: Dict[str, CounterRule] = Field(
         default_factory=dict,
