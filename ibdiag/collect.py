@@ -83,7 +83,7 @@ def collect(
         collected_at=datetime.now(timezone.utc),
         sysfs_root=sysfs_root,
         procfs_root=procfs_root,
-        sources=sorted({"procfs"} | set(needs)),
+        sources=sorted({"procfs"} | (set(needs) - {"history"})),  # history: ibdiag.history.record
     )
     full = _family_sources(needs, "full") if thresholds is not None else frozenset()
     budget = None

@@ -35,6 +35,7 @@ from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Fiel
 from ibdiag.exit_codes import ExitCode
 from ibdiag.facts._base import Fact, typed_facts
 from ibdiag.facts.ethtool import EthtoolStats
+from ibdiag.facts.history import LinkHistory
 from ibdiag.facts.inventory import Inventory
 from ibdiag.facts.kernel_log import KernelLog
 from ibdiag.facts.loopback import LoopbackAttempt
@@ -289,6 +290,8 @@ class Snapshot(_Model):
     # gives an empty result saying why), and each nccl_inspector file parsed, by name.
     nccl_tests: Optional[NcclTestsResult] = None
     nccl_inspector_dumps: Optional[List[InspectorDump]] = None
+    # Each port's outages in the window the checks grade, from the history store (None: not read)
+    history: Optional[LinkHistory] = None
     facts: FamilyFacts = Field(default_factory=dict)  # other families' facts about the node
     problems: Problems = Field(default_factory=dict)  # node-level: e.g. class/infiniband missing
 

@@ -70,6 +70,8 @@ class PipelineOptions(NamedTuple):
     deadline_s: Optional[float] = None  # start no command after this (collect.DefaultSeconds
     command_timeout_s: Optional[float] = None  # when the user did not give it)
     read_timeout_s: Optional[float] = DEFAULT_READ_TIMEOUT_S  # a hung sysfs read (watchdog)
+    history_path: Optional[str] = None  # the history store (None: ibdiag.history.store_path's)
+    no_history: bool = False  # neither read nor write it
 
     @property
     def expectations_given(self) -> bool:
@@ -173,6 +175,21 @@ class Pipeline:
             read_timeout=self.options.read_timeout_s,
         )
 
+    def with_history(self, snapshot: Snapshot, source: str = "run") -> Snapshot:
+        """``snapshot`` with its ports' past, when a check of the level reads it and history is
+        not off: this run's sample goes into the store, the window comes back."""
+        if "history" not in self.needs:
+            return snapshot
+        from ibdiag.history import store_path
+
+        options = self.options
+        path = store_path(options.history_path, options.no_history, sysfs_root=options.sysfs_root)
+        if path is None:
+            return snapshot
+        from ibdiag.history.record import record_and_read
+
+        return record_and_read(snapshot, path, self.thresholds.flap_window_s, source)
+
     def grade_snapshot(
         self,
         snapshot: Snapshot,
@@ -203,8 +220,9 @@ class Pipeline:
         progress: Optional[Callable[[str], None]] = None,
         runner_options: Optional[Dict[str, float]] = None,
     ) -> Report:
-        """Collect, then ``grade_snapshot``: the node's Report."""
-        snapshot = self.collect(recording, progress, runner_options)
+        """Collect, then the history (``with_history``), then ``grade_snapshot``: the node's
+        Report."""
+        snapshot = self.with_history(self.collect(recording, progress, runner_options))
         return self.grade_snapshot(snapshot, baseline_path, save_path, baseline=baseline)
 
 

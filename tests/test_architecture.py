@@ -191,10 +191,12 @@ FORBIDDEN: Tuple[Tuple[str, str, str], ...] = (
     ("checks", "ibdiag.runner", "checks read typed facts only, no process control"),
     ("checks", "ibdiag.cli", "checks read typed facts only, no command line"),
     ("checks", "ibdiag.bundle", "checks read typed facts only, no bundle code"),
+    ("checks", "ibdiag.history", "checks read the history as facts, never the store"),
     ("ibdiag.render", "ibdiag.grade", "renderers see only the Report, not the grader"),
     ("ibdiag.render", "ibdiag.sources", "renderers see only the Report, no machine reader"),
     ("ibdiag.render", "ibdiag.runner", "renderers see only the Report, no process control"),
     ("ibdiag.render", "ibdiag.cli", "renderers see only the Report, no command line"),
+    ("ibdiag.render", "ibdiag.history", "renderers see only the Report, not the store"),
     ("ibdiag.fleet", "ibdiag.sources", "the fleet reads Reports, not the machine readers"),
 )
 

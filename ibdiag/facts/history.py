@@ -10,7 +10,7 @@ grades as it did on the day it was taken.
 """
 
 from datetime import datetime, timedelta
-from typing import Dict, List, Literal, NamedTuple, Optional
+from typing import Dict, Iterable, List, Literal, NamedTuple, Optional, Tuple
 
 from pydantic import AwareDatetime, Field
 
@@ -31,6 +31,31 @@ class PortKey(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.node_guid}/{self.port}"
+
+
+def guid_key(node_guid: Optional[str], device: str) -> str:
+    """How the store names an HCA: its node GUID as 0x and 16 lower-case hex digits (sysfs
+    prints ``b859:9f03:00d7:a3bc``), which survives a rename and a reboot; ``name:<device>``
+    when it has none worth the name (unreadable, or all zeros as on an unconfigured VF): a
+    rename then starts a new past, nothing better being known."""
+    digits = (node_guid or "").replace(":", "").strip().lower()
+    if digits.startswith("0x"):
+        digits = digits[2:]
+    valid = 0 < len(digits) <= 16 and all(c in "0123456789abcdef" for c in digits)
+    if valid and digits.strip("0"):
+        return "0x" + digits.rjust(16, "0")
+    return f"name:{device}"
+
+
+def node_keys(devices: Iterable[Tuple[str, Optional[str]]]) -> Dict[str, str]:
+    """``guid_key`` of each (name, node GUID), except that HCAs sharing one GUID (a copied
+    test tree, a misprogrammed card) are each keyed by name: one port's past must never mix
+    with another's."""
+    keys = {name: guid_key(guid, name) for name, guid in devices}
+    seen: Dict[str, int] = {}
+    for key in keys.values():
+        seen[key] = seen.get(key, 0) + 1
+    return {name: key if seen[key] == 1 else f"name:{name}" for name, key in keys.items()}
 
 
 class Outage(Fact):

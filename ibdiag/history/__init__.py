@@ -13,15 +13,25 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional
 
+from ibdiag.facts.history import guid_key, node_keys
+
+__all__ = ["DEFAULT_PATH", "ENVIRONMENT", "guid_key", "node_keys", "store_path"]
+
 DEFAULT_PATH = "/var/lib/ibdiag/history.db"
 ENVIRONMENT = "IBDIAG_HISTORY"  # a path, or "off"; --history and --no-history win over it
 
 
 def store_path(
-    given: Optional[str], off: bool = False, environ: Mapping[str, str] = os.environ
+    given: Optional[str],
+    off: bool = False,
+    environ: Mapping[str, str] = os.environ,
+    sysfs_root: str = "/sys",
 ) -> Optional[str]:
     """The store a run uses: None when history is off (``--no-history``, ``IBDIAG_HISTORY=off``),
-    else ``--history PATH``, else ``$IBDIAG_HISTORY``, else ``/var/lib/ibdiag/history.db``."""
+    else ``--history PATH``, else ``$IBDIAG_HISTORY``, else ``/var/lib/ibdiag/history.db`` -
+    the default only for this machine's own ports: a run reading another sysfs tree
+    (``--sysfs``: a capture, a test tree, a host's /sys mounted elsewhere) keeps a past only in
+    a store it names, never mixing foreign ports into the machine's."""
     if off:
         return None
     if given:
@@ -29,4 +39,6 @@ def store_path(
     chosen = environ.get(ENVIRONMENT, "").strip()
     if chosen.lower() in ("off", "none", "no", "0"):
         return None
-    return chosen or DEFAULT_PATH
+    if chosen:
+        return chosen
+    return DEFAULT_PATH if os.path.normpath(sysfs_root) == "/sys" else None

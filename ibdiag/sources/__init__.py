@@ -17,6 +17,8 @@ FILE_SOURCE_LEVELS = {
     "procfs": "quick",
     # the node around the HCAs, from files: NVIDIA GPUs, loaded kernel modules
     "topology": "standard",
+    # each port's past (ibdiag.history): the store is read and this run's sample appended
+    "history": "quick",
 }
 BUILTIN_FAMILY_LEVELS = {
     # level standard: read-only commands, run concurrently under the run's deadline ...

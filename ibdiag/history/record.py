@@ -1,0 +1,77 @@
+"""What a run gives the history and takes from it: this run's sample in, the window out.
+
+A live ``check`` or ``collect`` appends one sample of each port (state, phys_state, rate, the
+link counters) and the kernel log's outages, then reads back the outages of the window the
+checks grade into ``Snapshot.history``. The store is never on the critical path: when it
+cannot be used (locked past ``busy_s``, corrupt, unwritable, full) the Snapshot says so in
+``LinkHistory.problem``, the check ``history.store`` warns, and the run grades without it.
+A replayed bundle or saved report keeps the history it was taken with.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import List
+
+from ibdiag.facts.history import LinkHistory, node_keys
+from ibdiag.history.kernel_outages import kernel_outages
+from ibdiag.history.store import HistoryError, HistoryStore
+from ibdiag.history.timeline import PortSample
+from ibdiag.model import Snapshot
+
+BUSY_S = 2.0  # a run waits at most this long for another writer (the prolog must not stall)
+
+
+def samples_of(snapshot: Snapshot, source: str) -> List[PortSample]:
+    """One sample of each port the Snapshot read, at the Snapshot's time."""
+    samples = []
+    keys = node_keys((dev.name, dev.node_guid) for dev in snapshot.devices)
+    for dev in snapshot.devices:
+        key = keys[dev.name]
+        for port in dev.ports:
+            counters = port.counters
+            samples.append(
+                PortSample(
+                    node_guid=key,
+                    port=port.number,
+                    device=dev.name,
+                    at=snapshot.collected_at,
+                    boot_id=snapshot.boot_id,
+                    state=port.state,
+                    phys_state=port.phys_state,
+                    rate_gbps=port.rate.gbps if port.rate else None,
+                    width=port.rate.width if port.rate else None,
+                    link_downed=counters.get("link_downed"),
+                    link_error_recovery=counters.get("link_error_recovery"),
+                    symbol_error=counters.get("symbol_error"),
+                    source=source,
+                )
+            )
+    return samples
+
+
+def record_and_read(
+    snapshot: Snapshot, path: str, window_s: float, source: str, busy_s: float = BUSY_S
+) -> Snapshot:
+    """``snapshot`` with its ``history``: this run's samples and kernel-log outages written to
+    the store at ``path``, then the outages of the ``window_s`` before the Snapshot's time read
+    back (with the operators' tombstones)."""
+    guids = set(node_keys((dev.name, dev.node_guid) for dev in snapshot.devices).values())
+    since = snapshot.collected_at - timedelta(seconds=window_s)
+    try:
+        with HistoryStore(path, busy_s) as store:
+            store.record(samples_of(snapshot, source))
+            store.add_outages(kernel_outages(snapshot))
+            history = LinkHistory(
+                store=path,
+                since=since,
+                outages=store.outages(guids, since, snapshot.collected_at),
+                cleared=store.tombstones(guids),
+                samples=store.sample_count(guids, since),
+                recorded=True,
+                notes=store.notes,
+            )
+    except HistoryError as exc:
+        history = LinkHistory(store=path, since=since, problem=str(exc))
+    sources = sorted({*snapshot.sources, "history"})
+    return snapshot.model_copy(update={"history": history, "sources": sources})
