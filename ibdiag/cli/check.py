@@ -18,6 +18,7 @@ from ibdiag.cli.options import (
     checks_dir_option,
     command_limits,
     expectation_options,
+    history_options,
     level_option,
     output_options,
     pipeline_options,
@@ -36,6 +37,7 @@ from ibdiag.render.inert import inert
 )
 @command_limits
 @source_options
+@history_options
 @checks_dir_option
 @expectation_options
 @output_options

@@ -14,6 +14,7 @@ from ibdiag.cli.options import (
     command_limits,
     compat_option,
     expectation_options,
+    history_options,
     level_option,
     pipeline_options,
     seconds_option,
@@ -53,6 +54,7 @@ def _reporter(settings):
 )
 @command_limits
 @source_options
+@history_options
 @checks_dir_option
 @expectation_options
 @click.option(
@@ -91,6 +93,7 @@ def _listen_address(ctx, param, value: str) -> str:
 @level_option(f"{_LEVELS_HELP}.", highest="standard")
 @command_limits
 @source_options
+@history_options
 @checks_dir_option
 @expectation_options
 @click.option(

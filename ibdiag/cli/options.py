@@ -181,6 +181,23 @@ def expectation_options(command):
     return command
 
 
+def history_options(command):
+    """--history PATH and --no-history: each port's past (``ibdiag.history``), read for the
+    checks of flaps and drops and appended with this run's sample."""
+    command = click.option(
+        "--no-history",
+        is_flag=True,
+        help="Neither read nor write the history store (link.flaps and link.drop skip).",
+    )(command)
+    return click.option(
+        "--history",
+        "history_path",
+        metavar="PATH",
+        help="The history store [default: $IBDIAG_HISTORY (a path, or 'off'), else "
+        "/var/lib/ibdiag/history.db when reading this machine's own /sys].",
+    )(command)
+
+
 # A command's click parameter -> the PipelineOptions field it sets (the shared option
 # decorators above name them; a command passes what it has).
 _PIPELINE_PARAMS = {
@@ -196,6 +213,8 @@ _PIPELINE_PARAMS = {
     "deadline": "deadline_s",
     "command_timeout": "command_timeout_s",
     "read_timeout": "read_timeout_s",
+    "history_path": "history_path",
+    "no_history": "no_history",
 }
 
 

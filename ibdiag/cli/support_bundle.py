@@ -14,6 +14,7 @@ from ibdiag.cli.options import (
     checks_dir_option,
     command_limits,
     expectation_options,
+    history_options,
     level_option,
     pipeline_options,
     source_options,
@@ -23,6 +24,7 @@ from ibdiag.cli.output import status_line
 
 @click.command("collect")
 @source_options
+@history_options
 @level_option(
     "What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat, "
     "nvidia-smi topo; full adds ib_write_bw loopback, nccl-tests and NCCL Inspector dumps.",
