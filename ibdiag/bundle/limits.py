@@ -46,6 +46,9 @@ KEPT_AREAS = (
     # a standard-level one with every command's output is a few MiB. ``ibdiag collect`` refuses
     # a larger one before collecting, so it never writes a bundle that would be refused.
     ("baseline/", 64 * MiB, 64 * MiB, "a baseline snapshot"),
+    # the ports' past the run graded: at most ibdiag.history.record.MAX_OUTAGES outages of
+    # ~300 bytes each (indented JSON), a few MiB at the very most
+    ("history/", 16 * MiB, 16 * MiB, "the history window"),
 )
 
 # The decompressed archive in all (headers, data, padding). Reading it is the only cost of the

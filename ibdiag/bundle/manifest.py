@@ -160,6 +160,8 @@ class SnapshotHeader(_Entry):
 
 # Where a bundle stores the baseline its run graded counters against (``BaselineEntry.file``)
 BASELINE_FILE = "baseline/snapshot.json"
+# The ports' past the run graded (Snapshot.history: the window, bounded by it), as JSON
+HISTORY_FILE = "history/window.json"
 # the Snapshot.problems keys of a baseline that could not be used, a state file not written
 # (``ibdiag.counters.baseline.BASELINE_PROBLEM``/``STATE_PROBLEM``; test_collect_baseline checks)
 _BASELINE_PROBLEMS = ("baseline", "state")
@@ -213,6 +215,7 @@ class Manifest(_Entry):
     render_failures: Dict[str, str] = Field(default_factory=dict)
     redaction: Optional[Dict[str, Any]] = None
     baseline: Optional[BaselineEntry] = None  # absent: graded without a baseline
+    history: Optional[str] = None  # HISTORY_FILE when the run read the history; absent: it did not
 
     @field_validator("level")
     @classmethod

@@ -78,7 +78,8 @@ class OpenedBundle:
 
     def read(self, rel: str) -> Optional[bytes]:
         """The bundle's file ``rel`` (a manifest path); None when it is not there. Of a tarball
-        only manifest.json and what replay reads (root/, commands/, nccl_inspector/) are kept,
+        only manifest.json and what replay reads (root/, commands/, nccl_inspector/, baseline/,
+        history/) are kept,
         or what ``open_bundle(keep=...)`` asked for."""
         if not safe_relpath(rel):
             return None

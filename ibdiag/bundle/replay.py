@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from pydantic import ValidationError
+
 from ibdiag.bundle.manifest import RUN_FIELDS
 from ibdiag.bundle.opener import OpenedBundle
+from ibdiag.facts.history import LinkHistory
 from ibdiag.model import CommandRun, InspectorFile, Snapshot
 from ibdiag.sources.sysfs import _MAX_ATTRIBUTE_BYTES as MAX_ATTRIBUTE_BYTES
 from ibdiag.sources.sysfs import SysfsReader, decode_attribute
@@ -111,6 +114,23 @@ def _replay_inspector(opened: OpenedBundle) -> Optional[List[InspectorFile]]:
     ]
 
 
+def _replay_history(opened: OpenedBundle, problems: Dict[str, str]) -> Optional[LinkHistory]:
+    """The history window the run graded (None: it read none); one the bundle lost or that is
+    not valid is a problem of the node, and the replay grades without it."""
+    name = opened.manifest.history
+    if name is None:
+        return None
+    data = opened.read(name)
+    if data is None:
+        problems["history"] = f"the bundle's {name}: missing from the bundle"
+        return None
+    try:
+        return LinkHistory.model_validate_json(data)
+    except ValidationError as exc:
+        problems["history"] = f"the bundle's {name} is not valid: {exc.errors()[0]['msg']}"
+        return None
+
+
 def replay(opened: OpenedBundle) -> Snapshot:
     """The Snapshot the live run built, rebuilt from the bundle's raw files and command outputs.
 
@@ -139,6 +159,7 @@ def replay(opened: OpenedBundle) -> Snapshot:
     problems = dict(node.problems)
     if manifest.baseline is not None:  # why the run's baseline or state file failed, if so
         problems.update(manifest.baseline.problems)
+    history = _replay_history(opened, problems)
     # Validated: the header came from outside. What the readers built (devices, GPUs) are
     # model instances already, which pydantic takes as they are.
     snapshot = Snapshot.model_validate(
@@ -152,6 +173,7 @@ def replay(opened: OpenedBundle) -> Snapshot:
             boot_time=header.boot_time,
             nccl_inspector_dir=header.nccl_inspector_dir,
             nccl_inspector=_replay_inspector(opened),
+            history=history,
             problems=problems,
         )
     )

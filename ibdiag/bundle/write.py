@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, Dict, List, Mapping, Optio
 from ibdiag import __version__
 from ibdiag.bundle.manifest import (
     BASELINE_FILE,
+    HISTORY_FILE,
     MANIFEST,
     MANIFEST_SCHEMA_VERSION,
     RUN_FIELDS,
@@ -217,6 +218,10 @@ def _fill(
             )
         )
     stored_baseline = _store_baseline(stage, snapshot, baseline)
+    history = {}
+    if snapshot.history is not None:  # the window it graded: a replay grades it the same way
+        text = snapshot.history.model_dump_json(indent=1) + "\n"
+        history["history"] = stage.write(HISTORY_FILE, _encode(text))
     failures: Dict[str, str] = {}
     for filename, renderer in renderers.items():
         try:
@@ -249,6 +254,7 @@ def _fill(
         render_failures=failures,
         **redaction,
         **stored_baseline,
+        **history,
     )
     # exclude_unset: "redaction" only in a redacted bundle. Python mode and json.dumps, not
     # pydantic's JSON: a name read from the node that is not UTF-8 (a lone surrogate, in a

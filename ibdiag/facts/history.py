@@ -12,9 +12,14 @@ grades as it did on the day it was taken.
 from datetime import datetime, timedelta
 from typing import Dict, Iterable, List, Literal, NamedTuple, Optional, Tuple
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from ibdiag.facts._base import Fact
+
+class _Record(BaseModel):
+    """Frozen and strict like a ``Fact``, but read from the history store, not parsed from a
+    command's run: reinterpreting a recording's runs (``ibdiag.migrate``) keeps it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 # Where an outage was seen:
 # - "sample": two samples of the port's state (a run or the monitor) saw it leave and return;
@@ -58,7 +63,7 @@ def node_keys(devices: Iterable[Tuple[str, Optional[str]]]) -> Dict[str, str]:
     return {name: key if seen[key] == 1 else f"name:{name}" for name, key in keys.items()}
 
 
-class Outage(Fact):
+class Outage(_Record):
     """One time a port was down: from ``start`` until ``end`` (None: still down when last seen).
 
     ``bounded``: the outage itself was not seen, only that it happened between two samples
@@ -95,7 +100,7 @@ class Outage(Fact):
         return self.start < (other.end or far) and other.start < (self.end or far)
 
 
-class Tombstone(Fact):
+class Tombstone(_Record):
     """An operator's word that a port's past is dealt with (``ibdiag history clear``): outages
     that began before ``at`` no longer count."""
 
@@ -107,7 +112,7 @@ class Tombstone(Fact):
     reason: str
 
 
-class LinkHistory(Fact):
+class LinkHistory(_Record):
     """What the store held for the window ``since`` .. the Snapshot's time, or why it could not
     be used (``problem``: locked, corrupt, unwritable; the run grades without it)."""
 
@@ -117,6 +122,7 @@ class LinkHistory(Fact):
     cleared: List[Tombstone] = Field(default_factory=list)
     samples: int = 0  # samples of this node's ports in the window
     recorded: bool = False  # this run's own sample went in
+    omitted: int = 0  # older outages left out to keep the window bounded (the newest are kept)
     problem: Optional[str] = None
     notes: List[str] = Field(default_factory=list)  # e.g. a corrupt store moved aside
 

@@ -20,6 +20,10 @@ from ibdiag.history.timeline import PortSample
 from ibdiag.model import Snapshot
 
 BUSY_S = 2.0  # a run waits at most this long for another writer (the prolog must not stall)
+# The most outages a Snapshot carries (into its report and bundle), the newest: a port flapping
+# every second for 12 hours would otherwise make a report of hundreds of MB. Far above any
+# flap_fail_count: what is left out changes no verdict, and ``omitted`` says how many.
+MAX_OUTAGES = 20_000
 
 
 def samples_of(snapshot: Snapshot, source: str) -> List[PortSample]:
@@ -62,10 +66,13 @@ def record_and_read(
         with HistoryStore(path, busy_s) as store:
             store.record(samples_of(snapshot, source))
             store.add_outages(kernel_outages(snapshot))
+            outages = store.outages(guids, since, snapshot.collected_at)
+            kept = outages[-MAX_OUTAGES:]
             history = LinkHistory(
                 store=path,
                 since=since,
-                outages=store.outages(guids, since, snapshot.collected_at),
+                outages=kept,
+                omitted=len(outages) - len(kept),
                 cleared=store.tombstones(guids),
                 samples=store.sample_count(guids, since),
                 recorded=True,

@@ -123,3 +123,60 @@ def test_clear_needs_a_port_it_knows_and_a_reason(node, run_cli):
         "clear", "--port", "mlx5_1:1", "--reason", "   ",
     )  # fmt: skip
     assert blank.exit_code == 3 and "--reason" in blank.stderr
+
+
+def _bundle(node: Node, run_cli, *args: str) -> str:
+    out = node.tmp / "bundles"
+    out.mkdir(exist_ok=True)
+    result = run_cli(
+        "collect", "--sysfs", node.sys, "--procfs", node.proc, "--config",
+        str(node.tmp / "site.toml"), "-o", str(out), "--tarball", *args,
+    )  # fmt: skip
+    assert result.exit_code in (0, 1, 2), result.stderr
+    (tarball,) = out.glob("*.tar.gz")
+    return str(tarball)
+
+
+@pytest.mark.parametrize("redact", [(), ("--redact", "guids,hostnames")])
+def test_a_bundle_carries_the_window_and_its_replay_gives_the_same_verdict(node, run_cli, redact):
+    # each HCA its own GUID (the builder gives both one): keyed by GUID, redacted alike in
+    # sysfs and in the window, so the replay still finds each port's past
+    guid = os.path.join(node.sys, "class", "infiniband", "mlx5_1", "node_guid")
+    node.write(guid, "b859:9f03:00d4:0a11")
+    store = str(node.tmp / "history.db")
+    node.check("--history", store)
+    for _ in range(3):
+        flap(node, store)
+    live = json.loads(node.check("--history", store, "--json").stdout)
+    tarball = _bundle(node, run_cli, "--history", store, *redact)
+    replayed = run_cli("report", tarball, "--json")
+    assert replayed.exit_code == 2, replayed.stderr
+    report = json.loads(replayed.stdout)
+    flaps = {r["target"]: (r["status"], r["observed"]) for r in by_check(report, "link.flaps")}
+    assert flaps == {"mlx5_0:1": ("pass", 0), "mlx5_1:1": ("fail", 3)}
+    outages = report["snapshot"]["history"]["outages"]
+    assert len(outages) == 3
+    redacted = "0xfeed0000000000" if redact else "0xb8599f0300d40a11"
+    assert {o["node_guid"][:16] for o in outages} == {redacted[:16]}
+    was = {r["target"]: (r["status"], r["observed"]) for r in by_check(live, "link.flaps")}
+    assert was == flaps
+
+
+def test_a_bundle_without_its_history_file_is_graded_without_the_past(node, run_cli, tmp_path):
+    import tarfile
+
+    store = str(node.tmp / "history.db")
+    node.check("--history", store)
+    flap(node, store)
+    tarball = _bundle(node, run_cli, "--history", store)
+    folder = tmp_path / "unpacked"
+    with tarfile.open(tarball) as archive:
+        archive.extractall(folder)  # noqa: S202 - our own bundle, in a test
+    (window,) = folder.glob("*/history/window.json")
+    window.unlink()
+    replayed = run_cli("report", str(window.parent.parent), "--json")
+    assert "Traceback" not in replayed.stderr
+    report = json.loads(replayed.stdout)
+    assert report["snapshot"]["history"] is None
+    assert "missing from the bundle" in report["snapshot"]["problems"]["history"]
+    assert by_check(report, "link.flaps") == []
