@@ -21,6 +21,7 @@ class _Record(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
+
 # Where an outage was seen:
 # - "sample": two samples of the port's state (a run or the monitor) saw it leave and return;
 # - "counter": link_downed rose between two ACTIVE samples - the outage fell between them;

@@ -15,7 +15,9 @@ import jinja2
 
 from ibdiag import resources
 from ibdiag.counters.catalogue import lookup
+from ibdiag.durations import span
 from ibdiag.facts import Fact, fact_fields
+from ibdiag.facts.history import PortKey, node_keys
 from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status
 from ibdiag.render.options import DEFAULT, RenderOptions
@@ -101,6 +103,54 @@ def port_matrix(report: Report) -> List[Dict[str, Any]]:
         cells += [cell["far_end"]["status"] for cell in ports if cell["far_end"] is not None]
         rows.append({"device": dev, "status": _worst_status([own, *cells]), "ports": ports})
     return rows
+
+
+def history_strips(report: Report) -> Optional[Dict[str, Any]]:
+    """The link-history section: the window, and per port one strip from ``since`` to the
+    Snapshot's time with a segment where the port was down (its offset and width as % of the
+    window, at least a sliver so a 2 s flap is visible), in the order of the port matrix.
+    None when the run read no history."""
+    snapshot = report.snapshot
+    history = snapshot.history
+    if history is None:
+        return None
+    now = snapshot.collected_at
+    since = history.since or now
+    length = max((now - since).total_seconds(), 1.0)
+    names = node_keys((dev.name, dev.node_guid) for dev in snapshot.devices)
+    by_port = history.by_port()
+    strips = []
+    for dev in snapshot.devices:
+        for port in dev.ports:
+            outages = by_port.get(PortKey(names[dev.name], port.number), [])
+            segments = []
+            for outage in outages:
+                start = max(0.0, (outage.start - since).total_seconds())
+                end = (outage.end or now) - since
+                left = min(100.0, 100 * start / length)
+                width = max(0.4, 100 * max(0.0, end.total_seconds() - start) / length)
+                down = outage.down_s(now)
+                segments.append(
+                    {
+                        "left": round(left, 2),
+                        "width": round(min(width, 100 - left), 2),
+                        "open": outage.end is None,
+                        "title": f"{outage.start:%Y-%m-%d %H:%M:%S}Z - "
+                        + (f"{outage.end:%H:%M:%S}Z" if outage.end else "still down")
+                        + (f", down {span(down)}" if down is not None else ", length not seen")
+                        + f", seen by {outage.source}"
+                        + (f", {outage.downs} downs" if outage.downs > 1 else ""),
+                    }
+                )
+            strips.append({"target": dev.target(port), "segments": segments})
+    return {
+        "history": history,
+        "since": since,
+        "until": now,
+        "window": span(length),
+        "strips": strips,
+        "outages": sum(len(strip["segments"]) for strip in strips),
+    }
 
 
 def _worst_status(statuses: List[str]) -> str:
@@ -259,6 +309,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         attention=attention,
         others=[r for r in report.results if r.status not in _ATTENTION],
         matrix=port_matrix(report),
+        history=history_strips(report),
         counts=report.counts(),
         node_status=_worst([r for r in report.results if r.target == "node"]),
         counters=counters,
