@@ -43,10 +43,10 @@ def render_text(report: FleetReport) -> str:
     )
     suspects = [switch for switch in report.switches if switch.suspect]
     others = [switch for switch in report.switches if not switch.suspect]
-    lines += _section("switches to ticket", (line for s in suspects for line in _switch(s)))
+    lines += _section("switches to ticket", (line for s in suspects for line in switch_lines(s)))
     lines += _section(
         "switches with failing or outlying ports (below the suspect threshold)",
-        (line for s in others for line in _switch(s)),
+        (line for s in others for line in switch_lines(s)),
     )
     lines += _groups("warnings (by reason)", report.warnings)
     lines += _groups("unknown (no verdict; by reason)", report.unknown)
@@ -140,7 +140,7 @@ def misplacement_line(item: RailMisplacement) -> str:
     )
 
 
-def _switch(switch: SuspectSwitch) -> List[str]:
+def switch_lines(switch: SuspectSwitch) -> List[str]:
     """The switch's head line (its failing, then its outlying nodes and ports), then its failing
     ports with their checks and its outlying ports with their metrics, one a line."""
     guid = f" ({inert(switch.peer_guid)})" if switch.peer_guid else ""
@@ -155,6 +155,12 @@ def _switch(switch: SuspectSwitch) -> List[str]:
             f"{switch.outlying_node_count} of {switch.attached_node_count} attached nodes "
             f"outlying ({_ports_of(switch, switch.outlying_ports)}): "
             f"{inert(switch.outlying_nodes)}"
+        )
+    if switch.flapping_port_count:
+        plural = "s" if switch.flapping_port_count != 1 else ""
+        parts.append(
+            f"{switch.flapping_port_count} node port{plural} flapped or dropped on it: "
+            f"{inert(switch.flapping_nodes)}"
         )
     lines = [f"  {inert(switch.peer_name)}{guid}: " + "; ".join(parts)]
     lines += _port_lines(switch.failing_ports, _checks)

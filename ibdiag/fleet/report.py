@@ -121,6 +121,10 @@ class SuspectSwitch(_Frozen):
     outlying_ports: List[SwitchPort] = []
     outlying_nodes: str = ""  # compressed
     outlying_node_count: int = 0
+    # Ports whose link flapped or dropped within the window (link.flaps, link.drop: warn or
+    # fail), failing or not: the cable's switch end is half of every such cable.
+    flapping_port_count: int = 0
+    flapping_nodes: str = ""  # compressed
 
 
 class RailMisplacement(_Frozen):

@@ -57,6 +57,8 @@ from ibdiag.hostlist import compress
 from ibdiag.natural import natural_key
 
 FAILING = ("fail", "error")
+# A node port's checks that say its link went down between runs (a flap, a long drop).
+FLAP_CHECKS = frozenset({"link.flaps", "link.drop"})
 STRAY_SHARE = 0.25  # a rail with <= 1/4 of the ports of a switch's most common rail is a stray
 RAILS_SHOWN = 0.5  # share of a rail's ports on its rail-aligned switches for it to show rails
 
@@ -75,6 +77,7 @@ class _Switch:
         self.ports = 0  # node ports cabled to it
         self.failing: List[SwitchPort] = []
         self.outlying: List[SwitchPort] = []
+        self.flapping: Set[Tuple[str, str]] = set()  # (host, node port) whose link flapped
         self.rails: Counter = Counter()  # rail -> node ports of that rail on this switch
 
     @property
@@ -120,6 +123,8 @@ def _switches(
             switch.ports += 1
             if port.rail is not None:
                 switch.rails[port.rail] += 1
+            if FLAP_CHECKS & set(port.failing_checks):
+                switch.flapping.add((node.host, port.target))
             if fails(port):
                 switch.failing.append(
                     SwitchPort(
@@ -149,15 +154,17 @@ def fails(port: PortSummary) -> bool:
 def blame_switches(
     nodes: Sequence[NodeSummary], settings: FleetSettings, outliers: Sequence[Outlier] = ()
 ) -> List[SuspectSwitch]:
-    """Every switch with a failing port, or with a port of a rail in ``outliers`` (those the
-    report lists); suspects first, then by failing nodes, then by outlying nodes."""
+    """Every switch with a failing port, a flapping one (``FLAP_CHECKS`` warned or failed on it:
+    a flap that fails is also a failing port, which can make a suspect; one that only warns is
+    counted, like an outlier, never for ``suspect``), or a port of a rail in ``outliers`` (those
+    the report lists); suspects first, then by failing, flapping and outlying nodes."""
     by_rail: RailOutliers = {}
     for outlier in outliers:
         if outlier.rail is not None:
             by_rail.setdefault((outlier.host, outlier.rail), []).append(outlier)
     found = []
     for switch in _switches(nodes, _keys(nodes), by_rail).values():
-        if not switch.failing and not switch.outlying:
+        if not switch.failing and not switch.outlying and not switch.flapping:
             continue
         failing_nodes = {port.host for port in switch.failing}
         outlying_nodes = {port.host for port in switch.outlying}
@@ -178,6 +185,8 @@ def blame_switches(
                 outlying_ports=sorted(switch.outlying, key=_port_order),
                 outlying_nodes=compress(outlying_nodes),
                 outlying_node_count=len(outlying_nodes),
+                flapping_port_count=len(switch.flapping),
+                flapping_nodes=compress({host for host, _ in switch.flapping}),
             )
         )
     return sorted(
@@ -185,6 +194,7 @@ def blame_switches(
         key=lambda s: (
             not s.suspect,
             -s.failing_node_count,
+            -s.flapping_port_count,
             -s.outlying_node_count,
             natural_key(s.peer_name),
         ),

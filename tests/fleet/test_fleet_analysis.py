@@ -25,6 +25,7 @@ from ibdiag.fleet.node import (
     PortSummary,
 )
 from ibdiag.fleet.outliers import find_outliers
+from ibdiag.fleet.render_text import switch_lines
 from ibdiag.fleet.report import (
     FleetReport,
     FleetSettings,
@@ -396,6 +397,29 @@ def test_warnings_and_other_hcas_are_no_switch_blame():
            enumerate(hosts(4, 10))]  # fmt: skip
     erred = [failing_node(h, "leaf08", i, cable_status="error") for i, h in enumerate(hosts(3, 20))]
     assert [s.peer_name for s in blame_switches(warned + b2b + erred, SETTINGS)] == ["leaf08"]
+
+
+def test_ports_flapping_on_one_switch_are_counted_there_and_a_failing_flap_is_blamed():
+    """A flap that warns (1 in 12h) is counted on its switch, never a suspect; one that fails
+    is a failing port like any other: three nodes on leaf07 make it the suspect."""
+    warned = [
+        node(h, ports=[port(0, "leaf05", 10 + i, status="warn", checks=["link.flaps"])])
+        for i, h in enumerate(hosts(2))
+    ]
+    failed = [
+        failing_node(h, "leaf07", 20 + i, status="fail", cable_status="pass", checks=["link.flaps"])
+        for i, h in enumerate(hosts(3, 10))
+    ]
+    dropped = [failing_node("gpu050", "leaf07", 30, checks=["link.drop", "counters.partner"])]
+    quiet = [node(h, ports=[port(0, "leaf05", 40 + i)]) for i, h in enumerate(hosts(3, 60))]
+    found = {s.peer_name: s for s in blame_switches(warned + failed + dropped + quiet, SETTINGS)}
+    leaf07, leaf05 = found["leaf07"], found["leaf05"]
+    assert leaf07.suspect and leaf07.failing_node_count == 4
+    assert (leaf07.flapping_port_count, leaf07.flapping_nodes) == (4, "gpu[010-012,050]")
+    assert not leaf05.suspect and leaf05.failing_ports == []
+    assert (leaf05.flapping_port_count, leaf05.flapping_nodes) == (2, "gpu[001-002]")
+    text = "\n".join(switch_lines(leaf05))
+    assert "2 node ports flapped or dropped on it: gpu[001-002]" in text
 
 
 def test_a_switch_read_by_name_only_is_the_one_its_guid_names():
