@@ -18,18 +18,22 @@ Times are stored as seconds since the epoch (UTC), ports by node GUID and port n
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import stat
 import time
 from datetime import datetime, timezone
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ibdiag.errors import IbdiagError
 from ibdiag.facts.history import Outage, Tombstone
 from ibdiag.history import DEFAULT_PATH
 from ibdiag.history.timeline import PortSample, step
 
-SCHEMA_VERSION = 1
+T = TypeVar("T")
+
+SCHEMA_VERSION = 2
 RETENTION_S = 7 * 86400
 MAX_BYTES = 64 * 1024 * 1024
 BUSY_S = 2.0
@@ -48,19 +52,22 @@ _SAMPLE_TYPES = (
 # Each step takes the file from version N-1 to N.
 _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     (
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        f"CREATE TABLE last_sample ({_SAMPLE_TYPES}, PRIMARY KEY (node_guid, port))",
-        f"CREATE TABLE samples ({_SAMPLE_TYPES})",
-        "CREATE INDEX samples_at ON samples (at)",
-        "CREATE TABLE outages (id INTEGER PRIMARY KEY, node_guid TEXT NOT NULL, "
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS last_sample ({_SAMPLE_TYPES}, PRIMARY KEY (node_guid, port))",
+        f"CREATE TABLE IF NOT EXISTS samples ({_SAMPLE_TYPES})",
+        "CREATE INDEX IF NOT EXISTS samples_at ON samples (at)",
+        "CREATE TABLE IF NOT EXISTS outages (id INTEGER PRIMARY KEY, node_guid TEXT NOT NULL, "
         "port INTEGER NOT NULL, device TEXT NOT NULL, start REAL NOT NULL, end REAL, "
         "bounded INTEGER NOT NULL, downs INTEGER NOT NULL, source TEXT NOT NULL, boot_id TEXT, "
         "UNIQUE (node_guid, port, source, start))",
-        "CREATE INDEX outages_port ON outages (node_guid, port, start)",
-        "CREATE INDEX outages_end ON outages (end)",
-        "CREATE TABLE tombstones (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
+        "CREATE INDEX IF NOT EXISTS outages_port ON outages (node_guid, port, start)",
+        "CREATE INDEX IF NOT EXISTS outages_end ON outages (end)",
+        "CREATE TABLE IF NOT EXISTS tombstones (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
         "device TEXT NOT NULL, at REAL NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL)",
     ),
+    # 2: the window's read (a node's outages that end after ``since``, or are open) walks an
+    # index instead of every outage of the node's GUIDs (benchmarks/bench_history.py).
+    ("CREATE INDEX IF NOT EXISTS outages_guid_end ON outages (node_guid, end)",),
 )
 
 
@@ -83,37 +90,58 @@ class HistoryStore:
         self.path = path
         self.busy_s = busy_s
         self.notes: List[str] = []
+        self._inode: Tuple[int, int] = (0, 0)
         self._db = self._open()
 
     # -- opening ---------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self._prepare_file()
-            db = self._connect()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and not _is_corrupt(exc):
-                raise self._error(exc) from None
-            self._move_aside(exc)
             try:
                 self._prepare_file()
-                db = self._connect()
-            except sqlite3.DatabaseError as again:
-                raise self._error(again) from None
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise self._error(exc) from None
+                self._move_aside(exc)
+                self._prepare_file()
+                try:
+                    return self._connect()
+                except sqlite3.DatabaseError as again:
+                    raise self._error(again) from None
         except OSError as exc:
-            raise HistoryError(f"history store {self.path}: {exc.strerror or exc}") from None
-        return db
+            raise self._os_error(exc) from None
 
     def _prepare_file(self) -> None:
+        """The folder (made 0700 when missing) and the file (created 0600, never through a
+        symbolic link; an existing one looser than 0600 is tightened, its -wal/-shm too)."""
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o700, exist_ok=True)
-        if not os.path.exists(self.path):
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", self.path)
+            self._inode = (info.st_dev, info.st_ino)
+        finally:
+            os.close(fd)
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                mode = os.stat(self.path + suffix, follow_symlinks=False).st_mode
+                if stat.S_ISREG(mode) and mode & 0o077:
+                    os.chmod(self.path + suffix, 0o600)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.busy_s, isolation_level=None)
         try:
+            # A newer file is left exactly as it is: its version is read before anything is set.
+            version = self._version(db)
+            self._check_version(db, version)
+            if version == 0:
+                # takes only on a file without tables, and only before WAL is set; on any other
+                # file it would wait for the write lock for nothing
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._migrate(db)
@@ -122,20 +150,20 @@ class HistoryStore:
             raise
         return db
 
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        version = self._version(db)
+    def _check_version(self, db: sqlite3.Connection, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise HistoryError(
                 f"history store {self.path} has schema {version}, newer than this ibdiag's "
                 f"{SCHEMA_VERSION}: left alone"
             )
-        if version == SCHEMA_VERSION:
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        if self._version(db) == SCHEMA_VERSION:
             return
         db.execute("BEGIN IMMEDIATE")
         try:
             version = self._version(db)  # another writer may have done it meanwhile
-            if version == 0:
-                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._check_version(db, version)
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[number - 1]:
                     db.execute(statement)
@@ -162,14 +190,38 @@ class HistoryStore:
                 os.replace(self.path + suffix, aside + suffix)
         self.notes.append(f"history store {self.path} was corrupt ({why}): moved to {aside}")
 
+    def _recover(self, why: sqlite3.DatabaseError) -> None:
+        """A file found corrupt after it opened (a truncated file reads until its missing
+        pages are needed): moved aside and started afresh, unless another process did so
+        already (the path is no longer the file this store opened)."""
+        self.close()
+        try:
+            info = os.stat(self.path)
+            if (info.st_dev, info.st_ino) == self._inode:
+                self._move_aside(why)
+        except OSError:
+            pass  # gone already: _open makes it afresh
+        self._db = self._open()
+
     def _error(self, exc: BaseException) -> HistoryError:
-        text = str(exc) or type(exc).__name__
+        text = " ".join(str(exc).split()) or type(exc).__name__
         if "locked" in text or "busy" in text:
             text = f"locked by another writer for more than {self.busy_s:g} s"
+        elif "full" in text:
+            text = f"full ({text}): the disk, or the store's page limit"
+        elif "readonly" in text or "read-only" in text:
+            text = f"not writable ({text})"
         return HistoryError(f"history store {self.path}: {text}")
 
+    def _os_error(self, exc: OSError) -> HistoryError:
+        why = exc.strerror or str(exc)
+        where = exc.filename if exc.filename and exc.filename != self.path else None
+        text = f"{why} ({where})" if where else why
+        return HistoryError(f"history store {self.path}: {' '.join(text.split())}")
+
     def close(self) -> None:
-        self._db.close()
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -183,12 +235,15 @@ class HistoryStore:
         """Append ``samples`` (one per port, one reading): the port's last sample is replaced,
         what changed is logged, and transitions open, end or add outages. Returns the outages
         opened or added. One transaction."""
-        found: List[Outage] = []
-        with self._transaction() as db:
+
+        def work(db: sqlite3.Connection) -> List[Outage]:
+            found: List[Outage] = []
             for sample in samples:
                 found.extend(self._record_one(db, sample))
             self._maybe_prune(db, max(s.at for s in samples) if samples else None)
-        return found
+            return found
+
+        return self._write(work)
 
     def _record_one(self, db: sqlite3.Connection, sample: PortSample) -> List[Outage]:
         previous = self._last(db, sample)
@@ -200,7 +255,11 @@ class HistoryStore:
         found = step(previous, sample, open_outage=open_id is not None)
         added: List[Outage] = []
         if found.closes and open_id is not None:
-            db.execute("UPDATE outages SET end = ? WHERE id = ?", (_epoch(sample.at), open_id[0]))
+            # a clock stepped back still ends the outage no earlier than it started
+            db.execute(
+                "UPDATE outages SET end = MAX(start, ?) WHERE id = ?",
+                (_epoch(sample.at), open_id[0]),
+            )
         for outage in (found.opened, found.unseen):
             if outage is not None and self._insert_outage(db, outage):
                 added.append(outage)
@@ -216,8 +275,8 @@ class HistoryStore:
     def add_outages(self, outages: Iterable[Outage]) -> int:
         """Outages read elsewhere (the kernel log); one already there (same port, source and
         start) is not added twice. Returns how many were new."""
-        with self._transaction() as db:
-            return sum(1 for outage in outages if self._insert_outage(db, outage))
+        given = list(outages)
+        return self._write(lambda db: sum(1 for o in given if self._insert_outage(db, o)))
 
     @staticmethod
     def _insert_outage(db: sqlite3.Connection, outage: Outage) -> bool:
@@ -240,8 +299,8 @@ class HistoryStore:
 
     def clear(self, stone: Tombstone) -> None:
         """An operator's tombstone: the port's outages before ``stone.at`` no longer count."""
-        with self._transaction() as db:
-            db.execute(
+        self._write(
+            lambda db: db.execute(
                 "INSERT INTO tombstones VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     stone.node_guid,
@@ -252,13 +311,18 @@ class HistoryStore:
                     stone.reason,
                 ),
             )
+        )
 
-    def prune(self, now: datetime, retention_s: float = RETENTION_S, max_bytes: int = MAX_BYTES):
-        """Drop what is older than the retention, then the oldest samples past the size cap."""
-        with self._transaction() as db:
-            self._prune(db, _epoch(now), retention_s, max_bytes)
+    def prune(
+        self, now: datetime, retention_s: float = RETENTION_S, max_bytes: int = MAX_BYTES
+    ) -> None:
+        """Drop what is older than the retention (outages still open stay), then the oldest
+        samples, then the oldest ended outages, while the pages in use exceed ``max_bytes``;
+        the freed pages go back to the file system (``incremental_vacuum``)."""
+        self._write(lambda db: self._prune(db, _epoch(now), retention_s, max_bytes))
         try:
-            self._db.execute("PRAGMA incremental_vacuum")
+            # executescript steps the pragma to its end; execute() would free one page
+            self._db.executescript("PRAGMA incremental_vacuum;")
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
 
@@ -284,14 +348,20 @@ class HistoryStore:
             ) * page_size
             if used <= max_bytes:
                 break
+            # the share of rows over the cap, a little more: a few rounds, not all at once
+            share = (used - max_bytes) / used * 1.1
             gone = db.execute(
                 "DELETE FROM samples WHERE rowid IN "
-                "(SELECT rowid FROM samples ORDER BY at LIMIT 10000)"
+                "(SELECT rowid FROM samples ORDER BY at LIMIT "
+                "(SELECT MAX(100, CAST(COUNT(*) * ? AS INTEGER)) FROM samples))",
+                (share,),
             ).rowcount
             if not gone:
                 gone = db.execute(
                     "DELETE FROM outages WHERE id IN (SELECT id FROM outages "
-                    "WHERE end IS NOT NULL ORDER BY end LIMIT 10000)"
+                    "WHERE end IS NOT NULL ORDER BY end LIMIT "
+                    "(SELECT MAX(100, CAST(COUNT(*) * ? AS INTEGER)) FROM outages))",
+                    (share,),
                 ).rowcount
             if not gone:
                 break
@@ -367,31 +437,42 @@ class HistoryStore:
         return _sample(row) if row else None
 
     def _query(self, sql: str, values: Tuple = ()) -> List[tuple]:
-        try:
-            return self._db.execute(sql, values).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
+        for attempt in (1, 2):
+            try:
+                return self._db.execute(sql, values).fetchall()
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2 or not _is_corrupt(exc):
+                    raise self._error(exc) from None
+                self._recover(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _sample_row(sample: PortSample) -> tuple:
         return (*sample[:3], _epoch(sample.at), *sample[4:])
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one transaction; a file found corrupt meanwhile is moved aside and the
+        work done once more on a fresh one. Any other failure is one ``HistoryError``."""
+        for attempt in (1, 2):
+            try:
+                return self._transaction(work)
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2 or not _is_corrupt(exc):
+                    raise self._error(exc) from None
+                self._recover(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """One ``BEGIN IMMEDIATE`` .. ``COMMIT``: the write lock is taken at once (waiting at
         most ``busy_s``), so two writers never deadlock upgrading a read to a write."""
+        self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
-        try:
-            yield self._db
+            result = work(self._db)
             self._db.execute("COMMIT")
-        except BaseException as exc:
+        except BaseException:
             self._rollback()
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise self._error(exc) from None
             raise
+        return result
 
     def _rollback(self) -> None:
         try:
