@@ -39,6 +39,8 @@ MAX_BYTES = 64 * 1024 * 1024
 BUSY_S = 2.0
 HEARTBEAT_S = 300.0  # an unchanged port is logged again after this long (samples in a window)
 PRUNE_EVERY_S = 3600.0
+PRUNE_BATCH = 5000  # rows of each kind a prune transaction drops: the lock is held ~10 ms
+VACUUM_PAGES = 2560  # pages one incremental_vacuum gives back (10 MiB of 4 KiB pages)
 
 _SAMPLE_COLUMNS = (
     "node_guid, port, device, at, boot_id, state, phys_state, rate_gbps, width, link_downed, "
@@ -182,7 +184,7 @@ class HistoryStore:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row and str(row[0]).isdigit() else 0
 
-    def _move_aside(self, why: sqlite3.DatabaseError) -> None:
+    def _move_aside(self, why: sqlite3.Error) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         aside = f"{self.path}.corrupt-{stamp}"
         for suffix in ("", "-wal", "-shm"):
@@ -190,7 +192,7 @@ class HistoryStore:
                 os.replace(self.path + suffix, aside + suffix)
         self.notes.append(f"history store {self.path} was corrupt ({why}): moved to {aside}")
 
-    def _recover(self, why: sqlite3.DatabaseError) -> None:
+    def _recover(self, why: sqlite3.Error) -> None:
         """A file found corrupt after it opened (a truncated file reads until its missing
         pages are needed): moved aside and started afresh, unless another process did so
         already (the path is no longer the file this store opened)."""
@@ -318,54 +320,33 @@ class HistoryStore:
     ) -> None:
         """Drop what is older than the retention (outages still open stay), then the oldest
         samples, then the oldest ended outages, while the pages in use exceed ``max_bytes``;
-        the freed pages go back to the file system (``incremental_vacuum``)."""
-        self._write(lambda db: self._prune(db, _epoch(now), retention_s, max_bytes))
+        the freed pages go back to the file system (``incremental_vacuum``). In transactions
+        of at most ``PRUNE_BATCH`` rows of each kind, so that no other writer waits long."""
+        moment = _epoch(now)
+        while not self._write(lambda db: _prune_step(db, moment, retention_s, max_bytes)):
+            pass
+        self._write(lambda db: _pruned(db, moment))
         try:
-            # executescript steps the pragma to its end; execute() would free one page
-            self._db.executescript("PRAGMA incremental_vacuum;")
-        except sqlite3.DatabaseError as exc:
+            for _ in range(1_000_000):  # bounded: each round frees VACUUM_PAGES or ends it
+                if not self._db.execute("PRAGMA freelist_count").fetchone()[0]:
+                    break
+                # executescript steps the pragma to its end; execute() would free one page
+                self._db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+        except sqlite3.Error as exc:
             raise self._error(exc) from None
 
-    def _maybe_prune(self, db: sqlite3.Connection, now: Optional[datetime]) -> None:
+    @staticmethod
+    def _maybe_prune(db: sqlite3.Connection, now: Optional[datetime]) -> None:
+        """Once an hour (by the samples' clock; a clock stepped back prunes too), a batch of
+        pruning in the run's own transaction; batches go on in later runs until all is done."""
         if now is None:
             return
         row = db.execute("SELECT value FROM meta WHERE key = 'pruned_at'").fetchone()
         last = float(row[0]) if row else 0.0
-        if _epoch(now) - last >= PRUNE_EVERY_S or _epoch(now) < last:
-            self._prune(db, _epoch(now), RETENTION_S, MAX_BYTES)
-
-    @staticmethod
-    def _prune(db: sqlite3.Connection, now: float, retention_s: float, max_bytes: int) -> None:
-        cutoff = now - retention_s
-        db.execute("DELETE FROM samples WHERE at < ?", (cutoff,))
-        db.execute("DELETE FROM outages WHERE end IS NOT NULL AND end < ?", (cutoff,))
-        db.execute("DELETE FROM tombstones WHERE at < ?", (cutoff,))
-        page_size = db.execute("PRAGMA page_size").fetchone()[0]
-        while True:
-            used = (
-                db.execute("PRAGMA page_count").fetchone()[0]
-                - db.execute("PRAGMA freelist_count").fetchone()[0]
-            ) * page_size
-            if used <= max_bytes:
-                break
-            # the share of rows over the cap, a little more: a few rounds, not all at once
-            share = (used - max_bytes) / used * 1.1
-            gone = db.execute(
-                "DELETE FROM samples WHERE rowid IN "
-                "(SELECT rowid FROM samples ORDER BY at LIMIT "
-                "(SELECT MAX(100, CAST(COUNT(*) * ? AS INTEGER)) FROM samples))",
-                (share,),
-            ).rowcount
-            if not gone:
-                gone = db.execute(
-                    "DELETE FROM outages WHERE id IN (SELECT id FROM outages "
-                    "WHERE end IS NOT NULL ORDER BY end LIMIT "
-                    "(SELECT MAX(100, CAST(COUNT(*) * ? AS INTEGER)) FROM outages))",
-                    (share,),
-                ).rowcount
-            if not gone:
-                break
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('pruned_at', ?)", (str(now),))
+        moment = _epoch(now)
+        if moment - last >= PRUNE_EVERY_S or moment < last:
+            if _prune_step(db, moment, RETENTION_S, MAX_BYTES):
+                _pruned(db, moment)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -377,11 +358,15 @@ class HistoryStore:
         if not guids:
             return []
         far = _epoch(until) if until is not None else float("inf")
+        # Two halves so that each walks outages_guid_end (node_guid, end) over its own range: with
+        # "end IS NULL OR end >= ?" SQLite reads every outage of the GUIDs.
+        columns = "node_guid, port, device, start, end, bounded, downs, source, boot_id"
+        where = f"node_guid IN ({_marks(guids)})"
         rows = self._query(
-            "SELECT node_guid, port, device, start, end, bounded, downs, source, boot_id "  # noqa: S608
-            f"FROM outages WHERE node_guid IN ({_marks(guids)}) "
-            "AND (end IS NULL OR end >= ?) AND start <= ? ORDER BY start",
-            (*guids, _epoch(since), far),
+            f"SELECT {columns} FROM outages WHERE {where} AND end >= ? AND start <= ? "  # noqa: S608
+            f"UNION ALL SELECT {columns} FROM outages WHERE {where} AND end IS NULL "
+            "AND start <= ? ORDER BY start",
+            (*guids, _epoch(since), far, *guids, far),
         )
         return [
             Outage(
@@ -440,7 +425,7 @@ class HistoryStore:
         for attempt in (1, 2):
             try:
                 return self._db.execute(sql, values).fetchall()
-            except sqlite3.DatabaseError as exc:
+            except sqlite3.Error as exc:
                 if attempt == 2 or not _is_corrupt(exc):
                     raise self._error(exc) from None
                 self._recover(exc)
@@ -456,7 +441,7 @@ class HistoryStore:
         for attempt in (1, 2):
             try:
                 return self._transaction(work)
-            except sqlite3.DatabaseError as exc:
+            except sqlite3.Error as exc:
                 if attempt == 2 or not _is_corrupt(exc):
                     raise self._error(exc) from None
                 self._recover(exc)
@@ -481,6 +466,48 @@ class HistoryStore:
             pass  # nothing was begun, or the connection is gone: nothing to undo
 
 
+def _prune_step(db: sqlite3.Connection, now: float, retention_s: float, max_bytes: int) -> bool:
+    """One batch of pruning (at most ``PRUNE_BATCH`` rows of each kind); True when nothing is
+    left to do."""
+    batch = PRUNE_BATCH
+    cutoff = now - retention_s
+    old_samples = db.execute(
+        "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples WHERE at < ? LIMIT ?)",
+        (cutoff, batch),
+    ).rowcount
+    old_outages = db.execute(
+        "DELETE FROM outages WHERE id IN (SELECT id FROM outages WHERE end < ? LIMIT ?)",
+        (cutoff, batch),
+    ).rowcount
+    db.execute("DELETE FROM tombstones WHERE at < ?", (cutoff,))
+    if old_samples >= batch or old_outages >= batch:
+        return False
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    used = (
+        db.execute("PRAGMA page_count").fetchone()[0]
+        - db.execute("PRAGMA freelist_count").fetchone()[0]
+    ) * page_size
+    if used <= max_bytes:
+        return True
+    # the share of rows over the cap, a little more (a few rounds, not all at once)
+    share = (used - max_bytes) / used * 1.1
+    for table, key, order in (("samples", "rowid", "at"), ("outages", "id", "end")):
+        count = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608
+        rows = min(batch, max(100, int(count * share)))
+        gone = db.execute(
+            f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} "  # noqa: S608
+            f"WHERE {order} IS NOT NULL ORDER BY {order} LIMIT ?)",
+            (rows,),
+        ).rowcount
+        if gone:
+            return False
+    return True  # nothing left that may go (open outages, last samples): as small as it gets
+
+
+def _pruned(db: sqlite3.Connection, now: float) -> None:
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('pruned_at', ?)", (str(now),))
+
+
 def _marks(values: Sequence) -> str:
     return ", ".join("?" for _ in values)
 
@@ -491,6 +518,6 @@ def _sample(row: Sequence) -> PortSample:
     return PortSample(*values)
 
 
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+def _is_corrupt(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "not a database" in text or "malformed" in text

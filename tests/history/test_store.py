@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import subprocess
 import time
 from datetime import datetime, timedelta, timezone
 from typing import List
@@ -458,3 +459,72 @@ def test_a_damaged_table_found_only_in_use_is_moved_aside_then(path):
         store.record([sample(10_000, state=DOWN)])
         assert store.notes and "corrupt" in store.notes[0]
         assert [o.start for o in everything(store)] == [NOW + timedelta(seconds=10_000)]
+
+
+def chattr(flag: str, target: str) -> bool:
+    try:
+        done = subprocess.run(["chattr", flag, target], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_immutable_store_is_one_line_even_for_root(path, what):
+    """Root ignores file modes; an immutable file (or folder, where -wal cannot be made) stops
+    root too. Where the file system has no such attribute (tmpfs), there is nothing to test."""
+    with HistoryStore(path) as store:
+        store.record([sample(0)])
+    target = path if what == "file" else os.path.dirname(path)
+    if not chattr("+i", target):
+        pytest.skip(f"chattr +i is not supported on {target}'s file system")
+    try:
+        with pytest.raises(HistoryError) as error:
+            with HistoryStore(path, busy_s=0.5) as store:
+                store.record([sample(60, state=DOWN)])
+        one_line(error, path)
+    finally:
+        assert chattr("-i", target)
+    with HistoryStore(path) as store:
+        assert everything(store) == []  # nothing half-written while it was immutable
+
+
+def test_prune_goes_in_small_transactions_until_done(path, monkeypatch):
+    monkeypatch.setattr(store_module, "PRUNE_BATCH", 7)
+    with HistoryStore(path) as store:
+        store.add_outages(kernel_outage(-9 * DAY + n, -9 * DAY + n + 1) for n in range(50))
+        store.add_outages([kernel_outage(-60, -30)])
+        store.record([sample(-9 * DAY + n, port=n % 5, link_downed=n) for n in range(40)])
+        began = store._transaction
+        count = []
+        monkeypatch.setattr(store, "_transaction", lambda work: count.append(1) or began(work))
+        store.prune(NOW, retention_s=7 * DAY)
+        assert len(count) >= 50 // 7  # one transaction could not have dropped them all
+        assert [o.start for o in everything(store)] == [NOW - timedelta(seconds=60)]
+        assert store.sample_count([GUID], since=NOW - timedelta(days=3650)) == 0
+
+
+def test_recording_prunes_by_itself_once_an_hour(path, monkeypatch):
+    """No cron job: the runs themselves keep the store small, a batch per run until done."""
+    monkeypatch.setattr(store_module, "PRUNE_BATCH", 10)
+    with HistoryStore(path) as store:
+        store.record([sample(-9 * DAY)])
+        store.add_outages(kernel_outage(-9 * DAY + n, -9 * DAY + n + 1) for n in range(25))
+        store.record([sample(-9 * DAY + 60)])  # within the hour: nothing pruned
+        assert len(everything(store)) == 25
+        for n in range(3):  # 25 outages, 10 a run
+            store.record([sample(n)])
+        assert everything(store) == []
+        store.add_outages([kernel_outage(-8 * DAY, -8 * DAY + 1)])
+        store.record([sample(60)])  # pruned a minute ago: not again yet
+        assert len(everything(store)) == 1
+
+
+def test_a_closed_store_is_one_line_not_a_traceback(path):
+    store = HistoryStore(path)
+    store.close()
+    store.close()  # twice is no harm
+    for use in (lambda: store.record([sample(0)]), lambda: everything(store)):
+        with pytest.raises(HistoryError) as error:
+            use()
+        one_line(error, path)
