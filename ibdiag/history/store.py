@@ -8,9 +8,11 @@ whatever goes wrong (locked past the wait, a corrupt file, a full disk, no permi
 moved aside (``history.db.corrupt-<time>``) and started afresh, and that is said too.
 
 Bounded: outages and samples older than the retention (7 days by default) go, and past the size
-cap the oldest samples go first. Versioned: ``meta.schema_version``; an older file is upgraded
-step by step (``_MIGRATIONS``), a newer one (a later ibdiag wrote it) is left alone. Private: the
-file is 0600 in a directory made 0700 (its GUIDs and times are the site's business).
+cap the oldest samples go first, then the oldest ended outages - in batches of ``PRUNE_BATCH``
+rows, each its own short transaction, so that pruning never holds the others past ``busy_s``.
+Versioned: ``meta.schema_version``; an older file is upgraded step by step (``_MIGRATIONS``), a
+newer one (a later ibdiag wrote it) is left exactly as it is. Private: the file is 0600 in a
+directory made 0700 (its GUIDs and times are the site's business); a looser one is tightened.
 
 Times are stored as seconds since the epoch (UTC), ports by node GUID and port number.
 """

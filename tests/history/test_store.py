@@ -528,3 +528,24 @@ def test_a_closed_store_is_one_line_not_a_traceback(path):
         with pytest.raises(HistoryError) as error:
             use()
         one_line(error, path)
+
+
+def test_a_store_locked_while_it_opens_fails_within_busy_s(path):
+    """An older file needs its migration (the write lock) while another holds the lock."""
+    os.makedirs(os.path.dirname(path))
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in store_module._MIGRATIONS[0]:
+        db.execute(statement)
+    db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    db.execute("BEGIN EXCLUSIVE")
+    try:
+        began = time.monotonic()
+        with pytest.raises(HistoryError) as error:
+            HistoryStore(path, busy_s=0.5)
+        assert time.monotonic() - began < 1.5
+        assert "locked" in one_line(error, path)
+    finally:
+        db.execute("ROLLBACK")
+        db.close()
+    HistoryStore(path).close()
+    assert meta(path, "schema_version") == "2"

@@ -109,3 +109,10 @@ def test_renamed_hca_is_the_same_port():
     assert found.unseen.key == before.key
     assert after.differs(before)
     assert not at(60).differs(at(0))  # only the time differs: not worth logging
+
+
+def test_a_rise_after_an_unreadable_sample_still_counts():
+    """The state could not be read last time, link_downed could: its rise is still an outage
+    between the two samples."""
+    found = step(at(0, state=None, link_downed=1), at(60, link_downed=2), open_outage=False)
+    assert found.unseen is not None and found.unseen.downs == 1 and found.unseen.bounded
