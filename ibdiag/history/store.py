@@ -8,9 +8,11 @@ whatever goes wrong (locked past the wait, a corrupt file, a full disk, no permi
 moved aside (``history.db.corrupt-<time>``) and started afresh, and that is said too.
 
 Bounded: outages and samples older than the retention (7 days by default) go, and past the size
-cap the oldest samples go first. Versioned: ``meta.schema_version``; an older file is upgraded
-step by step (``_MIGRATIONS``), a newer one (a later ibdiag wrote it) is left alone. Private: the
-file is 0600 in a directory made 0700 (its GUIDs and times are the site's business).
+cap the oldest samples go first, then the oldest ended outages - in batches of ``PRUNE_BATCH``
+rows, each its own short transaction, so that pruning never holds the others past ``busy_s``.
+Versioned: ``meta.schema_version``; an older file is upgraded step by step (``_MIGRATIONS``), a
+newer one (a later ibdiag wrote it) is left exactly as it is. Private: the file is 0600 in a
+directory made 0700 (its GUIDs and times are the site's business); a looser one is tightened.
 
 Times are stored as seconds since the epoch (UTC), ports by node GUID and port number.
 """
@@ -18,23 +20,29 @@ Times are stored as seconds since the epoch (UTC), ports by node GUID and port n
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import stat
 import time
 from datetime import datetime, timezone
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ibdiag.errors import IbdiagError
 from ibdiag.facts.history import Outage, Tombstone
 from ibdiag.history import DEFAULT_PATH
 from ibdiag.history.timeline import PortSample, step
 
-SCHEMA_VERSION = 1
+T = TypeVar("T")
+
+SCHEMA_VERSION = 2
 RETENTION_S = 7 * 86400
 MAX_BYTES = 64 * 1024 * 1024
 BUSY_S = 2.0
 HEARTBEAT_S = 300.0  # an unchanged port is logged again after this long (samples in a window)
 PRUNE_EVERY_S = 3600.0
+PRUNE_BATCH = 5000  # rows of each kind a prune transaction drops: the lock is held ~10 ms
+VACUUM_PAGES = 2560  # pages one incremental_vacuum gives back (10 MiB of 4 KiB pages)
 
 _SAMPLE_COLUMNS = (
     "node_guid, port, device, at, boot_id, state, phys_state, rate_gbps, width, link_downed, "
@@ -48,19 +56,22 @@ _SAMPLE_TYPES = (
 # Each step takes the file from version N-1 to N.
 _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     (
-        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        f"CREATE TABLE last_sample ({_SAMPLE_TYPES}, PRIMARY KEY (node_guid, port))",
-        f"CREATE TABLE samples ({_SAMPLE_TYPES})",
-        "CREATE INDEX samples_at ON samples (at)",
-        "CREATE TABLE outages (id INTEGER PRIMARY KEY, node_guid TEXT NOT NULL, "
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"CREATE TABLE IF NOT EXISTS last_sample ({_SAMPLE_TYPES}, PRIMARY KEY (node_guid, port))",
+        f"CREATE TABLE IF NOT EXISTS samples ({_SAMPLE_TYPES})",
+        "CREATE INDEX IF NOT EXISTS samples_at ON samples (at)",
+        "CREATE TABLE IF NOT EXISTS outages (id INTEGER PRIMARY KEY, node_guid TEXT NOT NULL, "
         "port INTEGER NOT NULL, device TEXT NOT NULL, start REAL NOT NULL, end REAL, "
         "bounded INTEGER NOT NULL, downs INTEGER NOT NULL, source TEXT NOT NULL, boot_id TEXT, "
         "UNIQUE (node_guid, port, source, start))",
-        "CREATE INDEX outages_port ON outages (node_guid, port, start)",
-        "CREATE INDEX outages_end ON outages (end)",
-        "CREATE TABLE tombstones (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
+        "CREATE INDEX IF NOT EXISTS outages_port ON outages (node_guid, port, start)",
+        "CREATE INDEX IF NOT EXISTS outages_end ON outages (end)",
+        "CREATE TABLE IF NOT EXISTS tombstones (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
         "device TEXT NOT NULL, at REAL NOT NULL, who TEXT NOT NULL, reason TEXT NOT NULL)",
     ),
+    # 2: the window's read (a node's outages that end after ``since``, or are open) walks an
+    # index instead of every outage of the node's GUIDs (benchmarks/bench_history.py).
+    ("CREATE INDEX IF NOT EXISTS outages_guid_end ON outages (node_guid, end)",),
 )
 
 
@@ -83,37 +94,58 @@ class HistoryStore:
         self.path = path
         self.busy_s = busy_s
         self.notes: List[str] = []
+        self._inode: Tuple[int, int] = (0, 0)
         self._db = self._open()
 
     # -- opening ---------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
         try:
-            self._prepare_file()
-            db = self._connect()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and not _is_corrupt(exc):
-                raise self._error(exc) from None
-            self._move_aside(exc)
             try:
                 self._prepare_file()
-                db = self._connect()
-            except sqlite3.DatabaseError as again:
-                raise self._error(again) from None
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise self._error(exc) from None
+                self._move_aside(exc)
+                self._prepare_file()
+                try:
+                    return self._connect()
+                except sqlite3.DatabaseError as again:
+                    raise self._error(again) from None
         except OSError as exc:
-            raise HistoryError(f"history store {self.path}: {exc.strerror or exc}") from None
-        return db
+            raise self._os_error(exc) from None
 
     def _prepare_file(self) -> None:
+        """The folder (made 0700 when missing) and the file (created 0600, never through a
+        symbolic link; an existing one looser than 0600 is tightened, its -wal/-shm too)."""
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o700, exist_ok=True)
-        if not os.path.exists(self.path):
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", self.path)
+            self._inode = (info.st_dev, info.st_ino)
+        finally:
+            os.close(fd)
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                mode = os.stat(self.path + suffix, follow_symlinks=False).st_mode
+                if stat.S_ISREG(mode) and mode & 0o077:
+                    os.chmod(self.path + suffix, 0o600)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=self.busy_s, isolation_level=None)
         try:
+            # A newer file is left exactly as it is: its version is read before anything is set.
+            version = self._version(db)
+            self._check_version(db, version)
+            if version == 0:
+                # takes only on a file without tables, and only before WAL is set; on any other
+                # file it would wait for the write lock for nothing
+                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._migrate(db)
@@ -122,20 +154,20 @@ class HistoryStore:
             raise
         return db
 
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        version = self._version(db)
+    def _check_version(self, db: sqlite3.Connection, version: int) -> None:
         if version > SCHEMA_VERSION:
             raise HistoryError(
                 f"history store {self.path} has schema {version}, newer than this ibdiag's "
                 f"{SCHEMA_VERSION}: left alone"
             )
-        if version == SCHEMA_VERSION:
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        if self._version(db) == SCHEMA_VERSION:
             return
         db.execute("BEGIN IMMEDIATE")
         try:
             version = self._version(db)  # another writer may have done it meanwhile
-            if version == 0:
-                db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            self._check_version(db, version)
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[number - 1]:
                     db.execute(statement)
@@ -154,7 +186,7 @@ class HistoryStore:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row and str(row[0]).isdigit() else 0
 
-    def _move_aside(self, why: sqlite3.DatabaseError) -> None:
+    def _move_aside(self, why: sqlite3.Error) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         aside = f"{self.path}.corrupt-{stamp}"
         for suffix in ("", "-wal", "-shm"):
@@ -162,14 +194,38 @@ class HistoryStore:
                 os.replace(self.path + suffix, aside + suffix)
         self.notes.append(f"history store {self.path} was corrupt ({why}): moved to {aside}")
 
+    def _recover(self, why: sqlite3.Error) -> None:
+        """A file found corrupt after it opened (a truncated file reads until its missing
+        pages are needed): moved aside and started afresh, unless another process did so
+        already (the path is no longer the file this store opened)."""
+        self.close()
+        try:
+            info = os.stat(self.path)
+            if (info.st_dev, info.st_ino) == self._inode:
+                self._move_aside(why)
+        except OSError:
+            pass  # gone already: _open makes it afresh
+        self._db = self._open()
+
     def _error(self, exc: BaseException) -> HistoryError:
-        text = str(exc) or type(exc).__name__
+        text = " ".join(str(exc).split()) or type(exc).__name__
         if "locked" in text or "busy" in text:
             text = f"locked by another writer for more than {self.busy_s:g} s"
+        elif "full" in text:
+            text = f"full ({text}): the disk, or the store's page limit"
+        elif "readonly" in text or "read-only" in text:
+            text = f"not writable ({text})"
         return HistoryError(f"history store {self.path}: {text}")
 
+    def _os_error(self, exc: OSError) -> HistoryError:
+        why = exc.strerror or str(exc)
+        where = exc.filename if exc.filename and exc.filename != self.path else None
+        text = f"{why} ({where})" if where else why
+        return HistoryError(f"history store {self.path}: {' '.join(text.split())}")
+
     def close(self) -> None:
-        self._db.close()
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
 
     def __enter__(self) -> HistoryStore:
         return self
@@ -183,12 +239,15 @@ class HistoryStore:
         """Append ``samples`` (one per port, one reading): the port's last sample is replaced,
         what changed is logged, and transitions open, end or add outages. Returns the outages
         opened or added. One transaction."""
-        found: List[Outage] = []
-        with self._transaction() as db:
+
+        def work(db: sqlite3.Connection) -> List[Outage]:
+            found: List[Outage] = []
             for sample in samples:
                 found.extend(self._record_one(db, sample))
             self._maybe_prune(db, max(s.at for s in samples) if samples else None)
-        return found
+            return found
+
+        return self._write(work)
 
     def _record_one(self, db: sqlite3.Connection, sample: PortSample) -> List[Outage]:
         previous = self._last(db, sample)
@@ -200,7 +259,11 @@ class HistoryStore:
         found = step(previous, sample, open_outage=open_id is not None)
         added: List[Outage] = []
         if found.closes and open_id is not None:
-            db.execute("UPDATE outages SET end = ? WHERE id = ?", (_epoch(sample.at), open_id[0]))
+            # a clock stepped back still ends the outage no earlier than it started
+            db.execute(
+                "UPDATE outages SET end = MAX(start, ?) WHERE id = ?",
+                (_epoch(sample.at), open_id[0]),
+            )
         for outage in (found.opened, found.unseen):
             if outage is not None and self._insert_outage(db, outage):
                 added.append(outage)
@@ -216,8 +279,8 @@ class HistoryStore:
     def add_outages(self, outages: Iterable[Outage]) -> int:
         """Outages read elsewhere (the kernel log); one already there (same port, source and
         start) is not added twice. Returns how many were new."""
-        with self._transaction() as db:
-            return sum(1 for outage in outages if self._insert_outage(db, outage))
+        given = list(outages)
+        return self._write(lambda db: sum(1 for o in given if self._insert_outage(db, o)))
 
     @staticmethod
     def _insert_outage(db: sqlite3.Connection, outage: Outage) -> bool:
@@ -240,8 +303,8 @@ class HistoryStore:
 
     def clear(self, stone: Tombstone) -> None:
         """An operator's tombstone: the port's outages before ``stone.at`` no longer count."""
-        with self._transaction() as db:
-            db.execute(
+        self._write(
+            lambda db: db.execute(
                 "INSERT INTO tombstones VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     stone.node_guid,
@@ -252,50 +315,40 @@ class HistoryStore:
                     stone.reason,
                 ),
             )
+        )
 
-    def prune(self, now: datetime, retention_s: float = RETENTION_S, max_bytes: int = MAX_BYTES):
-        """Drop what is older than the retention, then the oldest samples past the size cap."""
-        with self._transaction() as db:
-            self._prune(db, _epoch(now), retention_s, max_bytes)
+    def prune(
+        self, now: datetime, retention_s: float = RETENTION_S, max_bytes: int = MAX_BYTES
+    ) -> None:
+        """Drop what is older than the retention (outages still open stay), then the oldest
+        samples, then the oldest ended outages, while the pages in use exceed ``max_bytes``;
+        the freed pages go back to the file system (``incremental_vacuum``). In transactions
+        of at most ``PRUNE_BATCH`` rows of each kind, so that no other writer waits long."""
+        moment = _epoch(now)
+        while not self._write(lambda db: _prune_step(db, moment, retention_s, max_bytes)):
+            pass
+        self._write(lambda db: _pruned(db, moment))
         try:
-            self._db.execute("PRAGMA incremental_vacuum")
-        except sqlite3.DatabaseError as exc:
+            for _ in range(1_000_000):  # bounded: each round frees VACUUM_PAGES or ends it
+                if not self._db.execute("PRAGMA freelist_count").fetchone()[0]:
+                    break
+                # executescript steps the pragma to its end; execute() would free one page
+                self._db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+        except sqlite3.Error as exc:
             raise self._error(exc) from None
 
-    def _maybe_prune(self, db: sqlite3.Connection, now: Optional[datetime]) -> None:
+    @staticmethod
+    def _maybe_prune(db: sqlite3.Connection, now: Optional[datetime]) -> None:
+        """Once an hour (by the samples' clock; a clock stepped back prunes too), a batch of
+        pruning in the run's own transaction; batches go on in later runs until all is done."""
         if now is None:
             return
         row = db.execute("SELECT value FROM meta WHERE key = 'pruned_at'").fetchone()
         last = float(row[0]) if row else 0.0
-        if _epoch(now) - last >= PRUNE_EVERY_S or _epoch(now) < last:
-            self._prune(db, _epoch(now), RETENTION_S, MAX_BYTES)
-
-    @staticmethod
-    def _prune(db: sqlite3.Connection, now: float, retention_s: float, max_bytes: int) -> None:
-        cutoff = now - retention_s
-        db.execute("DELETE FROM samples WHERE at < ?", (cutoff,))
-        db.execute("DELETE FROM outages WHERE end IS NOT NULL AND end < ?", (cutoff,))
-        db.execute("DELETE FROM tombstones WHERE at < ?", (cutoff,))
-        page_size = db.execute("PRAGMA page_size").fetchone()[0]
-        while True:
-            used = (
-                db.execute("PRAGMA page_count").fetchone()[0]
-                - db.execute("PRAGMA freelist_count").fetchone()[0]
-            ) * page_size
-            if used <= max_bytes:
-                break
-            gone = db.execute(
-                "DELETE FROM samples WHERE rowid IN "
-                "(SELECT rowid FROM samples ORDER BY at LIMIT 10000)"
-            ).rowcount
-            if not gone:
-                gone = db.execute(
-                    "DELETE FROM outages WHERE id IN (SELECT id FROM outages "
-                    "WHERE end IS NOT NULL ORDER BY end LIMIT 10000)"
-                ).rowcount
-            if not gone:
-                break
-        db.execute("INSERT OR REPLACE INTO meta VALUES ('pruned_at', ?)", (str(now),))
+        moment = _epoch(now)
+        if moment - last >= PRUNE_EVERY_S or moment < last:
+            if _prune_step(db, moment, RETENTION_S, MAX_BYTES):
+                _pruned(db, moment)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -307,11 +360,15 @@ class HistoryStore:
         if not guids:
             return []
         far = _epoch(until) if until is not None else float("inf")
+        # Two halves so that each walks outages_guid_end (node_guid, end) over its own range: with
+        # "end IS NULL OR end >= ?" SQLite reads every outage of the GUIDs.
+        columns = "node_guid, port, device, start, end, bounded, downs, source, boot_id"
+        where = f"node_guid IN ({_marks(guids)})"
         rows = self._query(
-            "SELECT node_guid, port, device, start, end, bounded, downs, source, boot_id "  # noqa: S608
-            f"FROM outages WHERE node_guid IN ({_marks(guids)}) "
-            "AND (end IS NULL OR end >= ?) AND start <= ? ORDER BY start",
-            (*guids, _epoch(since), far),
+            f"SELECT {columns} FROM outages WHERE {where} AND end >= ? AND start <= ? "  # noqa: S608
+            f"UNION ALL SELECT {columns} FROM outages WHERE {where} AND end IS NULL "
+            "AND start <= ? ORDER BY start",
+            (*guids, _epoch(since), far, *guids, far),
         )
         return [
             Outage(
@@ -367,37 +424,90 @@ class HistoryStore:
         return _sample(row) if row else None
 
     def _query(self, sql: str, values: Tuple = ()) -> List[tuple]:
-        try:
-            return self._db.execute(sql, values).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
+        for attempt in (1, 2):
+            try:
+                return self._db.execute(sql, values).fetchall()
+            except sqlite3.Error as exc:
+                if attempt == 2 or not _is_corrupt(exc):
+                    raise self._error(exc) from None
+                self._recover(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _sample_row(sample: PortSample) -> tuple:
         return (*sample[:3], _epoch(sample.at), *sample[4:])
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one transaction; a file found corrupt meanwhile is moved aside and the
+        work done once more on a fresh one. Any other failure is one ``HistoryError``."""
+        for attempt in (1, 2):
+            try:
+                return self._transaction(work)
+            except sqlite3.Error as exc:
+                if attempt == 2 or not _is_corrupt(exc):
+                    raise self._error(exc) from None
+                self._recover(exc)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """One ``BEGIN IMMEDIATE`` .. ``COMMIT``: the write lock is taken at once (waiting at
         most ``busy_s``), so two writers never deadlock upgrading a read to a write."""
+        self._db.execute("BEGIN IMMEDIATE")
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
-        try:
-            yield self._db
+            result = work(self._db)
             self._db.execute("COMMIT")
-        except BaseException as exc:
+        except BaseException:
             self._rollback()
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise self._error(exc) from None
             raise
+        return result
 
     def _rollback(self) -> None:
         try:
             self._db.execute("ROLLBACK")
         except sqlite3.DatabaseError:
             pass  # nothing was begun, or the connection is gone: nothing to undo
+
+
+def _prune_step(db: sqlite3.Connection, now: float, retention_s: float, max_bytes: int) -> bool:
+    """One batch of pruning (at most ``PRUNE_BATCH`` rows of each kind); True when nothing is
+    left to do."""
+    batch = PRUNE_BATCH
+    cutoff = now - retention_s
+    old_samples = db.execute(
+        "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples WHERE at < ? LIMIT ?)",
+        (cutoff, batch),
+    ).rowcount
+    old_outages = db.execute(
+        "DELETE FROM outages WHERE id IN (SELECT id FROM outages WHERE end < ? LIMIT ?)",
+        (cutoff, batch),
+    ).rowcount
+    db.execute("DELETE FROM tombstones WHERE at < ?", (cutoff,))
+    if old_samples >= batch or old_outages >= batch:
+        return False
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    used = (
+        db.execute("PRAGMA page_count").fetchone()[0]
+        - db.execute("PRAGMA freelist_count").fetchone()[0]
+    ) * page_size
+    if used <= max_bytes:
+        return True
+    # the share of rows over the cap, a little more (a few rounds, not all at once)
+    share = (used - max_bytes) / used * 1.1
+    for table, key, order in (("samples", "rowid", "at"), ("outages", "id", "end")):
+        count = db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608
+        rows = min(batch, max(100, int(count * share)))
+        gone = db.execute(
+            f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} "  # noqa: S608
+            f"WHERE {order} IS NOT NULL ORDER BY {order} LIMIT ?)",
+            (rows,),
+        ).rowcount
+        if gone:
+            return False
+    return True  # nothing left that may go (open outages, last samples): as small as it gets
+
+
+def _pruned(db: sqlite3.Connection, now: float) -> None:
+    db.execute("INSERT OR REPLACE INTO meta VALUES ('pruned_at', ?)", (str(now),))
 
 
 def _marks(values: Sequence) -> str:
@@ -410,6 +520,6 @@ def _sample(row: Sequence) -> PortSample:
     return PortSample(*values)
 
 
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+def _is_corrupt(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "not a database" in text or "malformed" in text

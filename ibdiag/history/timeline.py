@@ -80,7 +80,8 @@ def step(previous: Optional[PortSample], sample: PortSample, open_outage: bool) 
         return Step(opened=_outage(sample, sample.at, None, bounded=False, downs=1))
     if open_outage:
         return Step(closes=True)
-    if previous is None or previous.boot_id != sample.boot_id or previous.is_down is not False:
+    # an unreadable previous state still has a counter to compare; a down one had its outage
+    if previous is None or previous.boot_id != sample.boot_id or previous.is_down:
         return Step()
     rise = _rise(previous.link_downed, sample.link_downed)
     if rise:
