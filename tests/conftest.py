@@ -172,6 +172,7 @@ SLOW_MODULES = frozenset(
         "test_serve",
         "test_slurm_cluster",
         "test_slurm_real",
+        "test_store_slow",
     }
 )
 
