@@ -13,6 +13,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from ibdiag.durations import span
 from ibdiag.facts.history import LinkHistory, Outage, PortKey, node_keys
+from ibdiag.facts.partner import cable_name
 from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports
@@ -151,11 +152,14 @@ def link_flaps(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         last = flaps[-1]
         down = last.down_s(now)
         how_long = f" after {span(down)} down" if down is not None else ""
+        # the far end saw it: the finding is the cable's, named by both ends
+        cable = cable_name(target, port.partner)
+        on = f" on {cable}" if cable != target and any(o.source == "far-end" for o in flaps) else ""
         yield Result(
             target=target,
             status=Status.FAIL if count >= th.flap_fail_count else Status.WARN,
-            message=f"{count} flap{'s' if count > 1 else ''} in {window}: last back ACTIVE "
-            f"at {_when(last.end)}{how_long} ({_sources(flaps)})",
+            message=f"{count} flap{'s' if count > 1 else ''}{on} in {window}: last back "
+            f"ACTIVE at {_when(last.end)}{how_long} ({_sources(flaps)})",
             observed=count,
             expected=expected,
             subject=f"{count} in {window}",
@@ -217,6 +221,7 @@ def _sources(outages: List[Outage]) -> str:
         "sample": "samples",
         "counter": "link_downed",
         "kernel-log": "kernel log",
+        "far-end": "the far end's LinkDowned",
     }
     seen = sorted({names[outage.source] for outage in outages})
     return "seen by " + ", ".join(seen)

@@ -26,7 +26,8 @@ class _Record(BaseModel):
 # - "sample": two samples of the port's state (a run or the monitor) saw it leave and return;
 # - "counter": link_downed rose between two ACTIVE samples - the outage fell between them;
 # - "kernel-log": the kernel's link down / link up lines (dmesg, journalctl -k);
-OutageSource = Literal["sample", "counter", "kernel-log"]
+# - "far-end": the far end's LinkDownedCounter rose between two ACTIVE samples (the cable).
+OutageSource = Literal["sample", "counter", "kernel-log", "far-end"]
 
 
 class PortKey(NamedTuple):
@@ -124,6 +125,9 @@ class LinkHistory(_Record):
     samples: int = 0  # samples of this node's ports in the window
     recorded: bool = False  # this run's own sample went in
     omitted: int = 0  # older outages left out to keep the window bounded (the newest are kept)
+    # Each port's link-down events since the store began ("<node guid>/<port>" -> count): an
+    # outage seen by several readings counts once; only ever grows (a new store starts again)
+    down_events: Dict[str, int] = Field(default_factory=dict)
     problem: Optional[str] = None
     notes: List[str] = Field(default_factory=list)  # e.g. a corrupt store moved aside
 

@@ -11,13 +11,13 @@ A replayed bundle or saved report keeps the history it was taken with.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import List
+from typing import List, Optional
 
 from ibdiag.facts.history import LinkHistory, node_keys
 from ibdiag.history.kernel_outages import kernel_outages
 from ibdiag.history.store import HistoryError, HistoryStore
 from ibdiag.history.timeline import PortSample
-from ibdiag.model import Snapshot
+from ibdiag.model import Port, Snapshot
 
 BUSY_S = 2.0  # a run waits at most this long for another writer (the prolog must not stall)
 # The most outages a Snapshot carries (into its report and bundle), the newest: a port flapping
@@ -49,9 +49,16 @@ def samples_of(snapshot: Snapshot, source: str) -> List[PortSample]:
                     link_error_recovery=counters.get("link_error_recovery"),
                     symbol_error=counters.get("symbol_error"),
                     source=source,
+                    far_link_downed=_far_link_downed(port),
                 )
             )
     return samples
+
+
+def _far_link_downed(port: Port) -> Optional[int]:
+    """The far end's LinkDownedCounter, when the far end's PMA counters were read."""
+    reading = port.partner.counters if port.partner is not None else None
+    return reading.counters.get("LinkDownedCounter") if reading is not None else None
 
 
 def record_and_read(
@@ -75,6 +82,7 @@ def record_and_read(
                 omitted=len(outages) - len(kept),
                 cleared=store.tombstones(guids),
                 samples=store.sample_count(guids, since),
+                down_events=store.down_events(guids),
                 recorded=True,
                 notes=store.notes,
             )

@@ -26,7 +26,7 @@ import sqlite3
 import stat
 import time
 from datetime import datetime, timezone
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ibdiag.errors import IbdiagError
 from ibdiag.facts.history import Outage, Tombstone
@@ -35,7 +35,7 @@ from ibdiag.history.timeline import PortSample, step
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RETENTION_S = 7 * 86400
 MAX_BYTES = 64 * 1024 * 1024
 BUSY_S = 2.0
@@ -46,9 +46,10 @@ VACUUM_PAGES = 2560  # pages one incremental_vacuum gives back (10 MiB of 4 KiB 
 
 _SAMPLE_COLUMNS = (
     "node_guid, port, device, at, boot_id, state, phys_state, rate_gbps, width, link_downed, "
-    "link_error_recovery, symbol_error, source"
+    "link_error_recovery, symbol_error, source, far_link_downed"
 )
-_SAMPLE_TYPES = (
+# The sample tables as version 1 made them (version 3 adds far_link_downed).
+_SAMPLE_TYPES_V1 = (
     "node_guid TEXT NOT NULL, port INTEGER NOT NULL, device TEXT NOT NULL, at REAL NOT NULL, "
     "boot_id TEXT, state INTEGER, phys_state INTEGER, rate_gbps REAL, width TEXT, "
     "link_downed INTEGER, link_error_recovery INTEGER, symbol_error INTEGER, source TEXT"
@@ -57,8 +58,9 @@ _SAMPLE_TYPES = (
 _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     (
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-        f"CREATE TABLE IF NOT EXISTS last_sample ({_SAMPLE_TYPES}, PRIMARY KEY (node_guid, port))",
-        f"CREATE TABLE IF NOT EXISTS samples ({_SAMPLE_TYPES})",
+        f"CREATE TABLE IF NOT EXISTS last_sample ({_SAMPLE_TYPES_V1}, "
+        "PRIMARY KEY (node_guid, port))",
+        f"CREATE TABLE IF NOT EXISTS samples ({_SAMPLE_TYPES_V1})",
         "CREATE INDEX IF NOT EXISTS samples_at ON samples (at)",
         "CREATE TABLE IF NOT EXISTS outages (id INTEGER PRIMARY KEY, node_guid TEXT NOT NULL, "
         "port INTEGER NOT NULL, device TEXT NOT NULL, start REAL NOT NULL, end REAL, "
@@ -72,6 +74,17 @@ _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     # 2: the window's read (a node's outages that end after ``since``, or are open) walks an
     # index instead of every outage of the node's GUIDs (benchmarks/bench_history.py).
     ("CREATE INDEX IF NOT EXISTS outages_guid_end ON outages (node_guid, end)",),
+    # 3: the far end's LinkDownedCounter in each sample, and each port's link-down events
+    # since the store began (the counter ibdiag_port_link_down_events_total), counted from the
+    # outages already there.
+    (
+        "ALTER TABLE last_sample ADD COLUMN far_link_downed INTEGER",
+        "ALTER TABLE samples ADD COLUMN far_link_downed INTEGER",
+        "CREATE TABLE IF NOT EXISTS port_totals (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
+        "downs INTEGER NOT NULL, PRIMARY KEY (node_guid, port))",
+        "INSERT OR REPLACE INTO port_totals SELECT node_guid, port, SUM(downs) FROM outages "
+        "GROUP BY node_guid, port",
+    ),
 )
 
 
@@ -264,7 +277,7 @@ class HistoryStore:
                 "UPDATE outages SET end = MAX(start, ?) WHERE id = ?",
                 (_epoch(sample.at), open_id[0]),
             )
-        for outage in (found.opened, found.unseen):
+        for outage in (found.opened, found.unseen, found.far):
             if outage is not None and self._insert_outage(db, outage):
                 added.append(outage)
         values = self._sample_row(sample)
@@ -299,7 +312,35 @@ class HistoryStore:
                 outage.boot_id,
             ),
         )
-        return cursor.rowcount > 0
+        if cursor.rowcount <= 0:
+            return False
+        # counted once: an outage another reading already has (a sample and the kernel log, our
+        # link_downed and the far end's) overlaps it
+        start = _epoch(outage.start)
+        end = float("inf") if outage.end is None else _epoch(outage.end)
+        seen = db.execute(
+            "SELECT 1 FROM outages WHERE node_guid = ? AND port = ? AND id != ? "
+            "AND start < ? AND (end IS NULL OR end > ?) LIMIT 1",
+            (outage.node_guid, outage.port, cursor.lastrowid, end, start),
+        ).fetchone()
+        if seen is None:
+            db.execute(
+                "INSERT INTO port_totals VALUES (?, ?, ?) ON CONFLICT (node_guid, port) "
+                "DO UPDATE SET downs = downs + excluded.downs",
+                (outage.node_guid, outage.port, outage.downs),
+            )
+        return True
+
+    def down_events(self, node_guids: Iterable[str]) -> Dict[str, int]:
+        """Each port's link-down events since the store began: "<guid>/<port>" -> count."""
+        guids = sorted(set(node_guids))
+        if not guids:
+            return {}
+        rows = self._query(
+            f"SELECT node_guid, port, downs FROM port_totals WHERE node_guid IN ({_marks(guids)})",  # noqa: S608
+            tuple(guids),
+        )
+        return {f"{guid}/{port}": int(downs) for guid, port, downs in rows}
 
     def clear(self, stone: Tombstone) -> None:
         """An operator's tombstone: the port's outages before ``stone.at`` no longer count."""

@@ -10,6 +10,9 @@ sample and this one:
   the two, unseen - a *bounded* outage from one sample to the other, ``downs`` = the rise;
 - the boot id changed: counters started again from zero, so no rise is read (a reboot is not a
   flap); an outage still open is closed where the port is seen ACTIVE again;
+- the far end's ``LinkDownedCounter`` rose between two ACTIVE samples of one boot: the cable
+  went down unseen, counted at the switch's end (source ``far-end``; a rise across our reboot is
+  the reboot's own link down, not a flap);
 - ``link_downed`` fell on the same boot (``perfquery -r``, a driver reload): the new value is the
   new reference, nothing more.
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple, Optional
 
-from ibdiag.facts.history import Outage, PortKey
+from ibdiag.facts.history import Outage, OutageSource, PortKey
 
 ACTIVE = 4
 
@@ -42,6 +45,9 @@ class PortSample(NamedTuple):
     link_error_recovery: Optional[int] = None
     symbol_error: Optional[int] = None
     source: str = "check"
+    # The far end's LinkDownedCounter (the switch port's, read over the cable at level
+    # standard): the other end of the same cable, which our reboot does not reset.
+    far_link_downed: Optional[int] = None
 
     @property
     def key(self) -> PortKey:
@@ -66,6 +72,7 @@ class Step(NamedTuple):
     opened: Optional[Outage] = None
     closes: bool = False
     unseen: Optional[Outage] = None
+    far: Optional[Outage] = None  # the far end's LinkDowned rose: the cable went down unseen
 
 
 def step(previous: Optional[PortSample], sample: PortSample, open_outage: bool) -> Step:
@@ -83,12 +90,16 @@ def step(previous: Optional[PortSample], sample: PortSample, open_outage: bool) 
     # an unreadable previous state still has a counter to compare; a down one had its outage
     if previous is None or previous.boot_id != sample.boot_id or previous.is_down:
         return Step()
+    # a clock stepped back still gives an outage that ends after it starts
+    early, late = sorted((previous.at, sample.at))
     rise = _rise(previous.link_downed, sample.link_downed)
-    if rise:
-        # a clock stepped back still gives an outage that ends after it starts
-        early, late = sorted((previous.at, sample.at))
-        return Step(unseen=_outage(sample, early, late, bounded=True, downs=rise))
-    return Step()
+    far_rise = _rise(previous.far_link_downed, sample.far_link_downed)
+    return Step(
+        unseen=_outage(sample, early, late, bounded=True, downs=rise) if rise else None,
+        far=_outage(sample, early, late, bounded=True, downs=far_rise, source="far-end")
+        if far_rise
+        else None,
+    )
 
 
 def _rise(before: Optional[int], now: Optional[int]) -> int:
@@ -105,6 +116,7 @@ def _outage(
     *,
     bounded: bool,
     downs: int,
+    source: Optional[OutageSource] = None,
 ) -> Outage:
     return Outage(
         node_guid=sample.node_guid,
@@ -114,6 +126,6 @@ def _outage(
         end=end,
         bounded=bounded,
         downs=downs,
-        source="counter" if bounded else "sample",
+        source=source or ("counter" if bounded else "sample"),
         boot_id=sample.boot_id,
     )

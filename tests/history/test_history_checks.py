@@ -246,3 +246,60 @@ def test_two_hcas_sharing_a_guid_never_mix_their_past(tmp_path):
     record_and_read(snap(T0 + timedelta(minutes=1), DOWN), path, 43200, "check")
     later = record_and_read(snap(T0 + timedelta(minutes=2), ACTIVE), path, 43200, "check")
     assert _statuses(later, "link.flaps") == {"mlx5_0:1": "warn", "mlx5_1:1": "pass"}
+
+
+class FarNode(Node):
+    """A Node whose port's far end (leaf07 port 21) was read, with its LinkDownedCounter."""
+
+    def __init__(self, store: str) -> None:
+        super().__init__(store)
+        self.far_link_downed = 10
+
+    def snap(self, at: datetime, state: int) -> Snapshot:
+        from partner_builders import counters, partner
+
+        snap = super().snap(at, state)
+        dev = snap.devices[0]
+        far = partner(counters=counters(LinkDownedCounter=self.far_link_downed))
+        ports = [dev.ports[0].model_copy(update={"partner": far})]
+        return snap.model_copy(update={"devices": [dev.model_copy(update={"ports": ports})]})
+
+
+def test_the_far_ends_linkdowned_puts_an_unseen_flap_on_the_cable(tmp_path):
+    node = FarNode(str(tmp_path / "h.db"))
+    node.run(T0, ACTIVE)
+    node.far_link_downed += 1  # only the switch's end counted it (our counter was cleared)
+    snap = node.run(T0 + timedelta(hours=1), ACTIVE)
+    result = one(grade(snap, "link.flaps"))
+    assert result.observed == 1
+    assert result.message.startswith("1 flap on mlx5_3:1<->leaf07/21 in 12h")
+    assert "seen by the far end's LinkDowned" in result.message
+
+
+def test_both_ends_counting_one_outage_is_one_flap_and_one_event(tmp_path):
+    node = FarNode(str(tmp_path / "h.db"))
+    node.run(T0, ACTIVE)
+    node.link_downed += 1
+    node.far_link_downed += 1
+    snap = node.run(T0 + timedelta(hours=1), ACTIVE)
+    assert {o.source for o in snap.history.outages} == {"counter", "far-end"}
+    assert one(grade(snap, "link.flaps")).observed == 1
+    assert snap.history.down_events == {"0x0c42a10300031a2b/1": 1}
+
+
+def test_our_reboot_is_no_flap_at_the_far_end(tmp_path):
+    node = FarNode(str(tmp_path / "h.db"))
+    node.run(T0, ACTIVE)
+    node.boot, node.link_downed = "boot-2", 0
+    node.far_link_downed += 1  # the switch saw our port go down for the reboot
+    snap = node.run(T0 + timedelta(hours=1), ACTIVE)
+    assert one(grade(snap, "link.flaps")).observed == 0 and snap.history.outages == []
+
+
+def test_down_events_only_grow_and_count_each_outage_once(node):
+    node.flap(T0 + timedelta(hours=1), 30)
+    node.link_downed += 2  # two more, unseen
+    snap = node.run(T0 + timedelta(hours=2), ACTIVE)
+    assert snap.history.down_events == {"0x0c42a10300031a2b/1": 3}
+    later = node.run(T0 + timedelta(days=8), ACTIVE)  # the outages have left the window
+    assert later.history.outages == [] and later.history.down_events == {"0x0c42a10300031a2b/1": 3}

@@ -225,7 +225,7 @@ def meta(path: str, key: str):
 
 def test_a_new_file_gets_the_current_version_wal_and_incremental_vacuum(path):
     HistoryStore(path).close()
-    assert meta(path, "schema_version") == str(SCHEMA_VERSION) == "2"
+    assert meta(path, "schema_version") == str(SCHEMA_VERSION) == "3"
     db = sqlite3.connect(path)
     try:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -290,13 +290,16 @@ def test_a_version_1_file_is_migrated_keeping_its_outages(path):
         assert outage.end is None
         store.record([sample(0)])  # the outage that was open in version 1 is closed now
         assert everything(store)[0].end == NOW
-    assert meta(path, "schema_version") == "2"
+        # version 3 counted the outages already there into the per-port totals
+        assert store.down_events([GUID]) == {f"{GUID}/1": 1}
+    assert meta(path, "schema_version") == "3"
     db = sqlite3.connect(path)
     try:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        columns = {r[1] for r in db.execute("PRAGMA table_info(samples)")}
     finally:
         db.close()
-    assert "outages_guid_end" in names
+    assert "outages_guid_end" in names and "far_link_downed" in columns
 
 
 # -- private -------------------------------------------------------------------------------------
@@ -548,4 +551,4 @@ def test_a_store_locked_while_it_opens_fails_within_busy_s(path):
         db.execute("ROLLBACK")
         db.close()
     HistoryStore(path).close()
-    assert meta(path, "schema_version") == "2"
+    assert meta(path, "schema_version") == "3"
