@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 import click
 
 from ibdiag import __version__
-from ibdiag.cli import check, fleet, metrics, reference, slurm, snapshot, support_bundle
+from ibdiag.cli import check, fleet, metrics, reference, slurm, snapshot, support_bundle, watch
 from ibdiag.errors import IbdiagError
 from ibdiag.exit_codes import ExitCode
 from ibdiag.render.inert import inert
@@ -96,6 +96,7 @@ for _command in (
     reference.schema,
     slurm.slurm_group,
     fleet.fleet_group,
+    watch.watch_command,
 ):
     cli.add_command(_command)
 
