@@ -6,6 +6,7 @@ starts the monitor as its own process."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -260,3 +261,51 @@ def test_an_interval_under_the_floor_is_a_usage_error(run_cli, tmp_path):
     result = run_cli("watch", "--interval", "0.01", "--history", str(tmp_path / "h.db"))
     assert result.exit_code == 3 and "--interval" in result.stderr
     assert not os.path.exists(tmp_path / "h.db")
+
+
+UNIT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "contrib",
+    "systemd",
+    "ibdiag-watch.service",
+)
+
+
+def test_the_systemd_unit_verifies_clean(tmp_path):
+    """systemd's own parser finds nothing to say about the unit (an unknown key or a bad value
+    is only a warning there: any line naming the unit fails this)."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.fail(
+            "systemd-analyze is needed to verify contrib/systemd/ibdiag-watch.service and is "
+            "not installed: run `apt-get install -y systemd` (Debian/Ubuntu)"
+        )
+    with open(UNIT) as handle:
+        text = handle.read()
+    assert "\nExecStart=/usr/bin/ibdiag watch --quiet\n" in text
+    # verify wants the command to exist: the same unit, run by a binary that is there
+    copy = tmp_path / "ibdiag-watch.service"
+    copy.write_text(text.replace("ExecStart=/usr/bin/ibdiag ", "ExecStart=/bin/true "))
+    done = subprocess.run(
+        [analyze, "verify", str(copy)], capture_output=True, text=True, timeout=120
+    )
+    said = [line for line in (done.stdout + done.stderr).splitlines() if "ibdiag" in line]
+    assert (done.returncode, said) == (0, [])
+
+
+def test_the_systemd_unit_can_do_its_job():
+    """Hardened, yet it may read /sys and /proc and write its state directory, 0700."""
+    with open(UNIT) as handle:
+        lines = {
+            line.partition("=")[0]: line.partition("=")[2]
+            for line in handle.read().splitlines()
+            if "=" in line and not line.startswith("#")
+        }
+    assert lines["Type"] == "simple" and lines["Restart"] == "on-failure"
+    assert (lines["StateDirectory"], lines["StateDirectoryMode"]) == ("ibdiag", "0700")
+    assert lines["ProtectSystem"] == "strict"  # all read-only but the StateDirectory
+    for flag in ("NoNewPrivileges", "PrivateTmp", "ProtectHome"):
+        assert lines[flag] == "yes", flag
+    assert lines["CPUQuota"].endswith("%") and 0 < float(lines["CPUQuota"][:-1]) <= 10
+    assert int(lines["Nice"]) > 0
+    assert "InaccessiblePaths" not in lines and "ReadOnlyPaths" not in lines
