@@ -11,9 +11,10 @@ Ticks are on the monotonic clock, ``--interval`` apart with no drift; a pass tha
 the ticks it missed rather than bunching up. The store never stops the sampling: a write that
 fails (locked past ``busy_s`` - at most the interval, at most ``BUSY_S`` - corrupt, disk full,
 unwritable) is one line on stderr, said again only when the reason changes, and its samples are
-kept (bounded) and written, in order, by the next pass that can; the store is reopened when the
-file was replaced or removed under it. SIGTERM, SIGINT and SIGHUP end it after the write in
-progress, with the store closed: exit 0.
+kept (bounded) and written, in order, by a later pass: the next one, then after twice as many
+intervals each time it fails again, up to ``RETRY_MAX_S`` (a store that stays broken costs no
+CPU); the store is reopened when the file was replaced or removed under it. SIGTERM, SIGINT and
+SIGHUP end it after the write in progress, with the store closed: exit 0.
 
 Healthy: nothing printed after the start line; the store gains a row per port every few minutes.
 """
@@ -46,7 +47,10 @@ PHYS_STATES = {
     6: "LinkErrorRecovery",
     7: "PhyTest",
 }
-MAX_PENDING = 100_000  # samples kept while the store cannot be written (a day of heartbeats)
+# Samples kept while the store cannot be written (about a day of heartbeats on 64 ports, a few
+# MB); past it the oldest go, and how many is said when the store is written again.
+MAX_PENDING = 20_000
+RETRY_MAX_S = 60.0  # failed writes are retried after 1, 2, 4, ... intervals, at most this long
 _STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -118,6 +122,8 @@ class Watcher:
         self.gone: Set[PortKey] = set()
         self.pending: List[PortSample] = []
         self.dropped = 0
+        self.failures = 0
+        self._retry_at = 0.0
         self.passes = 0
         self.store: Optional[HistoryStore] = None
         self._inode: Optional[Tuple[int, int]] = None
@@ -172,12 +178,12 @@ class Watcher:
                 self._say(self.seen[key][0], "gone", "(not in this reading)")
         if first and not self.quiet:
             devices = len({sample.device for sample in samples})
-            click.echo(
+            self._print(
                 f"ibdiag watch: {len(samples)} ports on {devices} HCAs every "
                 f"{self.interval:g} s into {self.path}"
             )
-        if self.pending:
-            self._write()
+        if self.pending and mono >= self._retry_at:
+            self._write(mono)
 
     def _queue(self, sample: PortSample, mono: float) -> None:
         self.seen[sample.key] = (sample, mono)
@@ -189,7 +195,7 @@ class Watcher:
 
     # -- the store -------------------------------------------------------------------------
 
-    def _write(self) -> None:
+    def _write(self, mono: float) -> None:
         import sqlite3
 
         from ibdiag.history.store import HistoryError
@@ -200,8 +206,13 @@ class Watcher:
         except (HistoryError, sqlite3.Error, OSError) as exc:
             self._complain(str(exc) or type(exc).__name__)
             self._drop_store()
+            self.failures += 1
+            wait = min(RETRY_MAX_S, self.interval * 2 ** min(self.failures - 1, 30))
+            self._retry_at = mono + wait - self.interval / 2  # due on the pass at that tick
             return
         self.pending = []
+        self.failures = 0
+        self._retry_at = 0.0
         if self._said is not None:
             lost = f" ({self.dropped} samples dropped meanwhile)" if self.dropped else ""
             _err(f"ibdiag watch: history store {self.path} written again{lost}")
@@ -234,7 +245,7 @@ class Watcher:
         self.store = None
 
     def _complain(self, why: str) -> None:
-        line = f"ibdiag watch: {why}; {len(self.pending)} samples kept, retrying each pass"
+        line = f"ibdiag watch: {why}; {len(self.pending)} samples kept, to be written later"
         if why != self._said:
             _err(line)
             self._said = why
@@ -242,7 +253,7 @@ class Watcher:
     def close(self) -> None:
         """Last words: try the pending samples once more, then close the store."""
         if self.pending:
-            self._write()
+            self._write(time.monotonic())
         self._drop_store()
 
     # -- what is printed -------------------------------------------------------------------
@@ -253,7 +264,16 @@ class Watcher:
         stamp = _stamp(sample.at)
         tail = f" {detail}" if detail else ""
         port = f"{inert(sample.device)}:{sample.port} ({inert(sample.node_guid)})"
-        click.echo(f"{stamp} {port} {what}{tail}")
+        self._print(f"{stamp} {port} {what}{tail}")
+
+    def _print(self, line: str) -> None:
+        """A line on stdout; a stdout that is gone (``watch | head``, a closed terminal) only
+        ends the printing, never the monitor."""
+        try:
+            click.echo(line)
+        except OSError:
+            self.quiet = True
+            _silence(1)
 
 
 def _changes(last: PortSample, now: PortSample) -> List[str]:
@@ -304,7 +324,21 @@ def _inode(path: str) -> Optional[Tuple[int, int]]:
 def _err(line: str) -> None:
     from ibdiag.render.inert import inert
 
-    click.echo(inert(line), err=True)
+    try:
+        click.echo(inert(line), err=True)
+    except OSError:
+        _silence(2)
+
+
+def _silence(fd: int) -> None:
+    """Point a standard stream whose reader is gone at /dev/null, so that whatever still
+    flushes to it (Python's own exit) writes into nothing instead of failing."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass  # nothing better to do: the stream is already gone
 
 
 class _Stopper:

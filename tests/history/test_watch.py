@@ -233,6 +233,28 @@ def test_a_store_removed_underneath_is_reopened(tmp_path):
     assert oct(os.stat(node.db).st_mode & 0o777) == "0o600"
 
 
+def test_a_reader_that_goes_away_stops_the_printing_not_the_monitor(tmp_path):
+    node = Node(tmp_path)
+    argv = [sys.executable, "-m", "ibdiag", "watch", "--interval", INTERVAL, "--history",
+            node.db, "--sysfs", node.sys, "--procfs", str(node.proc)]  # fmt: skip
+    with open(node.err, "wb") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
+    try:
+        proc.stdout.readline()  # the start line: it is running
+        proc.stdout.close()  # as `ibdiag watch | head -1` does
+        for flap in range(1, 3):  # the first line after the close fails, the second is not tried
+            node.set("mlx5_0", **DOWN)
+            until("the outage open", lambda: any(o.end is None for o in node.outages()))
+            node.set("mlx5_0", **UP)
+            until("the outage closed", closed(node, flap))
+        assert stop(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert node.err.read_text() == ""
+
+
 def test_count_stops_after_that_many_passes(tmp_path):
     node = Node(tmp_path)
     done = subprocess.run(
