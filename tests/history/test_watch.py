@@ -331,3 +331,74 @@ def test_the_systemd_unit_can_do_its_job():
     assert lines["CPUQuota"].endswith("%") and 0 < float(lines["CPUQuota"][:-1]) <= 10
     assert int(lines["Nice"]) > 0
     assert "InaccessiblePaths" not in lines and "ReadOnlyPaths" not in lines
+
+
+class FakeClock:
+    """The monotonic clock of ``ibdiag.cli.watch``, moved only by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FakeStopper:
+    """``_Stopper``'s part the loop uses: waiting moves the fake clock on."""
+
+    stopped = False
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.waits: List[float] = []
+
+    def wait(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.clock.now += max(0.0, seconds)
+
+
+def test_passes_keep_to_the_tick_and_skip_the_ones_an_overrun_missed(tmp_path, monkeypatch):
+    from ibdiag.cli import watch
+
+    clock = FakeClock()
+    monkeypatch.setattr(watch.time, "monotonic", clock.monotonic)
+    watcher = watch.Watcher(str(tmp_path / "h.db"), 1.0, str(tmp_path), str(tmp_path), True)
+    costs = iter([0.2, 0.3, 2.5, 0.1, 1.0, 0.4])  # the third pass overran 2 ticks and a half
+    starts: List[float] = []
+
+    def one_pass(mono: float) -> None:
+        starts.append(mono - 1000.0)
+        watcher.passes += 1
+        clock.now += next(costs)
+
+    monkeypatch.setattr(watcher, "one_pass", one_pass)
+    watcher.run(FakeStopper(clock), count=6)  # type: ignore[arg-type]
+    # on the grid (no drift from the passes' own cost); ticks 3 and 4 skipped; a pass that
+    # took exactly one interval starts the next one on the following tick
+    assert [round(start, 6) for start in starts] == [0, 1, 2, 5, 6, 8]
+
+
+def test_an_unchanged_port_is_written_again_after_the_heartbeat(tmp_path, monkeypatch):
+    from ibdiag.cli import watch
+    from ibdiag.history.store import HEARTBEAT_S
+
+    node = Node(tmp_path)
+    watcher = watch.Watcher(node.db, 1.0, node.sys, str(node.proc), quiet=True)
+    written: List[int] = []
+    real = HistoryStore.record
+
+    def record(store, samples):
+        written.append(len(samples))
+        return real(store, samples)
+
+    monkeypatch.setattr(HistoryStore, "record", record)
+    watcher.one_pass(0.0)
+    watcher.one_pass(1.0)
+    watcher.one_pass(HEARTBEAT_S - 1)
+    assert written == [2]  # the first pass only: nothing changed since
+    watcher.one_pass(HEARTBEAT_S + 0.5)  # monotonic: 300 s since they were written
+    assert written == [2, 2]
+    node.set("mlx5_1", **{"counters/symbol_error": "3"})
+    watcher.one_pass(HEARTBEAT_S + 1.5)
+    assert written == [2, 2, 1]
+    watcher.close()
