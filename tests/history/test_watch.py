@@ -54,8 +54,12 @@ class Node:
 
     def set(self, device: str, **files: str) -> None:
         """Rewrite the port's files (names relative to ports/1), each atomically."""
+        self.write(self.port(device), **files)
+
+    @staticmethod
+    def write(port: str, **files: str) -> None:
         for name, text in files.items():
-            path = os.path.join(self.port(device), name)
+            path = os.path.join(port, name)
             temporary = f"{path}.new"
             with open(temporary, "w") as handle:
                 handle.write(text + "\n")
@@ -231,6 +235,38 @@ def test_a_store_removed_underneath_is_reopened(tmp_path):
         until("the outage in the new file", lambda: os.path.exists(node.db) and node.outages())
         assert stop(proc) == 0
     assert oct(os.stat(node.db).st_mode & 0o777) == "0o600"
+
+
+def test_a_corrupt_store_is_moved_aside_said_and_started_afresh(tmp_path):
+    node = Node(tmp_path)
+    with open(node.db, "wb") as handle:
+        handle.write(b"this is not an SQLite file" * 200)
+    with watching(node) as proc:  # (opening the store here would move it aside first)
+        until("the note", lambda: "was corrupt" in node.err.read_text())
+        node.set("mlx5_1", **DOWN)
+        until("the outage", lambda: node.outages(GUID1))
+        assert stop(proc) == 0
+    (said,) = node.err.read_text().splitlines()
+    assert said.startswith(f"ibdiag watch: history store {node.db} was corrupt")
+    assert [p.name for p in tmp_path.glob("h.db.corrupt-*")] != []
+
+
+def test_a_port_that_vanishes_and_returns_is_said_once_each_way(tmp_path):
+    node = Node(tmp_path)
+    link = os.path.join(node.sys, "class", "infiniband", "mlx5_1")
+    with watching(node) as proc:
+        until("the first sample", lambda: started(node))
+        target, port = os.readlink(link), os.path.realpath(node.port("mlx5_1"))
+        os.remove(link)  # the driver let go of the device
+        until("gone said", lambda: "gone" in node.out.read_text())
+        node.write(port, **DOWN)
+        os.symlink(target, link)
+        until("the outage of the returned port", lambda: node.outages(GUID1))
+        assert stop(proc) == 0
+    printed = node.out.read_text()
+    assert printed.count("mlx5_1:1 (0xb8599f0300d7a3bd) gone") == 1
+    assert printed.count("mlx5_1:1 (0xb8599f0300d7a3bd) back DOWN (Polling)") == 1
+    assert "mlx5_1:1 (0xb8599f0300d7a3bd) ACTIVE -> DOWN (Polling)" in printed
 
 
 def test_a_reader_that_goes_away_stops_the_printing_not_the_monitor(tmp_path):
