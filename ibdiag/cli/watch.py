@@ -277,11 +277,14 @@ class Watcher:
 
 
 def _changes(last: PortSample, now: PortSample) -> List[str]:
-    """What moved between two samples of a port, as words: a state change, a link_downed rise,
-    a rename (other fields - rate, error counters - are recorded, not printed)."""
+    """What moved between two samples of a port, as words: a state change, a rate or width
+    change on a link that stayed ACTIVE (a lane lost), a rename, a link_downed change, a new
+    boot (the error counters are recorded, not printed)."""
     changes = []
     if (last.state, last.phys_state) != (now.state, now.phys_state):
         changes.append(f"{_state(last)} -> {_state(now)}")
+    elif now.is_down is False and (last.rate_gbps, last.width) != (now.rate_gbps, now.width):
+        changes.append(f"rate {_rate(last)} -> {_rate(now)}")
     if last.device != now.device:
         changes.append(f"renamed from {last.device}")
     if (
@@ -304,9 +307,14 @@ def _state(sample: PortSample) -> str:
     return f"{name} ({PHYS_STATES.get(sample.phys_state, sample.phys_state)})"
 
 
+def _rate(sample: PortSample) -> str:
+    if sample.rate_gbps is None:
+        return "unreadable"
+    return f"{sample.rate_gbps:g} Gb/s" + (f" ({sample.width})" if sample.width else "")
+
+
 def _describe(sample: PortSample) -> str:
-    rate = f" {sample.rate_gbps:g} Gb/s" if sample.rate_gbps is not None else ""
-    return f"{_state(sample)}{rate}"
+    return f"{_state(sample)} {_rate(sample)}"
 
 
 def _stamp(moment: datetime) -> str:

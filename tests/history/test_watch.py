@@ -438,3 +438,25 @@ def test_an_unchanged_port_is_written_again_after_the_heartbeat(tmp_path, monkey
     watcher.one_pass(HEARTBEAT_S + 1.5)
     assert written == [2, 2, 1]
     watcher.close()
+
+
+def test_what_is_printed_of_a_change():
+    from ibdiag.cli.watch import _changes
+    from ibdiag.history.timeline import PortSample
+
+    at = datetime(2026, 11, 27, 16, 0, 1, tzinfo=timezone.utc)
+    up = PortSample(GUID0, 1, "mlx5_0", at, "boot-1", 4, 5, 400.0, "4X", 0, 0, 0)
+    assert _changes(up, up) == []
+    assert _changes(up, up._replace(symbol_error=9, link_error_recovery=1)) == []
+    assert _changes(up, up._replace(state=1, phys_state=2, rate_gbps=None)) == [
+        "ACTIVE -> DOWN (Polling)"
+    ]
+    assert _changes(up, up._replace(state=None)) == ["ACTIVE -> unreadable"]
+    assert _changes(up, up._replace(rate_gbps=200.0, width="2X")) == [
+        "rate 400 Gb/s (4X) -> 200 Gb/s (2X)"
+    ]
+    assert _changes(up, up._replace(device="mlx5_5", link_downed=2, boot_id="boot-2")) == [
+        "renamed from mlx5_0",
+        "link_downed 0 -> 2",
+        "boot id changed",
+    ]
