@@ -173,6 +173,7 @@ SLOW_MODULES = frozenset(
         "test_slurm_cluster",
         "test_slurm_real",
         "test_store_slow",
+        "test_watch",
     }
 )
 

@@ -2,7 +2,8 @@
 
 One module per command family: ``check`` (check, report), ``support_bundle`` (collect),
 ``metrics`` (export, serve), ``snapshot`` (snapshot, counters), ``reference`` (checks, explain,
-config, schema), ``slurm`` (the Slurm hooks), ``fleet`` with ``fleet_run`` and ``fleet_report``;
+config, schema), ``history`` (history, history clear), ``watch`` (the passive monitor),
+``slurm`` (the Slurm hooks), ``fleet`` with ``fleet_run`` and ``fleet_report``;
 the options they share are in ``options``, where text goes (a file or stdout) in ``output``.
 What to grade and how is ``ibdiag.pipeline``'s: a command maps its options to it.
 
@@ -23,7 +24,17 @@ from typing import Optional, Sequence
 import click
 
 from ibdiag import __version__
-from ibdiag.cli import check, fleet, history, metrics, reference, slurm, snapshot, support_bundle
+from ibdiag.cli import (
+    check,
+    fleet,
+    history,
+    metrics,
+    reference,
+    slurm,
+    snapshot,
+    support_bundle,
+    watch,
+)
 from ibdiag.errors import IbdiagError
 from ibdiag.exit_codes import ExitCode
 from ibdiag.render.inert import inert
@@ -97,6 +108,7 @@ for _command in (
     slurm.slurm_group,
     fleet.fleet_group,
     history.history_group,
+    watch.watch_command,
 ):
     cli.add_command(_command)
 

@@ -48,10 +48,8 @@ def guid_key(node_guid: Optional[str], device: str) -> str:
     digits = (node_guid or "").replace(":", "").strip().lower()
     if digits.startswith("0x"):
         digits = digits[2:]
-    valid = 0 < len(digits) <= 16 and all(c in "0123456789abcdef" for c in digits)
-    if valid and digits.strip("0"):
-        return "0x" + digits.rjust(16, "0")
-    return f"name:{device}"
+    valid = len(digits) == 16 and all(c in "0123456789abcdef" for c in digits)
+    return "0x" + digits if valid and digits.strip("0") else f"name:{device}"
 
 
 def node_keys(devices: Iterable[Tuple[str, Optional[str]]]) -> Dict[str, str]:
