@@ -174,6 +174,7 @@ SLOW_MODULES = frozenset(
         "test_slurm_real",
         "test_store_slow",
         "test_watch",
+        "test_watch_then_check",
     }
 )
 

@@ -32,6 +32,7 @@ from ibdiag.cli.options import (
     checks_dir_option,
     command_timeout_option,
     expectation_options,
+    history_options,
     level_option,
     pipeline_options,
     seconds_option,
@@ -94,6 +95,7 @@ def _hook_options(default_level: str):
             expectation_options,
             checks_dir_option,
             source_options,
+            history_options,
         ]
         for option in reversed(options):
             command = option(command)
