@@ -72,6 +72,8 @@ class PipelineOptions(NamedTuple):
     read_timeout_s: Optional[float] = DEFAULT_READ_TIMEOUT_S  # a hung sysfs read (watchdog)
     history_path: Optional[str] = None  # the history store (None: ibdiag.history.store_path's)
     no_history: bool = False  # neither read nor write it
+    # a monitor in this process (serve's sampler) records the samples: a run only reads the window
+    history_sampled: bool = False
 
     @property
     def expectations_given(self) -> bool:
@@ -188,7 +190,8 @@ class Pipeline:
             return snapshot
         from ibdiag.history.record import record_and_read
 
-        return record_and_read(snapshot, path, self.thresholds.flap_window_s, source)
+        window = self.thresholds.flap_window_s
+        return record_and_read(snapshot, path, window, source, record=not options.history_sampled)
 
     def grade_snapshot(
         self,

@@ -170,6 +170,7 @@ SLOW_MODULES = frozenset(
         "test_readme_node_install",
         "test_runner_processes",
         "test_serve",
+        "test_serve_monitor",
         "test_slurm_cluster",
         "test_slurm_real",
         "test_store_slow",

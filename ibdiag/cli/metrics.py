@@ -28,7 +28,7 @@ _LEVELS_HELP = (
 )
 
 
-def _reporter(settings):
+def _reporter(settings, history_sampled: bool = False):
     """A function making a fresh report of the node ``settings`` name at their level, and how
     long it took: the node re-read (and, at level standard, its commands re-run) every time;
     thresholds and checks settled once."""
@@ -36,7 +36,8 @@ def _reporter(settings):
 
     from ibdiag.pipeline import Pipeline
 
-    pipeline = Pipeline.prepare(pipeline_options(settings))
+    options = pipeline_options(settings, history_sampled=history_sampled)
+    pipeline = Pipeline.prepare(options)
 
     def make_report():
         start = time.monotonic()
@@ -125,18 +126,39 @@ def _listen_address(ctx, param, value: str) -> str:
     metavar="N",
     help="Connections at once; a new one beyond this closes the oldest still sending its request.",
 )
+@seconds_option(
+    "--interval",
+    minimum=0.05,
+    default=1.0,
+    help="With a history store, sample every port's state and link counters this often in the "
+    "background (ibdiag watch's monitor), so no flap falls between scrapes.",
+)
 @compat_option
 def serve_command(
-    listen, scrape_timeout, client_timeout, max_connections, compat, **settings
+    listen, scrape_timeout, client_timeout, max_connections, interval, compat, **settings
 ) -> int:
     """Serve the check (level quick unless --level standard) as Prometheus metrics over HTTP.
 
     Concurrent scrapes share one collection; a scrape answers within --scrape-timeout even if
-    sysfs hangs. Stops on SIGTERM, SIGINT or SIGHUP (exit 0).
+    sysfs hangs. With a history store (default /var/lib/ibdiag/history.db on this machine's
+    /sys) the ports are sampled every --interval in the background into it, and a scrape reads
+    the window. Stops on SIGTERM, SIGINT or SIGHUP (exit 0).
     """
     from ibdiag import exporter
+    from ibdiag.history import store_path
 
-    make_report = _reporter(settings)
+    path = store_path(
+        settings["history_path"], settings["no_history"], sysfs_root=settings["sysfs_root"]
+    )
+    sampler = None
+    if path is not None:
+        from ibdiag.cli.watch import BackgroundMonitor
+
+        sampler = BackgroundMonitor(path, interval, settings["sysfs_root"], settings["procfs_root"])
+        settings = {**settings, "history_path": path}
+    make_report = _reporter(settings, history_sampled=sampler is not None)
+    if sampler is not None:
+        sampler.start()
     try:
         exporter.serve(
             listen,
@@ -149,4 +171,7 @@ def serve_command(
         )
     except OSError as exc:
         raise UsageFailure(f"cannot listen on {listen}: {exc.strerror or exc}") from exc
+    finally:
+        if sampler is not None:
+            sampler.stop()
     return 0

@@ -26,7 +26,7 @@ import select
 import signal
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Set, Tuple
 
 import click
 
@@ -94,6 +94,15 @@ def watch_command(
     return 0
 
 
+class Stopping(Protocol):
+    """What tells the loop to stop: a flag read between passes, and a sleep it cuts short."""
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def wait(self, seconds: float) -> None: ...
+
+
 class Watcher:
     """The loop's state: each port's previous sample, what is waiting to be written, the store."""
 
@@ -125,7 +134,7 @@ class Watcher:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def run(self, stopper: _Stopper, count: Optional[int]) -> None:
+    def run(self, stopper: Stopping, count: Optional[int]) -> None:
         tick = time.monotonic()
         while not stopper.stopped:
             self.one_pass(time.monotonic())
@@ -341,6 +350,39 @@ def _silence(fd: int) -> None:
         os.close(null)
     except OSError:
         pass  # nothing better to do: the stream is already gone
+
+
+class BackgroundMonitor:
+    """``ibdiag serve``'s sampler: a ``Watcher`` (quiet: its errors still go to stderr) in a
+    daemon thread beside the server, stopped by ``stop`` after the write in progress. A sysfs
+    read that hangs holds this thread only, never a scrape."""
+
+    def __init__(self, path: str, interval: float, sysfs_root: str, procfs_root: str) -> None:
+        import threading
+
+        self.watcher = Watcher(path, interval, sysfs_root, procfs_root, quiet=True)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ibdiag-monitor", daemon=True)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, seconds: float) -> None:
+        self._stop.wait(max(0.0, seconds))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, within: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout=within)
+
+    def _run(self) -> None:
+        try:
+            self.watcher.run(self, None)
+        finally:
+            self.watcher.close()
 
 
 class _Stopper:

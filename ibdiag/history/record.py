@@ -62,17 +62,24 @@ def _far_link_downed(port: Port) -> Optional[int]:
 
 
 def record_and_read(
-    snapshot: Snapshot, path: str, window_s: float, source: str, busy_s: float = BUSY_S
+    snapshot: Snapshot,
+    path: str,
+    window_s: float,
+    source: str,
+    busy_s: float = BUSY_S,
+    record: bool = True,
 ) -> Snapshot:
     """``snapshot`` with its ``history``: this run's samples and kernel-log outages written to
-    the store at ``path``, then the outages of the ``window_s`` before the Snapshot's time read
-    back (with the operators' tombstones)."""
+    the store at ``path`` (unless not ``record``: a monitor in this process writes them), then
+    the outages of the ``window_s`` before the Snapshot's time read back (with the operators'
+    tombstones)."""
     guids = set(node_keys((dev.name, dev.node_guid) for dev in snapshot.devices).values())
     since = snapshot.collected_at - timedelta(seconds=window_s)
     try:
         with HistoryStore(path, busy_s) as store:
-            store.record(samples_of(snapshot, source))
-            store.add_outages(kernel_outages(snapshot))
+            if record:
+                store.record(samples_of(snapshot, source))
+                store.add_outages(kernel_outages(snapshot))
             outages = store.outages(guids, since, snapshot.collected_at)
             kept = outages[-MAX_OUTAGES:]
             history = LinkHistory(
@@ -83,7 +90,7 @@ def record_and_read(
                 cleared=store.tombstones(guids),
                 samples=store.sample_count(guids, since),
                 down_events=store.down_events(guids),
-                recorded=True,
+                recorded=record,
                 notes=store.notes,
             )
     except HistoryError as exc:

@@ -135,14 +135,24 @@ class HistoryStore:
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600)
+        # Never open and close a file SQLite may already hold in this process (serve's monitor
+        # and a scrape both use the store): closing any descriptor of it drops every POSIX lock
+        # this process has on it, SQLite's included, and another process may then checkpoint
+        # and delete the WAL under the live connection - its writes lost. An existing file is
+        # only looked at (lstat: a symbolic link is refused, not followed); a new one is
+        # created exclusively, so no connection can hold it yet.
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file", self.path)
-            self._inode = (info.st_dev, info.st_ino)
-        finally:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW, 0o600)
             os.close(fd)
+        except FileExistsError:
+            pass  # another writer made it meanwhile, or it was there: looked at below
+        info = os.lstat(self.path)
+        if not stat.S_ISREG(info.st_mode):
+            why = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            raise OSError(
+                errno.ELOOP if stat.S_ISLNK(info.st_mode) else errno.EINVAL, why, self.path
+            )
+        self._inode = (info.st_dev, info.st_ino)
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 mode = os.stat(self.path + suffix, follow_symlinks=False).st_mode

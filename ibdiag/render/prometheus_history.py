@@ -1,12 +1,14 @@
 """Each port's past in Prometheus terms, from ``Snapshot.history`` (``ibdiag.history``).
 
-- ``ibdiag_port_link_down_events_total{device,port}``: the port's link-down events since the
-  history store began (an outage seen by several readings counts once; a new store starts at 0,
-  which Prometheus reads as a counter reset).
-- ``ibdiag_port_last_state_change_timestamp_seconds{device,port}``: when the port last went
-  down or came back, of the outages in the graded window (absent when it had none there).
-- ``ibdiag_port_flapping{device,port}``: 1 while ``link.flaps`` or ``link.drop`` warns or fails
-  on the port (a finding is sticky for its window), else 0.
+Each with the labels of every ``ibdiag_port_*`` family: ``device``, ``port``, ``ib_port``.
+
+- ``ibdiag_port_link_down_events_total``: the port's link-down events since the history store
+  began (an outage seen by several readings counts once; a new store starts at 0, which
+  Prometheus reads as a counter reset).
+- ``ibdiag_port_last_state_change_timestamp_seconds``: when the port last went down or came
+  back, of the outages in the graded window (absent when it had none there).
+- ``ibdiag_port_flapping``: 1 while ``link.flaps`` or ``link.drop`` warns or fails on the port
+  (a finding is sticky for its window), else 0.
 
 Healthy: the events counter does not move and flapping is 0. None of these is written when the
 run read no history (``--no-history``).
@@ -65,7 +67,11 @@ def add_history(family: Callable[[str, str, str], _Samples], report: Report) -> 
     now = snapshot.collected_at
     for dev in snapshot.devices:
         for port in dev.ports:
-            labels: Labels = (("device", dev.name), ("port", str(port.number)))
+            labels: Labels = (
+                ("device", dev.name),
+                ("port", str(port.number)),
+                ("ib_port", dev.target(port)),  # as every ibdiag_port_* family has it
+            )
             key = PortKey(keys[dev.name], port.number)
             events.add(labels, history.down_events.get(str(key), 0))
             moments = [

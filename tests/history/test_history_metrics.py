@@ -12,7 +12,7 @@ from ibdiag.grade import grade
 from ibdiag.render.prometheus import render
 from ibdiag.thresholds import Thresholds
 
-PORT = (("device", "mlx5_3"), ("port", "1"))
+PORT = (("device", "mlx5_3"), ("port", "1"), ("ib_port", "mlx5_3:1"))
 
 
 def metrics(snap):

@@ -552,3 +552,42 @@ def test_a_store_locked_while_it_opens_fails_within_busy_s(path):
         db.close()
     HistoryStore(path).close()
     assert meta(path, "schema_version") == "3"
+
+
+def test_a_second_store_in_one_process_never_costs_the_first_its_writes(path):
+    """serve's monitor keeps a store open while each scrape opens and closes another in the same
+    process. Opening the file outside SQLite and closing it there would drop every POSIX lock
+    the process holds on it - the monitor's too - and another process's last close would then
+    checkpoint and delete the WAL under the live connection: its next writes lost."""
+    import subprocess
+    import sys
+
+    def another_process(code: str) -> str:
+        script = f"import sys\nfrom ibdiag.history.store import HistoryStore\n{code}"
+        found = subprocess.run(
+            [sys.executable, "-c", script, path],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        return found.stdout.strip()
+
+    come_and_go = "for _ in range(3): HistoryStore(sys.argv[1]).close()"  # NHC's checks, say
+    seen = (
+        "import sqlite3\n"
+        "print(sqlite3.connect(sys.argv[1]).execute('select start, end from outages').fetchall())"
+    )
+    start, end = (
+        (NOW + timedelta(seconds=10)).timestamp(),
+        (NOW + timedelta(seconds=20)).timestamp(),
+    )
+    monitor = HistoryStore(path)
+    try:
+        monitor.record([sample(0)])
+        HistoryStore(path).close()  # a scrape's store, opened and closed beside it
+        another_process(come_and_go)
+        monitor.record([sample(10, DOWN)])
+        monitor.record([sample(20)])
+        another_process(come_and_go)
+        # read while the monitor runs on, as a scrape or `ibdiag history` does
+        assert another_process(seen) == repr([(start, end)])
+    finally:
+        monitor.close()
