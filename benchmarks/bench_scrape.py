@@ -18,6 +18,7 @@ their ratio (target <= 2.0 at 8 HCAs), the body size, ibdiag's own collect+grade
     python benchmarks/bench_scrape.py                      # 41 scrapes each, 8 and 64 HCAs
     python benchmarks/bench_scrape.py --scrapes 101 --hcas 8 --json benchmarks/results/s.json
     python benchmarks/bench_scrape.py --source /tmp/main-src   # another checkout's ibdiag
+    python benchmarks/bench_scrape.py --history    # serve with a store: its monitor, the window
 """
 
 from __future__ import annotations
@@ -100,11 +101,14 @@ def child_env(source: str) -> Dict[str, str]:
     return env
 
 
-def start_ibdiag(source: str, sys_root: str, proc_root: str) -> Tuple[subprocess.Popen, int]:
+def start_ibdiag(
+    source: str, sys_root: str, proc_root: str, history: Optional[str] = None
+) -> Tuple[subprocess.Popen, int]:
     port = free_port()
+    store = ["--history", history] if history else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "ibdiag", "serve", "--sysfs", sys_root, "--procfs", proc_root,
-         "--listen", f"127.0.0.1:{port}"],
+         "--listen", f"127.0.0.1:{port}", *store],
         cwd=source, env=child_env(source), stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -134,8 +138,15 @@ def own_time(pattern: re.Pattern[bytes], body: bytes) -> Optional[float]:
     return float(match.group(1)) if match else None
 
 
-def bench_tree(binary: str, source: str, sys_root: str, proc_root: str, scrapes: int) -> dict:
-    ours, our_port = start_ibdiag(source, sys_root, proc_root)
+def bench_tree(
+    binary: str,
+    source: str,
+    sys_root: str,
+    proc_root: str,
+    scrapes: int,
+    history: Optional[str] = None,
+) -> dict:
+    ours, our_port = start_ibdiag(source, sys_root, proc_root, history)
     theirs, their_port = start_node_exporter(binary, sys_root)
     try:
         wait_ready(our_port, ours, "ibdiag serve")
@@ -182,6 +193,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--hcas", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--source", default=REPO, help="checkout whose ibdiag/ to serve")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="serve with a history store (in the temporary folder): its monitor samples every "
+        "port each second in the background and each scrape reads the window",
+    )
     args = parser.parse_args(argv)
     binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
     if not binary:
@@ -194,10 +211,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for count in args.hcas:
             sys_root = os.path.join(tmp, f"hca{count}", "sys")
             write_node(sys_root, mlx5_node(count))
+            history = os.path.join(tmp, f"hca{count}", "history.db") if args.history else None
             results[count] = bench_tree(
-                binary, os.path.abspath(args.source), sys_root, proc_root, args.scrapes
+                binary, os.path.abspath(args.source), sys_root, proc_root, args.scrapes, history
             )
-    print(f"{args.scrapes} scrapes of each, alternating; {os.cpu_count()} CPUs")
+    store = ", ibdiag with a history store and its monitor" if args.history else ""
+    print(f"{args.scrapes} scrapes of each, alternating; {os.cpu_count()} CPUs{store}")
     print(
         f"{'HCAs':>4} {'side':<14} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} "
         f"{'own ms':>7} {'body B':>8}"
