@@ -163,6 +163,7 @@ SLOW_MODULES = frozenset(
         "test_grafana",
         "test_grafana_fleet",
         "test_grafana_rate_class",
+        "test_history_fabric",
         "test_nhc",
         "test_nhc_slurm",
         "test_packaging",
