@@ -19,6 +19,7 @@ their ratio (target <= 2.0 at 8 HCAs), the body size, ibdiag's own collect+grade
     python benchmarks/bench_scrape.py --scrapes 101 --hcas 8 --json benchmarks/results/s.json
     python benchmarks/bench_scrape.py --source /tmp/main-src   # another checkout's ibdiag
     python benchmarks/bench_scrape.py --history    # serve with a store: its monitor, the window
+    python benchmarks/bench_scrape.py --history --max-age 30   # answered from the last collection
 """
 
 from __future__ import annotations
@@ -102,10 +103,15 @@ def child_env(source: str) -> Dict[str, str]:
 
 
 def start_ibdiag(
-    source: str, sys_root: str, proc_root: str, history: Optional[str] = None
+    source: str,
+    sys_root: str,
+    proc_root: str,
+    history: Optional[str] = None,
+    max_age: float = 0.0,
 ) -> Tuple[subprocess.Popen, int]:
     port = free_port()
     store = ["--history", history] if history else []
+    store += ["--max-age", str(max_age)] if max_age else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "ibdiag", "serve", "--sysfs", sys_root, "--procfs", proc_root,
          "--listen", f"127.0.0.1:{port}", *store],
@@ -145,8 +151,9 @@ def bench_tree(
     proc_root: str,
     scrapes: int,
     history: Optional[str] = None,
+    max_age: float = 0.0,
 ) -> dict:
-    ours, our_port = start_ibdiag(source, sys_root, proc_root, history)
+    ours, our_port = start_ibdiag(source, sys_root, proc_root, history, max_age)
     theirs, their_port = start_node_exporter(binary, sys_root)
     try:
         wait_ready(our_port, ours, "ibdiag serve")
@@ -199,6 +206,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="serve with a history store (in the temporary folder): its monitor samples every "
         "port each second in the background and each scrape reads the window",
     )
+    parser.add_argument(
+        "--max-age",
+        type=float,
+        default=0.0,
+        help="serve --max-age: scrapes answered from the last collection while it is younger",
+    )
     args = parser.parse_args(argv)
     binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
     if not binary:
@@ -213,9 +226,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             write_node(sys_root, mlx5_node(count))
             history = os.path.join(tmp, f"hca{count}", "history.db") if args.history else None
             results[count] = bench_tree(
-                binary, os.path.abspath(args.source), sys_root, proc_root, args.scrapes, history
+                binary,
+                os.path.abspath(args.source),
+                sys_root,
+                proc_root,
+                args.scrapes,
+                history,
+                args.max_age,
             )
     store = ", ibdiag with a history store and its monitor" if args.history else ""
+    store += f", --max-age {args.max_age:g}" if args.max_age else ""
     print(f"{args.scrapes} scrapes of each, alternating; {os.cpu_count()} CPUs{store}")
     print(
         f"{'HCAs':>4} {'side':<14} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} "

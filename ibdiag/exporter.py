@@ -14,6 +14,12 @@ client costs a file descriptor and a few kilobytes, never a thread. A scrape's c
   cannot be cancelled (a thread blocked in ``read(2)`` cannot be interrupted from Python): it
   keeps its thread, and the scrapes that come while it is blocked attach to it rather than
   start a second one, so at most one collection thread is ever blocked.
+- **Latest collection** (``max_age`` > 0). A scrape is answered at once with the last
+  collection when it is younger than ``max_age`` seconds - the scrape then costs the HTTP
+  answer only - and one past half that age also starts the next collection in the background,
+  for the scrape after. An older one (or none) is waited for as above. With Prometheus scraping
+  every 15 s and ``max_age`` 30, every scrape but the first is answered at once with what was
+  read at the scrape before (``ibdiag_last_run_timestamp_seconds`` says when).
 - **Per-connection timeouts.** A request must arrive whole within ``client_timeout`` seconds of
   the connection (a total, so a client that drips one byte at a time gains nothing), and the
   answer must be taken within ``client_timeout`` too; otherwise the connection is dropped.
@@ -38,6 +44,7 @@ import re
 import signal
 import socket
 import threading
+import time
 from typing import Callable, Dict, Optional, Tuple
 
 from ibdiag.model import Report
@@ -176,11 +183,15 @@ class MetricsServer:
         scrape_timeout: float = DEFAULT_SCRAPE_TIMEOUT,
         client_timeout: float = DEFAULT_CLIENT_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_age: float = 0.0,
         log: Optional[Log] = None,
     ) -> None:
         host, port = parse_listen(listen)
-        if scrape_timeout <= 0 or client_timeout <= 0 or max_connections < 1:
-            raise ValueError("timeouts must be positive and max_connections at least 1")
+        if scrape_timeout <= 0 or client_timeout <= 0 or max_connections < 1 or max_age < 0:
+            raise ValueError(
+                "timeouts must be positive, max_connections at least 1, max_age not negative"
+            )
+        self.max_age = max_age
         self.make_report = make_report
         self.compat = compat
         self.scrape_timeout = scrape_timeout
@@ -196,6 +207,7 @@ class MetricsServer:
         self._connections: Dict[_Connection, None] = {}  # insertion order = age
         self._flight: Optional[asyncio.Future] = None
         self._last: Optional[_Outcome] = None  # the last collection that produced a body
+        self._last_at = 0.0  # when it landed (time.monotonic())
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._stop: Optional[asyncio.Event] = None
         self._stop_requested = False
@@ -368,6 +380,9 @@ class MetricsServer:
         return max(deadline, MIN_SCRAPE_DEADLINE)
 
     async def _scrape(self, request: _Request) -> Tuple[int, str, bytes]:
+        latest = self._latest()
+        if latest is not None:
+            return 200, CONTENT_TYPE, latest + render_scrape_timeout(False).encode()
         flight = self._flight
         if flight is None:
             flight = self._flight = self._start_collection()
@@ -385,6 +400,18 @@ class MetricsServer:
             return 500, _TEXT, f"ibdiag: {outcome.error}\n".encode()
         body = outcome.body if outcome is not None and outcome.body is not None else b""
         return 200, CONTENT_TYPE, body + render_scrape_timeout(timed_out).encode()
+
+    def _latest(self) -> Optional[bytes]:
+        """The last collection's body when it is younger than ``max_age`` (starting the next
+        collection in the background once it is past half that); None: collect and wait."""
+        if self.max_age <= 0 or self._last is None or self._last.body is None:
+            return None
+        age = time.monotonic() - self._last_at
+        if age >= self.max_age:
+            return None
+        if age >= self.max_age / 2 and self._flight is None:
+            self._flight = self._start_collection()  # for the next scrape; landed by _landed
+        return self._last.body
 
     def _start_collection(self) -> asyncio.Future:
         loop = asyncio.get_running_loop()
@@ -415,6 +442,7 @@ class MetricsServer:
             self._flight = None
         if outcome.body is not None:
             self._last = outcome
+            self._last_at = time.monotonic()
         else:
             self.log(f"collection failed: {outcome.error}")
         if not flight.done():

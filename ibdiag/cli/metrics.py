@@ -127,6 +127,14 @@ def _listen_address(ctx, param, value: str) -> str:
     help="Connections at once; a new one beyond this closes the oldest still sending its request.",
 )
 @seconds_option(
+    "--max-age",
+    minimum=0,
+    default=0.0,
+    help="Answer a scrape at once from the last collection while it is younger than this (the "
+    "next one starts in the background past half that): a scrape then costs the HTTP answer "
+    "only. 0: every scrape collects and waits.",
+)
+@seconds_option(
     "--interval",
     minimum=0.05,
     default=1.0,
@@ -135,7 +143,7 @@ def _listen_address(ctx, param, value: str) -> str:
 )
 @compat_option
 def serve_command(
-    listen, scrape_timeout, client_timeout, max_connections, interval, compat, **settings
+    listen, scrape_timeout, client_timeout, max_connections, max_age, interval, compat, **settings
 ) -> int:
     """Serve the check (level quick unless --level standard) as Prometheus metrics over HTTP.
 
@@ -167,6 +175,7 @@ def serve_command(
             scrape_timeout=scrape_timeout,
             client_timeout=client_timeout,
             max_connections=max_connections,
+            max_age=max_age,
             log=lambda line: click.echo(f"ibdiag serve: {line}", err=True),
         )
     except OSError as exc:

@@ -388,3 +388,52 @@ def test_exposition_with_the_timeout_sample_is_promtool_clean(tmp_path: Path) ->
         text,
     )
     promtool_check(text)
+
+
+# -- --max-age: answered at once from the last collection while it is young ---------------------
+
+
+def stamp_of(body: str) -> float:
+    line = next(line for line in body.splitlines() if line.startswith(STAMP + " "))
+    return float(line.split()[1])
+
+
+def test_a_young_collection_answers_at_once_and_an_old_one_is_refreshed_behind(serving):
+    running, node = serving(max_age=1.2)
+    code, _, first = split(running.get())
+    assert code == 200 and node.calls == 1  # nothing yet: collected and waited for
+    node.gate.clear()  # from now on a collection blocks: a scrape that waited would hang
+    started = time.monotonic()
+    code, _, again = split(running.get())
+    assert code == 200 and time.monotonic() - started < 0.5
+    assert node.calls == 1 and stamp_of(again) == stamp_of(first)  # young: no collection
+    time.sleep(0.7)  # past half the age: answered at once, the next collection started behind
+    code, _, behind = split(running.get())
+    assert code == 200 and stamp_of(behind) == stamp_of(first)
+    wait_until("the background collection to start", lambda: node.calls == 2)
+    node.gate.set()
+    wait_until(
+        "a scrape to get the background collection",
+        lambda: stamp_of(split(running.get())[2]) > stamp_of(first),
+    )
+    assert node.calls == 2  # that one collection: the scrapes meanwhile were answered at once
+
+
+def test_past_the_age_a_scrape_waits_for_a_new_collection(serving):
+    running, node = serving(max_age=0.3)
+    split(running.get())
+    time.sleep(0.4)
+    split(running.get())
+    assert node.calls == 2  # too old to answer with: collected again, waited for
+
+
+def test_no_max_age_collects_every_scrape(serving):
+    running, node = serving()
+    for _ in range(3):
+        split(running.get())
+    assert node.calls == 3
+
+
+def test_a_negative_max_age_is_refused():
+    with pytest.raises(ValueError, match="max_age"):
+        exporter.make_server("127.0.0.1:1", lambda: None, max_age=-1)
