@@ -74,6 +74,9 @@ def history_store(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     if history is None:
         return  # off by choice (--no-history, IBDIAG_HISTORY=off), or a recording without it
     evidence = [history.store]
+    if history.problem is not None and history.unavailable:
+        yield Result(target="history", status=Status.SKIP, message=history.problem)
+        return
     if history.problem is not None:
         yield Result(
             target="history",

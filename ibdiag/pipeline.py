@@ -182,7 +182,7 @@ class Pipeline:
         not off: this run's sample goes into the store, the window comes back."""
         if "history" not in self.needs:
             return snapshot
-        from ibdiag.history import store_path
+        from ibdiag.history import DEFAULT_PATH, store_path
 
         options = self.options
         path = store_path(options.history_path, options.no_history, sysfs_root=options.sysfs_root)
@@ -191,7 +191,10 @@ class Pipeline:
         from ibdiag.history.record import record_and_read
 
         window = self.thresholds.flap_window_s
-        return record_and_read(snapshot, path, window, source, record=not options.history_sampled)
+        chosen = path != DEFAULT_PATH or bool(options.history_path)  # by name, not by default
+        return record_and_read(
+            snapshot, path, window, source, record=not options.history_sampled, chosen=chosen
+        )
 
     def grade_snapshot(
         self,

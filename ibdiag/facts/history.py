@@ -127,6 +127,8 @@ class LinkHistory(_Record):
     # outage seen by several readings counts once; only ever grows (a new store starts again)
     down_events: Dict[str, int] = Field(default_factory=dict)
     problem: Optional[str] = None
+    # the default store this user may not write (not root): the problem is a skip, not a warning
+    unavailable: bool = False
     notes: List[str] = Field(default_factory=list)  # e.g. a corrupt store moved aside
 
     def by_port(self) -> Dict[PortKey, List[Outage]]:

@@ -10,6 +10,7 @@ A replayed bundle or saved report keeps the history it was taken with.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import List, Optional
 
@@ -68,13 +69,20 @@ def record_and_read(
     source: str,
     busy_s: float = BUSY_S,
     record: bool = True,
+    chosen: bool = True,
 ) -> Snapshot:
     """``snapshot`` with its ``history``: this run's samples and kernel-log outages written to
     the store at ``path`` (unless not ``record``: a monitor in this process writes them), then
     the outages of the ``window_s`` before the Snapshot's time read back (with the operators'
-    tombstones)."""
+    tombstones). The default store that this user may not write (``chosen`` False: not named
+    by --history or $IBDIAG_HISTORY; a user who is not root) is not tried: the history is
+    then ``unavailable``, a skip, never a warning on every run of an unprivileged user."""
     guids = set(node_keys((dev.name, dev.node_guid) for dev in snapshot.devices).values())
     since = snapshot.collected_at - timedelta(seconds=window_s)
+    denied = None if chosen else not_writable(path)
+    if denied is not None:
+        history = LinkHistory(store=path, since=since, problem=denied, unavailable=True)
+        return snapshot.model_copy(update={"history": history})
     try:
         with HistoryStore(path, busy_s) as store:
             if record:
@@ -97,3 +105,21 @@ def record_and_read(
         history = LinkHistory(store=path, since=since, problem=str(exc))
     sources = sorted({*snapshot.sources, "history"})
     return snapshot.model_copy(update={"history": history, "sources": sources})
+
+
+def not_writable(path: str) -> Optional[str]:
+    """Why this user cannot write the store at ``path`` (its file, or the folder that holds or
+    would hold it); None when it can, or may (a folder that is not there yet, under one it can
+    write)."""
+    target = path
+    while not os.path.exists(target):
+        parent = os.path.dirname(target)
+        if parent == target:
+            break
+        target = parent
+    if os.access(target, os.W_OK):
+        return None
+    return (
+        f"the default history store {path} is not writable by this user (uid {os.getuid()}): "
+        "run as root, or name one with --history PATH"
+    )

@@ -303,3 +303,18 @@ def test_down_events_only_grow_and_count_each_outage_once(node):
     assert snap.history.down_events == {"0x0c42a10300031a2b/1": 3}
     later = node.run(T0 + timedelta(days=8), ACTIVE)  # the outages have left the window
     assert later.history.outages == [] and later.history.down_events == {"0x0c42a10300031a2b/1": 3}
+
+
+def test_the_default_store_a_user_may_not_write_is_a_skip_not_a_warning(tmp_path):
+    """As a user who is not root, /var/lib/ibdiag is not writable: every run would warn. The
+    default store is then not tried (a skip naming it); a store named by --history still warns.
+    /proc/self stands in for the unwritable folder (root may not write there either)."""
+    node = Node(str(tmp_path / "unused.db"))
+    unwritable = "/proc/self/ibdiag/history.db"
+    snap = record_and_read(node.snap(T0, ACTIVE), unwritable, 43200, "check", chosen=False)
+    store = one(grade(snap, "history.store"))
+    assert store.status.value == "skip" and "not writable by this user" in store.message
+    assert "--history PATH" in store.message
+    assert one(grade(snap, "link.flaps")).status.value == "skip"
+    named = record_and_read(node.snap(T0, ACTIVE), unwritable, 43200, "check", chosen=True)
+    assert one(grade(named, "history.store")).status.value == "warn"
