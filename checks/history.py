@@ -9,19 +9,16 @@ the port is ACTIVE and clean now, across restarts and reboots, until an operator
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional
 
 from ibdiag.durations import span
-from ibdiag.facts.history import LinkHistory, Outage, PortKey, node_keys
+from ibdiag.facts.history import Outage, PortKey, node_keys
 from ibdiag.facts.partner import cable_name
-from ibdiag.model import Device, Port, Result, Snapshot, Status
+from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports
 from ibdiag.thresholds import Thresholds
 
-_OFF = (
-    "history is off (--no-history, or IBDIAG_HISTORY=off): what happened between runs is not seen"
-)
 _CLEAR = "ibdiag history clear --port {target} --reason TEXT"
 
 
@@ -29,32 +26,40 @@ def _when(moment: Optional[datetime]) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%SZ") if moment is not None else "now"
 
 
-def _windowed(
-    snap: Snapshot, th: Thresholds
-) -> Iterator[Tuple[Device, Port, List[Outage], LinkHistory]]:
-    """Each graded port with its outages in the window (cleared ones left out, the same
-    outage seen twice merged), when the history was read."""
+class _Past(NamedTuple):
+    """One graded port's outages in the window (cleared ones left out, one outage seen twice
+    merged), with what its verdict names: the run's time, the window, the store."""
+
+    target: str  # mlx5_0:1
+    port: Port
+    outages: List[Outage]
+    now: datetime
+    window: str  # 12h
+    store: str
+
+
+def _each_port(
+    snap: Snapshot, th: Thresholds, judge: Callable[[_Past, Thresholds], Result]
+) -> Iterator[Result]:
+    """``judge``'s Result for each graded port; nothing when history is off, one SKIP when the
+    store could not be used (``history.store`` says why)."""
     history = snap.history
-    if history is None or history.problem is not None:
+    if history is None:
         return
-    window = history.window(snap.collected_at, th.flap_window_s)
-    by_port = window.by_port()
-    keys = node_keys((dev.name, dev.node_guid) for dev in snap.devices)
-    for dev, port in graded_ports(snap, th):
-        key = PortKey(keys[dev.name], port.number)
-        yield dev, port, by_port.get(key, []), window
-
-
-def _unread(snap: Snapshot) -> Optional[Result]:
-    """The one SKIP when the store could not be used (off: ``_windowed`` gives nothing)."""
-    history = snap.history
-    if history is not None and history.problem is not None:
-        return Result(
+    if history.problem is not None:
+        yield Result(
             target="history",
             status=Status.SKIP,
             message=f"history store unusable: {history.problem} (see history.store)",
         )
-    return None
+        return
+    now = snap.collected_at
+    by_port = history.window(now, th.flap_window_s).by_port()
+    keys = node_keys((dev.name, dev.node_guid) for dev in snap.devices)
+    window = span(th.flap_window_s)
+    for dev, port in graded_ports(snap, th):
+        outages = by_port.get(PortKey(keys[dev.name], port.number), [])
+        yield judge(_Past(dev.target(port), port, outages, now, window, history.store), th)
 
 
 @check("history.store", title="The link-event history store is usable", needs={"history"})
@@ -131,45 +136,35 @@ def link_flaps(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: reseat or replace the cable or transceiver and check the switch port's
     counters; once repaired, ``ibdiag history clear --port mlx5_0:1 --reason TEXT``.
     """
-    unread = _unread(snap)
-    if unread is not None:
-        yield unread
-        return
-    now = snap.collected_at
-    window = span(th.flap_window_s)
-    for dev, port, outages, history in _windowed(snap, th):
-        target = dev.target(port)
-        flaps = [outage for outage in outages if _counts_as_flap(outage, th, now)]
-        count = sum(outage.downs for outage in flaps)
-        expected = f"fewer than {th.flap_fail_count} in {window}"
-        if not count:
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"no flap in {window}",
-                observed=0,
-                expected=expected,
-                evidence=[history.store],
-            )
-            continue
-        last = flaps[-1]
-        down = last.down_s(now)
-        how_long = f" after {span(down)} down" if down is not None else ""
-        # the far end saw it: the finding is the cable's, named by both ends
-        cable = cable_name(target, port.partner)
-        on = f" on {cable}" if cable != target and any(o.source == "far-end" for o in flaps) else ""
-        yield Result(
-            target=target,
-            status=Status.FAIL if count >= th.flap_fail_count else Status.WARN,
-            message=f"{count} flap{'s' if count > 1 else ''}{on} in {window}: last back "
-            f"ACTIVE at {_when(last.end)}{how_long} ({_sources(flaps)})",
-            observed=count,
-            expected=expected,
-            subject=f"{count} in {window}",
-            hint="the link goes down and comes back: reseat or replace the cable/transceiver, "
-            f"check the switch port; when repaired, {_CLEAR.format(target=target)}",
-            evidence=[history.store],
+    yield from _each_port(snap, th, _flaps)
+
+
+def _flaps(past: _Past, th: Thresholds) -> Result:
+    flaps = [outage for outage in past.outages if _counts_as_flap(outage, th, past.now)]
+    count = sum(outage.downs for outage in flaps)
+    about = dict(target=past.target, observed=count, evidence=[past.store])
+    expected = f"fewer than {th.flap_fail_count} in {past.window}"
+    if not count:
+        return Result(
+            status=Status.PASS, message=f"no flap in {past.window}", expected=expected, **about
         )
+    last = flaps[-1]
+    down = last.down_s(past.now)
+    how_long = f" after {span(down)} down" if down is not None else ""
+    # the far end saw it: the finding is the cable's, named by both ends
+    cable = cable_name(past.target, past.port.partner)
+    far = any(outage.source == "far-end" for outage in flaps)
+    on = f" on {cable}" if far and cable != past.target else ""
+    return Result(
+        status=Status.FAIL if count >= th.flap_fail_count else Status.WARN,
+        message=f"{count} flap{'s' if count > 1 else ''}{on} in {past.window}: last back "
+        f"ACTIVE at {_when(last.end)}{how_long} ({_sources(flaps)})",
+        expected=expected,
+        subject=f"{count} in {past.window}",
+        hint="the link goes down and comes back: reseat or replace the cable/transceiver, "
+        f"check the switch port; when repaired, {_CLEAR.format(target=past.target)}",
+        **about,
+    )
 
 
 @check("link.drop", title="No port was down for long within the window", needs={"sysfs", "history"})
@@ -183,39 +178,29 @@ def link_drop(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: find why (the switch's logs, the kernel log, the cable); once dealt with,
     ``ibdiag history clear --port mlx5_0:1 --reason TEXT``.
     """
-    unread = _unread(snap)
-    if unread is not None:
-        yield unread
-        return
-    now = snap.collected_at
-    window = span(th.flap_window_s)
-    for dev, port, outages, history in _windowed(snap, th):
-        target = dev.target(port)
-        drops = [o for o in outages if (o.down_s(now) or 0.0) >= th.drop_fail_s]
-        expected = f"no outage of {span(th.drop_fail_s)} or more in {window}"
-        if not drops:
-            yield Result(
-                target=target,
-                status=Status.PASS,
-                message=f"no drop in {window}",
-                expected=expected,
-                evidence=[history.store],
-            )
-            continue
-        longest = max(drops, key=lambda outage: outage.down_s(now) or 0.0)
-        down = span(longest.down_s(now) or 0.0)
-        still = " (still down)" if longest.end is None else ""
-        yield Result(
-            target=target,
-            status=Status.FAIL,
-            message=f"down {down} from {_when(longest.start)} to {_when(longest.end)}{still}"
-            + (f", {len(drops)} drops in {window}" if len(drops) > 1 else ""),
-            observed=down,
-            expected=expected,
-            subject=f"drop in {window}",
-            hint=f"check the switch and the cable; when dealt with, {_CLEAR.format(target=target)}",
-            evidence=[history.store],
-        )
+    yield from _each_port(snap, th, _drops)
+
+
+def _drops(past: _Past, th: Thresholds) -> Result:
+    now = past.now
+    drops = [o for o in past.outages if (o.down_s(now) or 0.0) >= th.drop_fail_s]
+    expected = f"no outage of {span(th.drop_fail_s)} or more in {past.window}"
+    about = dict(target=past.target, expected=expected, evidence=[past.store])
+    if not drops:
+        return Result(status=Status.PASS, message=f"no drop in {past.window}", **about)
+    longest = max(drops, key=lambda outage: outage.down_s(now) or 0.0)
+    down = span(longest.down_s(now) or 0.0)
+    still = " (still down)" if longest.end is None else ""
+    more = f", {len(drops)} drops in {past.window}" if len(drops) > 1 else ""
+    return Result(
+        status=Status.FAIL,
+        message=f"down {down} from {_when(longest.start)} to {_when(longest.end)}{still}{more}",
+        observed=down,
+        subject=f"drop in {past.window}",
+        hint="check the switch and the cable; when dealt with, "
+        + _CLEAR.format(target=past.target),
+        **about,
+    )
 
 
 def _sources(outages: List[Outage]) -> str:

@@ -18,12 +18,11 @@ from ibdiag.cli.options import (
     checks_dir_option,
     command_limits,
     expectation_options,
-    history_options,
     level_option,
+    node_options,
     output_options,
     pipeline_options,
     seconds_option,
-    source_options,
 )
 from ibdiag.cli.output import format_for, status_line, write_or_print
 from ibdiag.render.inert import inert
@@ -36,10 +35,7 @@ from ibdiag.render.inert import inert
     "full: also tests that move traffic (ib_write_bw loopback, nccl-tests; minutes)."
 )
 @command_limits
-@source_options
-@history_options
-@checks_dir_option
-@expectation_options
+@node_options
 @output_options
 @click.option(
     "--baseline",

@@ -10,15 +10,12 @@ import click
 
 from ibdiag.cli.options import (
     UsageFailure,
-    checks_dir_option,
     command_limits,
     compat_option,
-    expectation_options,
-    history_options,
     level_option,
+    node_options,
     pipeline_options,
     seconds_option,
-    source_options,
 )
 from ibdiag.cli.output import write_file
 
@@ -54,10 +51,7 @@ def _reporter(settings, history_sampled: bool = False):
     "never a frequent timer."
 )
 @command_limits
-@source_options
-@history_options
-@checks_dir_option
-@expectation_options
+@node_options
 @click.option(
     "--textfile",
     metavar="PATH",
@@ -93,10 +87,7 @@ def _listen_address(ctx, param, value: str) -> str:
 @click.command("serve")
 @level_option(f"{_LEVELS_HELP}.", highest="standard")
 @command_limits
-@source_options
-@history_options
-@checks_dir_option
-@expectation_options
+@node_options
 @click.option(
     "--listen",
     default="127.0.0.1:9477",

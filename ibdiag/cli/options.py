@@ -243,3 +243,12 @@ checks_dir_option = click.option(
     help="Drop-in directory of site checks (*.py) [default: /etc/ibdiag/checks.d, or "
     "$IBDIAG_CONFIG_DIR/checks.d].",
 )
+
+
+def node_options(command):
+    """What every command that grades this node takes: where it is read (--sysfs, --procfs),
+    its ports' past (--history, --no-history), the site's checks (--checks-dir) and what it
+    must look like (--profile, --config, --expect-*, --ignore-hca)."""
+    for option in (expectation_options, checks_dir_option, history_options, source_options):
+        command = option(command)
+    return command

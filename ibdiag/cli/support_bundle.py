@@ -11,28 +11,22 @@ import click
 
 from ibdiag.cli.options import (
     UsageFailure,
-    checks_dir_option,
     command_limits,
-    expectation_options,
-    history_options,
     level_option,
+    node_options,
     pipeline_options,
-    source_options,
 )
 from ibdiag.cli.output import status_line
 
 
 @click.command("collect")
-@source_options
-@history_options
+@node_options
 @level_option(
     "What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat, "
     "nvidia-smi topo; full adds ib_write_bw loopback, nccl-tests and NCCL Inspector dumps.",
     default="standard",
 )
 @command_limits
-@checks_dir_option
-@expectation_options
 @click.option("--tarball", is_flag=True, help="Write one .tar.gz (0600) and its .sha256.")
 @click.option(
     "-o",
