@@ -12,6 +12,8 @@ then runs, as separate processes and round-robin so machine noise spreads evenly
     ibdiag-8   python -m ibdiag check --level quick --sysfs <8-HCA tree>
     ibdiag-64  python -m ibdiag check --level quick --sysfs <64-HCA tree>
     baseline-64  the same with --baseline <a snapshot of that tree> (counter deltas graded)
+    history-8  (with --history) ibdiag-8 with --history <a store>: each run appends its sample
+               and reads the 12 h window, as a prolog on a real node does with the default store
 
 and reports median and p90 wall time and the child's peak RSS (ru_maxrss from wait4), plus the
 ratios the project targets: ibdiag-8 / floor <= 1.5 and ibdiag-64 / ibdiag-8 < 2.0. It also
@@ -206,6 +208,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument(
         "--source", default=REPO, help="checkout whose ibdiag/ runs (e.g. a git archive of main)"
     )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="also time history-8: the 8-HCA check with a history store (issue 23)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -230,6 +237,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 *("--baseline", take_snapshot(tmp, tree64, env)),
             ],
         }
+        if args.history:
+            store = os.path.join(tmp, "history.db")
+            cases["history-8"] = [*cases["ibdiag-8"], "--history", store]
         verdicts = {
             name: verdict_of(cmd, env) for name, cmd in cases.items() if name.startswith("ibdiag")
         }
@@ -271,6 +281,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "cpu: ibdiag-8 / floor": cpu["ibdiag-8"] / cpu["floor"],
         "cpu: ibdiag-64 / ibdiag-8": cpu["ibdiag-64"] / cpu["ibdiag-8"],
     }
+    if "history-8" in med:
+        ratios["history-8 / ibdiag-8"] = med["history-8"] / med["ibdiag-8"]
+        ratios["cpu: history-8 / ibdiag-8"] = cpu["history-8"] / cpu["ibdiag-8"]
     targets = {
         "ibdiag-8 / floor": ("<=", TARGET_FLOOR_RATIO),
         "ibdiag-64 / ibdiag-8": ("<", TARGET_SCALE_RATIO),
@@ -295,6 +308,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             op, limit = targets[label]
             met = value <= limit if op == "<=" else value < limit
             goal = f"target {op} {limit}: {'met' if met else 'NOT met'}"
+        elif "history" in label:
+            goal = "cost of appending the sample and reading the window (the history store)"
         elif label.startswith("baseline"):
             goal = "cost of loading and grading against a 64-HCA baseline"
         elif label.startswith("onemodel"):
