@@ -65,7 +65,8 @@ def fill(path: str, outages: int, hcas: int, days: float, now: float) -> None:
             outage_rows,
         )
         db.executemany(
-            "INSERT INTO samples VALUES (?, 1, ?, ?, 'boot', ?, 5, 200.0, '4X', ?, 0, 0, 'check')",
+            "INSERT INTO samples VALUES (?, 1, ?, ?, 'boot', ?, 5, 200.0, '4X', ?, 0, 0, 'check', "
+            "NULL)",
             sample_rows,
         )
         db.execute("COMMIT")
