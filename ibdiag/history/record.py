@@ -50,16 +50,18 @@ def samples_of(snapshot: Snapshot, source: str) -> List[PortSample]:
                     link_error_recovery=counters.get("link_error_recovery"),
                     symbol_error=counters.get("symbol_error"),
                     source=source,
-                    far_link_downed=_far_link_downed(port),
+                    far_link_downed=_far(port, "LinkDownedCounter"),
+                    far_link_error_recovery=_far(port, "LinkErrorRecoveryCounter"),
+                    far_symbol_error=_far(port, "SymbolErrorCounter"),
                 )
             )
     return samples
 
 
-def _far_link_downed(port: Port) -> Optional[int]:
-    """The far end's LinkDownedCounter, when the far end's PMA counters were read."""
+def _far(port: Port, counter: str) -> Optional[int]:
+    """One of the far end's PMA counters, when they were read (level standard)."""
     reading = port.partner.counters if port.partner is not None else None
-    return reading.counters.get("LinkDownedCounter") if reading is not None else None
+    return reading.counters.get(counter) if reading is not None else None
 
 
 def record_and_read(

@@ -46,9 +46,10 @@ VACUUM_PAGES = 2560  # pages one incremental_vacuum gives back (10 MiB of 4 KiB 
 
 _SAMPLE_COLUMNS = (
     "node_guid, port, device, at, boot_id, state, phys_state, rate_gbps, width, link_downed, "
-    "link_error_recovery, symbol_error, source, far_link_downed"
+    "link_error_recovery, symbol_error, source, far_link_downed, far_link_error_recovery, "
+    "far_symbol_error"
 )
-# The sample tables as version 1 made them (version 3 adds far_link_downed).
+# The sample tables as version 1 made them (version 3 adds the far end's counters).
 _SAMPLE_TYPES_V1 = (
     "node_guid TEXT NOT NULL, port INTEGER NOT NULL, device TEXT NOT NULL, at REAL NOT NULL, "
     "boot_id TEXT, state INTEGER, phys_state INTEGER, rate_gbps REAL, width TEXT, "
@@ -74,12 +75,16 @@ _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     # 2: the window's read (a node's outages that end after ``since``, or are open) walks an
     # index instead of every outage of the node's GUIDs (benchmarks/bench_history.py).
     ("CREATE INDEX IF NOT EXISTS outages_guid_end ON outages (node_guid, end)",),
-    # 3: the far end's LinkDownedCounter in each sample, and each port's link-down events
+    # 3: the far end's LinkDownedCounter, LinkErrorRecoveryCounter and SymbolErrorCounter in
+    # each sample, and each port's link-down events
     # since the store began (the counter ibdiag_port_link_down_events_total), counted from the
     # outages already there.
     (
-        "ALTER TABLE last_sample ADD COLUMN far_link_downed INTEGER",
-        "ALTER TABLE samples ADD COLUMN far_link_downed INTEGER",
+        *(
+            f"ALTER TABLE {table} ADD COLUMN {column} INTEGER"
+            for table in ("last_sample", "samples")
+            for column in ("far_link_downed", "far_link_error_recovery", "far_symbol_error")
+        ),
         "CREATE TABLE IF NOT EXISTS port_totals (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
         "downs INTEGER NOT NULL, PRIMARY KEY (node_guid, port))",
         "INSERT OR REPLACE INTO port_totals SELECT node_guid, port, SUM(downs) FROM outages "

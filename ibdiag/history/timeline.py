@@ -45,9 +45,12 @@ class PortSample(NamedTuple):
     link_error_recovery: Optional[int] = None
     symbol_error: Optional[int] = None
     source: str = "check"
-    # The far end's LinkDownedCounter (the switch port's, read over the cable at level
-    # standard): the other end of the same cable, which our reboot does not reset.
+    # The far end's counters (the switch port's, read over the cable at level standard): the
+    # other end of the same cable, which our reboot does not reset. LinkDownedCounter makes
+    # outages; the error counters are recorded for the timeline (``ibdiag history``).
     far_link_downed: Optional[int] = None
+    far_link_error_recovery: Optional[int] = None
+    far_symbol_error: Optional[int] = None
 
     @property
     def key(self) -> PortKey:

@@ -274,6 +274,13 @@ def test_the_far_ends_linkdowned_puts_an_unseen_flap_on_the_cable(tmp_path):
     assert result.observed == 1
     assert result.message.startswith("1 flap on mlx5_3:1<->leaf07/21 in 12h")
     assert "seen by the far end's LinkDowned" in result.message
+    with HistoryStore(node.store) as store:
+        (last,) = store.last_samples()  # the far end's counters are in each sample
+    assert (last.far_link_downed, last.far_link_error_recovery, last.far_symbol_error) == (
+        11,
+        None,
+        0,
+    )
 
 
 def test_both_ends_counting_one_outage_is_one_flap_and_one_event(tmp_path):

@@ -299,7 +299,8 @@ def test_a_version_1_file_is_migrated_keeping_its_outages(path):
         columns = {r[1] for r in db.execute("PRAGMA table_info(samples)")}
     finally:
         db.close()
-    assert "outages_guid_end" in names and "far_link_downed" in columns
+    assert "outages_guid_end" in names
+    assert {"far_link_downed", "far_link_error_recovery", "far_symbol_error"} <= columns
 
 
 # -- private -------------------------------------------------------------------------------------

@@ -18,14 +18,19 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 from conftest import REPO, SCENARIOS_DIR
 from slurm_cluster import SlurmCluster, write_script
+
+from ibdiag.history.store import HistoryStore
 
 HOOK = os.path.join(REPO, "contrib", "slurm", "ibdiag-slurm-hook")
 README = Path(REPO, "contrib", "slurm", "README.md")
@@ -391,3 +396,48 @@ def test_a_warning_node_stays_in_service_and_no_hook_reports_a_failure(site, tmp
     script = [line for line in site.logged().splitlines() if re.match(r"ibdiag: slurm \w+: ", line)]
     assert script == [], script
     assert not site.decoy_mark.exists()
+
+
+def test_flaps_the_monitor_saw_drain_the_node_through_the_real_health_check(site, tmp_path):
+    """Issue 23: a cable that flaps between health checks while ``ibdiag watch`` runs; each
+    health check finds it ACTIVE or barely down, and real slurmd's HealthCheckProgram still
+    drains the node for the flaps, with the stable reason."""
+    store = site.tmp / "history.db"
+    port = site.good / "class" / "infiniband" / "mlx5_3" / "ports" / "1"
+
+    def set_link(up: bool) -> None:
+        for name, text in (("state", "4: ACTIVE" if up else "1: DOWN"),
+                           ("phys_state", "5: LinkUp" if up else "2: Polling")):  # fmt: skip
+            temporary = port / f"{name}.new"
+            temporary.write_text(text + "\n")
+            os.replace(temporary, port / name)
+
+    def closed_outages() -> int:
+        with HistoryStore(str(store), busy_s=5) as history:
+            guids = {sample.node_guid for sample in history.last_samples()}
+            found = history.outages(guids, since=history_epoch)
+        return sum(1 for outage in found if outage.end is not None and outage.device == "mlx5_3")
+
+    history_epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    cluster = start(site, tmp_path, health_check_program="healthcheck")
+    site.configure(cluster, extra=f"IBDIAG_ARGS+=(--history {store})")
+    watch = [IBDIAG, "watch", "--interval", "0.1", "--quiet", "--history", str(store),
+             "--sysfs", str(site.current)]  # fmt: skip
+    with cluster:
+        assert cluster.wait_for_node_state("IDLE") == ("IDLE", None)
+        monitor = subprocess.Popen(watch, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            cluster.wait_for(store.exists, 10, "the history store")
+            for flap in range(1, 4):
+                set_link(up=False)
+                time.sleep(0.3)  # a few of the monitor's passes, shorter than a health check
+                set_link(up=True)
+                recorded = lambda count=flap: closed_outages() >= count  # noqa: E731
+                cluster.wait_for(recorded, 10, f"flap {flap} recorded")
+        finally:
+            monitor.send_signal(signal.SIGTERM)
+            assert monitor.wait(timeout=10) == 0, monitor.stderr.read()
+        reason = "ibdiag: mlx5_3:1 link.flaps 3 in 12h"
+        assert cluster.wait_for_node_state("IDLE+DRAIN") == ("IDLE+DRAIN", reason)
+        assert port.joinpath("state").read_text() == "4: ACTIVE\n"  # ACTIVE all the while since
+    assert f"drained {cluster.node_name}: {reason}" in site.logged()
