@@ -66,7 +66,7 @@ def fill(path: str, outages: int, hcas: int, days: float, now: float) -> None:
         )
         db.executemany(
             "INSERT INTO samples VALUES (?, 1, ?, ?, 'boot', ?, 5, 200.0, '4X', ?, 0, 0, 'check', "
-            "NULL, NULL, NULL)",
+            "NULL, NULL, NULL, NULL)",
             sample_rows,
         )
         db.execute("COMMIT")

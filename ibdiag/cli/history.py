@@ -19,6 +19,7 @@ import click
 
 from ibdiag.cli.options import UsageFailure, history_options
 from ibdiag.durations import parse_span, span
+from ibdiag.facts.history import guid_key
 
 _PORT = re.compile(r"^(?P<name>[^:\s]+)(?::(?P<port>\d{1,3}))?$")
 _GUID_PORT = re.compile(r"^(?P<guid>0x[0-9a-fA-F]{1,16}|name:\S+?)/(?P<port>\d{1,3})$")
@@ -67,7 +68,11 @@ def _ports(store, sysfs_root: str, wanted: Optional[str]) -> Optional[Set[Tuple[
         return None
     keyed = _GUID_PORT.match(wanted)
     if keyed:
-        return {(keyed.group("guid").lower(), int(keyed.group("port")))}
+        given = keyed.group("guid")
+        key = given if given.startswith("name:") else guid_key(given, "")
+        if key == "name:":
+            raise UsageFailure(f"--port: {given} is not a node GUID (0x and 16 hex digits)")
+        return {(key, int(keyed.group("port")))}
     match = _PORT.match(wanted)
     if not match:
         raise UsageFailure(f"--port: expected a port like mlx5_0:1, got {wanted!r}")

@@ -6,6 +6,8 @@ health is in the metrics.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import click
 
 from ibdiag.cli.options import (
@@ -23,6 +25,15 @@ _LEVELS_HELP = (
     "quick: sysfs only, no command; standard: also the read-only commands under --deadline "
     "(perfquery, ethtool -S, ...), the far end of each cable (ibdiag_partner_*) included"
 )
+
+
+def _unwritable_default(path: str, named: Optional[str]) -> bool:
+    """Whether ``path`` is the default store and this user may not write it (an exporter run as
+    its own user): then no monitor, and each scrape's history.store skips naming it."""
+    from ibdiag.history import DEFAULT_PATH
+    from ibdiag.history.record import not_writable
+
+    return not named and path == DEFAULT_PATH and not_writable(path) is not None
 
 
 def _reporter(settings, history_sampled: bool = False):
@@ -150,11 +161,10 @@ def serve_command(
         settings["history_path"], settings["no_history"], sysfs_root=settings["sysfs_root"]
     )
     sampler = None
-    if path is not None:
+    if path is not None and not _unwritable_default(path, settings["history_path"]):
         from ibdiag.cli.watch import BackgroundMonitor
 
         sampler = BackgroundMonitor(path, interval, settings["sysfs_root"], settings["procfs_root"])
-        settings = {**settings, "history_path": path}
     make_report = _reporter(settings, history_sampled=sampler is not None)
     if sampler is not None:
         sampler.start()

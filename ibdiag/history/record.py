@@ -53,9 +53,18 @@ def samples_of(snapshot: Snapshot, source: str) -> List[PortSample]:
                     far_link_downed=_far(port, "LinkDownedCounter"),
                     far_link_error_recovery=_far(port, "LinkErrorRecoveryCounter"),
                     far_symbol_error=_far(port, "SymbolErrorCounter"),
+                    far_end=_far_end(port),
                 )
             )
     return samples
+
+
+def _far_end(port: Port) -> Optional[str]:
+    """Which far-end port's counters the run read: "<its node GUID>/<its port>"."""
+    far = port.partner
+    if far is None or far.counters is None or far.node_guid is None or far.port is None:
+        return None
+    return f"{far.node_guid}/{far.port}"
 
 
 def _far(port: Port, counter: str) -> Optional[int]:

@@ -26,12 +26,14 @@ import sqlite3
 import stat
 import time
 from datetime import datetime, timezone
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+
+from pydantic import ValidationError
 
 from ibdiag.errors import IbdiagError
 from ibdiag.facts.history import Outage, Tombstone
 from ibdiag.history import DEFAULT_PATH
-from ibdiag.history.timeline import PortSample, step
+from ibdiag.history.timeline import FAR_FIELDS, PortSample, step
 
 T = TypeVar("T")
 
@@ -47,7 +49,7 @@ VACUUM_PAGES = 2560  # pages one incremental_vacuum gives back (10 MiB of 4 KiB 
 _SAMPLE_COLUMNS = (
     "node_guid, port, device, at, boot_id, state, phys_state, rate_gbps, width, link_downed, "
     "link_error_recovery, symbol_error, source, far_link_downed, far_link_error_recovery, "
-    "far_symbol_error"
+    "far_symbol_error, far_end"
 )
 # The sample tables as version 1 made them (version 3 adds the far end's counters).
 _SAMPLE_TYPES_V1 = (
@@ -85,6 +87,8 @@ _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
             for table in ("last_sample", "samples")
             for column in ("far_link_downed", "far_link_error_recovery", "far_symbol_error")
         ),
+        "ALTER TABLE last_sample ADD COLUMN far_end TEXT",
+        "ALTER TABLE samples ADD COLUMN far_end TEXT",
         "CREATE TABLE IF NOT EXISTS port_totals (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
         "downs INTEGER NOT NULL, PRIMARY KEY (node_guid, port))",
         "INSERT OR REPLACE INTO port_totals SELECT node_guid, port, SUM(downs) FROM outages "
@@ -158,6 +162,10 @@ class HistoryStore:
                 errno.ELOOP if stat.S_ISLNK(info.st_mode) else errno.EINVAL, why, self.path
             )
         self._inode = (info.st_dev, info.st_ino)
+        for suffix in ("-wal", "-shm"):  # SQLite opens these beside it, following a link
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISREG(os.lstat(self.path + suffix).st_mode):
+                    raise OSError(errno.ELOOP, "not a regular file", self.path + suffix)
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 mode = os.stat(self.path + suffix, follow_symlinks=False).st_mode
@@ -268,17 +276,26 @@ class HistoryStore:
         what changed is logged, and transitions open, end or add outages. Returns the outages
         opened or added. One transaction."""
 
+        pruned = []
+
         def work(db: sqlite3.Connection) -> List[Outage]:
             found: List[Outage] = []
             for sample in samples:
                 found.extend(self._record_one(db, sample))
-            self._maybe_prune(db, max(s.at for s in samples) if samples else None)
+            pruned.append(self._maybe_prune(db, max(s.at for s in samples) if samples else None))
             return found
 
-        return self._write(work)
+        found = self._write(work)
+        if any(pruned):
+            self._vacuum(rounds=1)  # a batch's freed pages back to the file system, bounded
+        return found
 
     def _record_one(self, db: sqlite3.Connection, sample: PortSample) -> List[Outage]:
         previous = self._last(db, sample)
+        if previous is not None and sample.far_end is None:
+            # the monitor reads no far end: what the last run read of it stands, or the next
+            # run would compare the far end's counters with nothing and miss its rise
+            sample = sample._replace(**{name: getattr(previous, name) for name in FAR_FIELDS})
         open_id = db.execute(
             "SELECT id FROM outages WHERE node_guid = ? AND port = ? AND end IS NULL "
             "AND source = 'sample' ORDER BY start DESC LIMIT 1",
@@ -312,6 +329,22 @@ class HistoryStore:
 
     @staticmethod
     def _insert_outage(db: sqlite3.Connection, outage: Outage) -> bool:
+        """Add ``outage``, unless the store has it already (same port, source and start): then
+        an end it did not know yet is set (a kernel-log down read while the port was down, its
+        up read by a later run). True when it was new."""
+        if outage.end is not None:
+            db.execute(
+                "UPDATE outages SET end = MAX(start, ?), bounded = ? WHERE node_guid = ? "
+                "AND port = ? AND source = ? AND start = ? AND end IS NULL",
+                (
+                    _epoch(outage.end),
+                    int(outage.bounded),
+                    outage.node_guid,
+                    outage.port,
+                    outage.source,
+                    _epoch(outage.start),
+                ),
+            )
         cursor = db.execute(
             "INSERT OR IGNORE INTO outages (node_guid, port, device, start, end, bounded, downs, "
             "source, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -384,8 +417,12 @@ class HistoryStore:
         while not self._write(lambda db: _prune_step(db, moment, retention_s, max_bytes)):
             pass
         self._write(lambda db: _pruned(db, moment))
+        self._vacuum(rounds=1_000_000)  # bounded: each round frees VACUUM_PAGES or ends it
+
+    def _vacuum(self, rounds: int) -> None:
+        """Give free pages back to the file system, VACUUM_PAGES a round, at most ``rounds``."""
         try:
-            for _ in range(1_000_000):  # bounded: each round frees VACUUM_PAGES or ends it
+            for _ in range(rounds):
                 if not self._db.execute("PRAGMA freelist_count").fetchone()[0]:
                     break
                 # executescript steps the pragma to its end; execute() would free one page
@@ -394,17 +431,19 @@ class HistoryStore:
             raise self._error(exc) from None
 
     @staticmethod
-    def _maybe_prune(db: sqlite3.Connection, now: Optional[datetime]) -> None:
+    def _maybe_prune(db: sqlite3.Connection, now: Optional[datetime]) -> bool:
         """Once an hour (by the samples' clock; a clock stepped back prunes too), a batch of
         pruning in the run's own transaction; batches go on in later runs until all is done."""
         if now is None:
-            return
+            return False
         row = db.execute("SELECT value FROM meta WHERE key = 'pruned_at'").fetchone()
         last = float(row[0]) if row else 0.0
         moment = _epoch(now)
-        if moment - last >= PRUNE_EVERY_S or moment < last:
-            if _prune_step(db, moment, RETENTION_S, MAX_BYTES):
-                _pruned(db, moment)
+        if moment - last < PRUNE_EVERY_S and moment >= last:
+            return False
+        if _prune_step(db, moment, RETENTION_S, MAX_BYTES):
+            _pruned(db, moment)
+        return True
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -426,20 +465,21 @@ class HistoryStore:
             "AND start <= ? ORDER BY start",
             (*guids, _epoch(since), far, *guids, far),
         )
-        return [
-            Outage(
-                node_guid=row[0],
-                port=row[1],
-                device=row[2],
-                start=_moment(row[3]),
-                end=_moment(row[4]),
-                bounded=bool(row[5]),
-                downs=max(1, row[6]),
-                source=row[7],
-                boot_id=row[8],
-            )
-            for row in rows
-        ]
+        with self._readable():
+            return [
+                Outage(
+                    node_guid=row[0],
+                    port=row[1],
+                    device=row[2],
+                    start=_moment(row[3]),
+                    end=_moment(row[4]),
+                    bounded=bool(row[5]),
+                    downs=max(1, row[6]),
+                    source=row[7],
+                    boot_id=row[8],
+                )
+                for row in rows
+            ]
 
     def tombstones(self, node_guids: Iterable[str]) -> List[Tombstone]:
         guids = sorted(set(node_guids))
@@ -450,12 +490,13 @@ class HistoryStore:
             f"WHERE node_guid IN ({_marks(guids)}) ORDER BY at",
             tuple(guids),
         )
-        return [
-            Tombstone(
-                node_guid=r[0], port=r[1], device=r[2], at=_moment(r[3]), who=r[4], reason=r[5]
-            )
-            for r in rows
-        ]
+        with self._readable():
+            return [
+                Tombstone(
+                    node_guid=r[0], port=r[1], device=r[2], at=_moment(r[3]), who=r[4], reason=r[5]
+                )
+                for r in rows
+            ]
 
     def sample_count(self, node_guids: Iterable[str], since: datetime) -> int:
         guids = sorted(set(node_guids))
@@ -470,14 +511,27 @@ class HistoryStore:
     def last_samples(self) -> List[PortSample]:
         """Every port's latest sample (``ibdiag history`` shows which ports it knows)."""
         rows = self._query(f"SELECT {_SAMPLE_COLUMNS} FROM last_sample ORDER BY node_guid, port")  # noqa: S608
-        return [_sample(row) for row in rows]
+        with self._readable():
+            return [_sample(row) for row in rows]
 
     def _last(self, db: sqlite3.Connection, sample: PortSample) -> Optional[PortSample]:
         row = db.execute(
             f"SELECT {_SAMPLE_COLUMNS} FROM last_sample WHERE node_guid = ? AND port = ?",  # noqa: S608
             (sample.node_guid, sample.port),
         ).fetchone()
-        return _sample(row) if row else None
+        with self._readable():
+            return _sample(row) if row else None
+
+    @contextlib.contextmanager
+    def _readable(self) -> Iterator[None]:
+        """A row that SQLite's loose types let in but ibdiag cannot read (an outage source it
+        does not know, text where a time should be: a later ibdiag's, or a hand-edited store) is
+        one HistoryError, never a traceback."""
+        try:
+            yield
+        except (ValidationError, TypeError, ValueError, OverflowError) as exc:
+            why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise HistoryError(f"history store {self.path}: a row it cannot read ({why})") from None
 
     def _query(self, sql: str, values: Tuple = ()) -> List[tuple]:
         for attempt in (1, 2):
@@ -537,7 +591,12 @@ def _prune_step(db: sqlite3.Connection, now: float, retention_s: float, max_byte
         "DELETE FROM outages WHERE id IN (SELECT id FROM outages WHERE end < ? LIMIT ?)",
         (cutoff, batch),
     ).rowcount
-    db.execute("DELETE FROM tombstones WHERE at < ?", (cutoff,))
+    db.execute(
+        "DELETE FROM tombstones WHERE at < ? AND NOT EXISTS (SELECT 1 FROM outages o "
+        "WHERE o.node_guid = tombstones.node_guid AND o.port = tombstones.port "
+        "AND o.end IS NULL AND o.start < tombstones.at)",
+        (cutoff,),
+    )  # a tombstone whose outage is still open goes on clearing it
     if old_samples >= batch or old_outages >= batch:
         return False
     page_size = db.execute("PRAGMA page_size").fetchone()[0]

@@ -16,6 +16,10 @@ sample and this one:
 - ``link_downed`` fell on the same boot (``perfquery -r``, a driver reload): the new value is the
   new reference, nothing more.
 
+An outage opens only when the port was seen ACTIVE before on the same boot: a port found down
+by the first sample after a reboot (INIT or Polling until the subnet manager brings it up) or by
+the first sample ever is no flap (link.state grades it as it is).
+
 Healthy: ACTIVE every time, ``link_downed`` unchanged.
 """
 
@@ -27,6 +31,11 @@ from typing import NamedTuple, Optional
 from ibdiag.facts.history import Outage, OutageSource, PortKey
 
 ACTIVE = 4
+
+
+# The fields a sample takes from the far end (a run at level standard reads them; the monitor
+# does not, and the store carries the last ones read over its samples).
+FAR_FIELDS = ("far_link_downed", "far_link_error_recovery", "far_symbol_error", "far_end")
 
 
 class PortSample(NamedTuple):
@@ -51,6 +60,7 @@ class PortSample(NamedTuple):
     far_link_downed: Optional[int] = None
     far_link_error_recovery: Optional[int] = None
     far_symbol_error: Optional[int] = None
+    far_end: Optional[str] = None  # which far-end port answered: "<its node GUID>/<its port>"
 
     @property
     def key(self) -> PortKey:
@@ -84,8 +94,11 @@ def step(previous: Optional[PortSample], sample: PortSample, open_outage: bool) 
     down = sample.is_down
     if down is None:
         return Step()  # unreadable: nothing can be said, the outage (if any) stays open
+    same_boot = previous is not None and previous.boot_id == sample.boot_id
     if down:
-        if open_outage:
+        # only a port seen ACTIVE on this boot can go down: the first sample after a reboot
+        # finds it INIT or Polling until the subnet manager brings it up, which is no flap
+        if open_outage or not same_boot or previous is None or previous.is_down is not False:
             return Step()
         return Step(opened=_outage(sample, sample.at, None, bounded=False, downs=1))
     if open_outage:
@@ -96,7 +109,10 @@ def step(previous: Optional[PortSample], sample: PortSample, open_outage: bool) 
     # a clock stepped back still gives an outage that ends after it starts
     early, late = sorted((previous.at, sample.at))
     rise = _rise(previous.link_downed, sample.link_downed)
-    far_rise = _rise(previous.far_link_downed, sample.far_link_downed)
+    # the far end's counter means something only while the same far-end port answers (a cable
+    # moved to another switch port has that port's count)
+    same_far = sample.far_end is not None and previous.far_end == sample.far_end
+    far_rise = _rise(previous.far_link_downed, sample.far_link_downed) if same_far else 0
     return Step(
         unseen=_outage(sample, early, late, bounded=True, downs=rise) if rise else None,
         far=_outage(sample, early, late, bounded=True, downs=far_rise, source="far-end")

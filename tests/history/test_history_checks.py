@@ -325,3 +325,67 @@ def test_the_default_store_a_user_may_not_write_is_a_skip_not_a_warning(tmp_path
     assert one(grade(snap, "link.flaps")).status.value == "skip"
     named = record_and_read(node.snap(T0, ACTIVE), unwritable, 43200, "check", chosen=True)
     assert one(grade(named, "history.store")).status.value == "warn"
+
+
+def test_the_monitors_samples_keep_what_a_run_read_of_the_far_end(tmp_path):
+    """ibdiag watch reads no far end: its samples between two runs must not erase the far
+    end's LinkDowned the first run read, or the second run would see no rise."""
+    from ibdiag.history.timeline import PortSample
+
+    node = FarNode(str(tmp_path / "h.db"))
+    node.run(T0, ACTIVE)
+    with HistoryStore(node.store) as store:
+        for minutes in (5, 10):  # the monitor's heartbeats: our end only
+            at = T0 + timedelta(minutes=minutes)
+            store.record([PortSample("0x0c42a10300031a2b", 1, "mlx5_3", at, BOOT, 4, 5)])
+    node.far_link_downed += 3
+    result = one(grade(node.run(T0 + timedelta(hours=1), ACTIVE), "link.flaps"))
+    assert result.observed == 3 and "the far end's LinkDowned" in result.message
+
+
+def test_a_cable_moved_to_another_switch_port_is_no_flap(tmp_path):
+    """leaf07/21 had counted 10 link downs, leaf07/22 has counted 40: not 30 flaps."""
+    from partner_builders import counters, partner
+
+    class Moved(FarNode):
+        far_port = 21
+
+        def snap(self, at: datetime, state: int) -> Snapshot:
+            snap = Node.snap(self, at, state)
+            dev = snap.devices[0]
+            far = partner(
+                port=self.far_port, counters=counters(LinkDownedCounter=self.far_link_downed)
+            )
+            ports = [dev.ports[0].model_copy(update={"partner": far})]
+            return snap.model_copy(update={"devices": [dev.model_copy(update={"ports": ports})]})
+
+    node = Moved(str(tmp_path / "h.db"))
+    node.run(T0, ACTIVE)
+    node.far_port, node.far_link_downed = 22, 40
+    snap = node.run(T0 + timedelta(hours=1), ACTIVE)
+    assert one(grade(snap, "link.flaps")).observed == 0 and snap.history.outages == []
+    node.far_link_downed = 41  # now the new port counts one: that is a flap
+    assert one(grade(node.run(T0 + timedelta(hours=2), ACTIVE), "link.flaps")).observed == 1
+
+
+def test_a_kernel_log_down_read_while_the_port_was_down_is_ended_by_a_later_run(tmp_path):
+    """A run at level standard during an outage stores the kernel log's down with no end; the
+    run after the link came back reads its up: the outage ends there (not 'still down')."""
+    from test_kernel_outages import BOOTED, stamp
+    from test_kernel_outages import DOWN as DOWN_LINE
+    from test_kernel_outages import UP as UP_LINE
+    from test_kernel_outages import node as kernel_node
+
+    path = str(tmp_path / "h.db")
+    during = kernel_node(stamp(3600.0, DOWN_LINE), state=DOWN)
+    during = during.model_copy(update={"collected_at": BOOTED + timedelta(hours=1, minutes=1)})
+    first = record_and_read(during, path, 43200, "check")
+    assert [o.end for o in first.history.outages] == [None]
+    after = kernel_node(stamp(3600.0, DOWN_LINE) + stamp(3630.0, UP_LINE))
+    after = after.model_copy(update={"collected_at": BOOTED + timedelta(hours=2)})
+    second = record_and_read(after, path, 43200, "check")
+    (outage,) = second.history.outages
+    assert outage.down_s(after.collected_at) == 30.0
+    drops = {r.target: r.status.value for r in grade(second, "link.drop")}
+    assert drops["mlx5_5:1"] == "pass"  # 30 s is no drop, and no longer "still down"
+    assert [r.observed for r in grade(second, "link.flaps") if r.target == "mlx5_5:1"] == [1]

@@ -180,3 +180,22 @@ def test_a_bundle_without_its_history_file_is_graded_without_the_past(node, run_
     assert report["snapshot"]["history"] is None
     assert "missing from the bundle" in report["snapshot"]["problems"]["history"]
     assert by_check(report, "link.flaps") == []
+
+
+def test_clear_refuses_a_guid_that_is_not_one(node, run_cli):
+    store = str(node.tmp / "h.db")
+    node.check("--history", store)
+    short = run_cli("history", "--history", store, "clear", "--port", "0xc42a1030003/1",
+                    "--reason", "x")  # fmt: skip
+    assert short.exit_code == 3 and "is not a node GUID" in short.stderr
+
+
+def test_serve_runs_no_monitor_on_a_default_store_it_may_not_write(monkeypatch):
+    import ibdiag.history
+    from ibdiag.cli.metrics import _unwritable_default
+
+    unwritable = "/proc/self/ibdiag/history.db"  # not writable, even by root
+    monkeypatch.setattr(ibdiag.history, "DEFAULT_PATH", unwritable)
+    assert _unwritable_default(unwritable, None) is True
+    assert _unwritable_default(unwritable, unwritable) is False  # named: tried, and warns
+    assert _unwritable_default("/tmp/elsewhere.db", None) is False

@@ -8,6 +8,7 @@ store, within about ``busy_s``, never a hang or a traceback; a corrupt file is m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -168,18 +169,23 @@ def test_tombstones_are_kept_per_guid(path):
 def test_prune_drops_what_is_past_retention_and_keeps_the_rest(path):
     with HistoryStore(path) as store:
         store.record([sample(-9 * DAY, guid=OTHER)])
+        store.record([sample(-9 * DAY)])
         store.record([sample(-9 * DAY + 60, state=DOWN)])  # opened 9 days ago, still open
         store.add_outages([kernel_outage(-8 * DAY, -8 * DAY + 5), kernel_outage(-DAY, -DAY + 5)])
         old = Tombstone(node_guid=GUID, port=1, device="d", at=NOW - timedelta(days=8), who="a",
                         reason="old")  # fmt: skip
         new = old.model_copy(update={"at": NOW - timedelta(days=1), "reason": "new"})
+        other = old.model_copy(update={"node_guid": OTHER, "reason": "other"})
         store.clear(old)
         store.clear(new)
+        store.clear(other)
         store.record([sample(-60, guid=OTHER, link_downed=1)])
         store.prune(NOW, retention_s=7 * DAY)
         starts = sorted((o.start - NOW).total_seconds() for o in everything(store))
         assert starts == [-9 * DAY + 60, -DAY]
-        assert store.tombstones([GUID]) == [new]
+        # the old tombstone still clears the outage open since before it: kept with it
+        assert store.tombstones([GUID]) == [old, new]
+        assert store.tombstones([OTHER]) == []  # old, and nothing open it clears: gone
         since_ever = NOW - timedelta(days=3650)
         assert store.sample_count([GUID], since=since_ever) == 0
         assert store.sample_count([OTHER], since=since_ever) == 1
@@ -268,7 +274,7 @@ def write_version_0(path: str, how: str) -> None:
 def test_a_version_0_file_is_migrated(path, how):
     write_version_0(path, how)
     with HistoryStore(path) as store:
-        store.record([sample(0, state=DOWN)])
+        store.record([sample(-1), sample(0, state=DOWN)])
         assert len(everything(store)) == 1
     assert meta(path, "schema_version") == str(SCHEMA_VERSION)
 
@@ -344,7 +350,7 @@ def test_a_garbage_file_is_moved_aside_and_a_fresh_store_works(path):
     with HistoryStore(path) as store:
         (note,) = store.notes
         assert "corrupt" in note and path in note and "\n" not in note
-        store.record([sample(0, state=DOWN)])
+        store.record([sample(-1), sample(0, state=DOWN)])
         assert len(everything(store)) == 1
     aside = [n for n in os.listdir(os.path.dirname(path)) if ".corrupt-" in n]
     assert len(aside) == 1 and aside[0] in note
@@ -367,7 +373,7 @@ def test_a_truncated_file_is_moved_aside_when_found_and_a_fresh_store_works(path
     os.truncate(path, int(size * keep) // 4096 * 4096)
     with HistoryStore(path) as store:
         # the damage shows when the missing pages are read: at opening or at the first use
-        store.record([sample(10_000, state=DOWN)])
+        store.record([sample(9_999), sample(10_000, state=DOWN)])
         found = everything(store)
         assert store.notes and "corrupt" in store.notes[0] and path in store.notes[0]
         assert [o.start for o in found] == [NOW + timedelta(seconds=10_000)]
@@ -460,7 +466,7 @@ def test_a_damaged_table_found_only_in_use_is_moved_aside_then(path):
             f.write(b"\xde\xad" * (page_size // 2))
     with HistoryStore(path) as store:
         assert store.notes == []  # it opened: the damage is not seen yet
-        store.record([sample(10_000, state=DOWN)])
+        store.record([sample(9_999), sample(10_000, state=DOWN)])
         assert store.notes and "corrupt" in store.notes[0]
         assert [o.start for o in everything(store)] == [NOW + timedelta(seconds=10_000)]
 
@@ -592,3 +598,29 @@ def test_a_second_store_in_one_process_never_costs_the_first_its_writes(path):
         assert another_process(seen) == repr([(start, end)])
     finally:
         monitor.close()
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm"])
+def test_a_link_beside_the_store_is_refused_not_followed(path, suffix, tmp_path):
+    HistoryStore(path).close()
+    for leftover in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + leftover)
+    target = tmp_path / "elsewhere"
+    os.symlink(target, path + suffix)
+    with pytest.raises(HistoryError) as raised:
+        HistoryStore(path)
+    assert path + suffix in str(raised.value) and "\n" not in str(raised.value)
+    assert not target.exists()
+
+
+def test_a_row_ibdiag_cannot_read_is_one_error_not_a_traceback(path):
+    with HistoryStore(path) as store:
+        store.record([sample(0), sample(60, state=DOWN)])
+    db = sqlite3.connect(path)
+    db.execute("UPDATE outages SET source = 'a-later-ibdiag'")
+    db.commit()
+    db.close()
+    with HistoryStore(path) as store, pytest.raises(HistoryError) as raised:
+        everything(store)
+    assert "a row it cannot read" in str(raised.value) and path in str(raised.value)

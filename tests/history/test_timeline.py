@@ -33,11 +33,19 @@ def test_healthy_port_steps_to_nothing():
     assert step(at(0), at(60), open_outage=False) == Step()
 
 
-def test_first_sample_active_is_nothing_and_first_sample_down_opens():
+def test_a_first_sample_opens_nothing_active_or_down():
+    """Down at the first sample ever: never seen ACTIVE, so no flap (link.state grades it)."""
     assert step(None, at(0), open_outage=False) == Step()
-    found = step(None, at(0, state=DOWN), open_outage=False)
-    assert found.opened is not None and found.opened.start == T0 and found.opened.end is None
-    assert found.opened.source == "sample" and not found.opened.bounded
+    assert step(None, at(0, state=DOWN), open_outage=False) == Step()
+
+
+def test_down_after_a_reboot_is_the_subnet_manager_not_a_flap():
+    """The first sample of a new boot finds the port INIT until the SM brings it up."""
+    init = at(100, state=2, boot="boot-b")
+    assert step(at(0), init, open_outage=False) == Step()
+    assert step(init, at(130, boot="boot-b"), open_outage=False) == Step()
+    # and once ACTIVE on the new boot, going down is an outage again
+    assert step(at(130, boot="boot-b"), at(200, state=DOWN, boot="boot-b"), False).opened
 
 
 def test_leaving_active_opens_and_coming_back_closes():
