@@ -124,6 +124,7 @@ class Watcher:
         self.seen: Dict[PortKey, Tuple[PortSample, float]] = {}
         self.gone: Set[PortKey] = set()
         self.pending: List[PortSample] = []
+        self.written: Dict[PortKey, PortSample] = {}  # each port's last sample in the store
         self.dropped = 0
         self.failures = 0
         self._retry_at = 0.0
@@ -213,6 +214,8 @@ class Watcher:
             wait = min(RETRY_MAX_S, self.interval * 2 ** min(self.failures - 1, 30))
             self._retry_at = mono + wait - self.interval / 2  # due on the pass at that tick
             return
+        for sample in self.pending:
+            self.written[sample.key] = sample
         self.pending = []
         self.failures = 0
         self._retry_at = 0.0
@@ -231,10 +234,16 @@ class Watcher:
         if self.store is not None and self._inode != _inode(self.path):
             self._drop_store()
         if self.store is None:
+            before = self._inode
             self.store = HistoryStore(self.path, busy_s=self.busy_s)
             self._inode = _inode(self.path)
             for note in self.store.notes:
                 _err(f"ibdiag watch: {note}")
+            if before is not None and (self._inode != before or self.store.notes):
+                # a new file knows none of the ports: their last written samples go first, so
+                # that a port going down now is seen leaving ACTIVE there (an outage opens only
+                # after an ACTIVE sample on the same boot)
+                self.pending = [*self.written.values(), *self.pending]
         return self.store
 
     def _drop_store(self) -> None:

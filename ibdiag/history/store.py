@@ -26,7 +26,18 @@ import sqlite3
 import stat
 import time
 from datetime import datetime, timezone
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import (
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from pydantic import ValidationError
 
@@ -37,7 +48,7 @@ from ibdiag.history.timeline import FAR_FIELDS, PortSample, step
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 RETENTION_S = 7 * 86400
 MAX_BYTES = 64 * 1024 * 1024
 BUSY_S = 2.0
@@ -58,7 +69,7 @@ _SAMPLE_TYPES_V1 = (
     "link_downed INTEGER, link_error_recovery INTEGER, symbol_error INTEGER, source TEXT"
 )
 # Each step takes the file from version N-1 to N.
-_MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
+_MIGRATIONS: Tuple[Tuple[Union[str, Callable[[sqlite3.Connection], None]], ...], ...] = (
     (
         "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"CREATE TABLE IF NOT EXISTS last_sample ({_SAMPLE_TYPES_V1}, "
@@ -77,24 +88,34 @@ _MIGRATIONS: Tuple[Tuple[str, ...], ...] = (
     # 2: the window's read (a node's outages that end after ``since``, or are open) walks an
     # index instead of every outage of the node's GUIDs (benchmarks/bench_history.py).
     ("CREATE INDEX IF NOT EXISTS outages_guid_end ON outages (node_guid, end)",),
-    # 3: the far end's LinkDownedCounter, LinkErrorRecoveryCounter and SymbolErrorCounter in
-    # each sample, and each port's link-down events
-    # since the store began (the counter ibdiag_port_link_down_events_total), counted from the
+    # 3: the far end's LinkDownedCounter in each sample, and each port's link-down events since
+    # the store began (the counter ibdiag_port_link_down_events_total), counted from the
     # outages already there.
     (
-        *(
-            f"ALTER TABLE {table} ADD COLUMN {column} INTEGER"
-            for table in ("last_sample", "samples")
-            for column in ("far_link_downed", "far_link_error_recovery", "far_symbol_error")
-        ),
-        "ALTER TABLE last_sample ADD COLUMN far_end TEXT",
-        "ALTER TABLE samples ADD COLUMN far_end TEXT",
+        lambda db: _add_columns(db, far_link_downed="INTEGER"),
         "CREATE TABLE IF NOT EXISTS port_totals (node_guid TEXT NOT NULL, port INTEGER NOT NULL, "
         "downs INTEGER NOT NULL, PRIMARY KEY (node_guid, port))",
         "INSERT OR REPLACE INTO port_totals SELECT node_guid, port, SUM(downs) FROM outages "
         "GROUP BY node_guid, port",
     ),
+    # 4: the far end's LinkErrorRecoveryCounter and SymbolErrorCounter too, and which far-end
+    # port answered (its counters are compared only while the same one does).
+    (
+        lambda db: _add_columns(
+            db, far_link_error_recovery="INTEGER", far_symbol_error="INTEGER", far_end="TEXT"
+        ),
+    ),
 )
+
+
+def _add_columns(db: sqlite3.Connection, **columns: str) -> None:
+    """Add ``columns`` (name=type) to both sample tables where they are not there yet (a file
+    that a development build of a step already gave some of them)."""
+    for table in ("last_sample", "samples"):
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        for name, kind in columns.items():
+            if name not in have:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
 
 class HistoryError(IbdiagError):
@@ -206,7 +227,10 @@ class HistoryStore:
             self._check_version(db, version)
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _MIGRATIONS[number - 1]:
-                    db.execute(statement)
+                    if callable(statement):
+                        statement(db)
+                    else:
+                        db.execute(statement)
             db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
             )

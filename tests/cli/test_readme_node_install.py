@@ -172,8 +172,10 @@ def test_the_slurm_prolog_finds_the_readme_install_with_no_setting(installed, tm
         assert hook.read_bytes() == Path(REPO, "contrib", "slurm", "ibdiag-slurm-hook").read_bytes()
     run = tmp_path / "run"
     run.mkdir()
+    var_lib = tmp_path / "var-lib"  # the default history store's /var/lib, not this machine's
+    var_lib.mkdir()
     proc = _in_namespace(
-        {**installed, "/run": run, "/sys": Path(GOOD)},
+        {**installed, "/run": run, "/sys": Path(GOOD), "/var/lib": var_lib},
         ["/etc/slurm/ibdiag-prolog"],  # where slurm.conf's Prolog= points
         90,
         env={"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "node1"},  # what slurmd gives: no PATH
@@ -182,6 +184,10 @@ def test_the_slurm_prolog_finds_the_readme_install_with_no_setting(installed, tm
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # nothing to log: ibdiag ran and the node is healthy
+    # the prolog keeps the ports' past in the default store, made 0600 in a new 0700 folder
+    store = var_lib / "ibdiag" / "history.db"
+    assert stat.S_IMODE(os.stat(store).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(store.parent).st_mode) == 0o700
     baseline = run / "ibdiag" / "job-7.json"  # /run/ibdiag/job-7.json in the namespace
     assert stat.S_IMODE(os.stat(baseline).st_mode) == 0o600
     assert '"devices"' in baseline.read_text()

@@ -231,7 +231,7 @@ def meta(path: str, key: str):
 
 def test_a_new_file_gets_the_current_version_wal_and_incremental_vacuum(path):
     HistoryStore(path).close()
-    assert meta(path, "schema_version") == str(SCHEMA_VERSION) == "3"
+    assert meta(path, "schema_version") == str(SCHEMA_VERSION) == "4"
     db = sqlite3.connect(path)
     try:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -298,7 +298,7 @@ def test_a_version_1_file_is_migrated_keeping_its_outages(path):
         assert everything(store)[0].end == NOW
         # version 3 counted the outages already there into the per-port totals
         assert store.down_events([GUID]) == {f"{GUID}/1": 1}
-    assert meta(path, "schema_version") == "3"
+    assert meta(path, "schema_version") == "4"
     db = sqlite3.connect(path)
     try:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
@@ -558,7 +558,7 @@ def test_a_store_locked_while_it_opens_fails_within_busy_s(path):
         db.execute("ROLLBACK")
         db.close()
     HistoryStore(path).close()
-    assert meta(path, "schema_version") == "3"
+    assert meta(path, "schema_version") == "4"
 
 
 def test_a_second_store_in_one_process_never_costs_the_first_its_writes(path):
@@ -624,3 +624,26 @@ def test_a_row_ibdiag_cannot_read_is_one_error_not_a_traceback(path):
     with HistoryStore(path) as store, pytest.raises(HistoryError) as raised:
         everything(store)
     assert "a row it cannot read" in str(raised.value) and path in str(raised.value)
+
+
+@pytest.mark.parametrize("extra", [(), ("far_link_error_recovery", "far_symbol_error")])
+def test_a_version_3_file_gets_the_far_ends_other_columns(path, extra):
+    """Version 3 added far_link_downed (a development build also two of version 4's columns):
+    version 4 adds what is missing, keeps the rows, and a far end is then recorded whole."""
+    os.makedirs(os.path.dirname(path))
+    db = sqlite3.connect(path, isolation_level=None)
+    for step in store_module._MIGRATIONS[:3]:
+        for statement in step:
+            statement(db) if callable(statement) else db.execute(statement)
+    for table in ("last_sample", "samples"):
+        for column in extra:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER")
+    db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    db.execute("INSERT INTO port_totals VALUES (?, 1, 5)", (GUID,))
+    db.close()
+    with HistoryStore(path) as store:
+        store.record([sample(0)._replace(far_link_downed=7, far_symbol_error=2, far_end="0xab/21")])
+        (last,) = store.last_samples()
+        assert (last.far_link_downed, last.far_symbol_error, last.far_end) == (7, 2, "0xab/21")
+        assert store.down_events([GUID]) == {f"{GUID}/1": 5}
+    assert meta(path, "schema_version") == "4"

@@ -150,7 +150,8 @@ def first_open(number: int, path: str, go, report: str) -> None:
     go.wait(30)
     try:
         with HistoryStore(path) as store:
-            store.record([PortSample(guid(number), 1, "mlx5_0", now(), "boot", DOWN)])
+            active = PortSample(guid(number), 1, "mlx5_0", now(), "boot", ACTIVE)
+            store.record([active, active._replace(at=now(), state=DOWN)])
         outcome = "ok"
     except HistoryError as exc:
         outcome = str(exc)
