@@ -54,6 +54,21 @@ class Node:
         self.run(down_at + timedelta(seconds=down_s), ACTIVE)
 
 
+def clear(node: Node, at: datetime, reason: str) -> None:
+    """``ibdiag history clear`` of the node's port, as root, at ``at``."""
+    with HistoryStore(node.store) as store:
+        store.clear(
+            Tombstone(
+                node_guid="0x0c42a10300031a2b",
+                port=1,
+                device=node.name,
+                at=at,
+                who="root",
+                reason=reason,
+            )
+        )
+
+
 def grade(snap: Snapshot, check_id: str, **settings: float) -> List[Result]:
     return run(check_id, snap, Thresholds(**settings))
 
@@ -107,17 +122,7 @@ def test_a_shorter_window_and_count_from_the_config(node):
 def test_a_tombstone_ends_the_finding_and_later_flaps_count_again(node):
     for hour in (1, 2, 3):
         node.flap(T0 + timedelta(hours=hour), 30)
-    with HistoryStore(node.store) as store:
-        store.clear(
-            Tombstone(
-                node_guid="0x0c42a10300031a2b",
-                port=1,
-                device="mlx5_3",
-                at=T0 + timedelta(hours=4),
-                who="root",
-                reason="cable replaced",
-            )
-        )
+    clear(node, T0 + timedelta(hours=4), "cable replaced")
     assert one(grade(node.run(T0 + timedelta(hours=5), ACTIVE), "link.flaps")).observed == 0
     node.flap(T0 + timedelta(hours=6), 30)
     assert one(grade(node.run(T0 + timedelta(hours=7), ACTIVE), "link.flaps")).observed == 1

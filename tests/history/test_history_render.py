@@ -6,7 +6,7 @@ import re
 from datetime import timedelta
 
 from snapshots import device, loaded_registry, snapshot
-from test_history_checks import ACTIVE, DOWN, T0, Node
+from test_history_checks import ACTIVE, DOWN, T0, Node, clear
 
 from ibdiag.grade import grade
 from ibdiag.render.html import history_strips, render
@@ -42,23 +42,10 @@ def test_each_outage_is_a_segment_where_it_fell_in_the_window(tmp_path):
 
 
 def test_the_page_draws_the_strips_and_escapes_what_an_operator_wrote(tmp_path):
-    from ibdiag.facts.history import Tombstone
-    from ibdiag.history.store import HistoryStore
-
     node = Node(str(tmp_path / "h.db"))
     node.run(T0, ACTIVE)
     node.flap(T0 + timedelta(hours=1), 30)
-    with HistoryStore(node.store) as store:
-        store.clear(
-            Tombstone(
-                node_guid="0x0c42a10300031a2b",
-                port=1,
-                device="mlx5_3",
-                at=T0 + timedelta(hours=2),
-                who="root",
-                reason="<script>alert(1)</script> swapped",
-            )
-        )
+    clear(node, T0 + timedelta(hours=2), "<script>alert(1)</script> swapped")
     page = render(graded(node.run(T0 + timedelta(hours=3), ACTIVE)))
     assert "<h2>Link history (last 12h)</h2>" in page
     assert len(re.findall(r'<div class="strip">', page)) == 1
