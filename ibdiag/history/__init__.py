@@ -13,10 +13,6 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional
 
-from ibdiag.facts.history import guid_key, node_keys
-
-__all__ = ["DEFAULT_PATH", "ENVIRONMENT", "guid_key", "node_keys", "store_path"]
-
 DEFAULT_PATH = "/var/lib/ibdiag/history.db"
 ENVIRONMENT = "IBDIAG_HISTORY"  # a path, or "off"; --history and --no-history win over it
 

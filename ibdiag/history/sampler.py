@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from datetime import datetime, timezone
 from typing import List, Optional, Tuple
 
 from ibdiag.facts.history import node_keys
 from ibdiag.history.timeline import PortSample
+from ibdiag.sources import sysfs_values
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
 _PAGE = 4096
-_RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec(?:\s*\(\s*(\d+X)\b)?")
 _COUNTERS = ("link_downed", "link_error_recovery", "symbol_error")
 _GONE = (errno.ENOENT, errno.ENOTDIR)
 
@@ -147,16 +146,20 @@ def parse_enum(text: Optional[str]) -> Optional[int]:
 
 
 def parse_rate(text: Optional[str]) -> Tuple[Optional[float], Optional[str]]:
-    """ "200 Gb/sec (4X HDR)" -> (200.0, "4X"); "10 Gb/sec (4X)" -> (10.0, "4X");
-    "2.5 Gb/sec" -> (2.5, None); anything else (None, None)."""
-    match = _RATE.match(text or "")
-    if match is None:
+    """ "200 Gb/sec (4X HDR)" -> (200.0, "4X"); "2.5 Gb/sec" -> (2.5, None): the collector's
+    parser (``ibdiag.sources.sysfs_values``), so a monitor's sample and a run's read one rate
+    alike; anything else (None, None)."""
+    try:
+        rate = sysfs_values.parse_rate(text or "")
+    except ValueError:
         return None, None
-    return float(match.group(1)), match.group(2)
+    return rate.gbps, rate.width
 
 
 def parse_counter(text: Optional[str]) -> Optional[int]:
-    """A counter's decimal value; None when it is not a non-negative whole number."""
-    if text is None or not (text.isascii() and text.isdigit()):
+    """A counter's value by the collector's rules (a non-negative decimal of at most 64 bits);
+    None when it is not one."""
+    try:
+        return sysfs_values.parse_counter(text) if text is not None else None
+    except ValueError:
         return None
-    return int(text)
