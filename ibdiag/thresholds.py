@@ -213,6 +213,42 @@ class Thresholds(BaseModel):
         description="A port down at least this long within flap_window_s fails link.drop "
         "(4 min, as gpud's drop).",
     )
+    # -- the physical layer: module and ASIC temperature, FEC, BER (checks/phy_*.py) -----------
+    temperature_margin_c: float = Field(
+        default=5.0,
+        ge=0,
+        le=100,
+        description="A module or ASIC sensor within this many degrees C of its own critical "
+        "threshold warns phy.temperature; at or over it fails.",
+    )
+    ber_warn: float = Field(
+        default=1e-12,
+        gt=0,
+        lt=1,
+        description="An effective (post-FEC) bit error rate above this warns phy.ber: the "
+        "InfiniBand specification's 1e-12 link BER objective.",
+    )
+    ber_fail: float = Field(
+        default=1e-9,
+        gt=0,
+        lt=1,
+        description="An effective bit error rate above this fails phy.ber: three decades past "
+        "the objective, where links retrain and lose packets.",
+    )
+    fec_outlier_factor: float = Field(
+        default=10.0,
+        gt=1,
+        le=1e9,
+        description="A lane (or port) whose corrected FEC blocks exceed this many times the "
+        "median of its sibling lanes (or of the node's other ports) warns phy.fec.",
+    )
+    fec_outlier_floor: int = Field(
+        default=1000,
+        ge=0,
+        le=MAX_COUNTER,
+        description="Corrected FEC blocks below this count (or increase, with a baseline) are "
+        "never an outlier: a quiet link's few corrections are noise.",
+    )
     counters: Dict[str, CounterRule] = Field(
         default_factory=dict,
         description="Per-counter rules over the catalogue's defaults, by counter name.",
