@@ -56,6 +56,12 @@ _SETTINGS: Dict[str, Tuple[Any, str, str]] = {
         "... or when at least 2 nodes fail on it and their failing ports are this share of the "
         "node ports cabled to it [default: 0.5].",
     ),
+    "cable_lot_min_ports": (
+        int,
+        "N",
+        "List a cable part number and lot when N or more of its cables have physical-layer "
+        "findings (phy.*) [default: 2].",
+    ),
 }
 
 

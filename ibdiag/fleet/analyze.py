@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ibdiag import __version__
+from ibdiag.fleet.cables import find_cable_lots
 from ibdiag.fleet.drift import find_drift, merged_rails
 from ibdiag.fleet.identity import answers_for, stand_in_note
 from ibdiag.fleet.node import CABLE, VERDICTS, NodeSummary
@@ -125,6 +126,7 @@ def analyze(
         drift=find_drift(known, settings),
         switches=switches,
         rail_misplacements=find_rail_misplacements(known, settings),
+        cable_lots=find_cable_lots(known, settings),
         read_problems=list(read_problems[:READ_PROBLEMS_LISTED]),
         read_problem_count=len(read_problems),
         duplicates=list(duplicates),

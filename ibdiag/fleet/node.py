@@ -34,6 +34,7 @@ from ibdiag.fleet.report_view import (
     InspectorSampleView,
     NcclTestsView,
     PartnerView,
+    PortFactsView,
     Reading,
     ReportView,
     ResultView,
@@ -82,6 +83,16 @@ class FarEnd(_Frozen):
     peer_description: Optional[str] = None
 
 
+class CableMake(_Frozen):
+    """Who made a port's cable and which batch: the module's part number (and vendor) and its
+    lot (``CableIdentity.lot``: the EEPROM's date code and lot). A lot with many of its cables
+    failing the physical layer across the fleet is a bad batch, not bad luck."""
+
+    vendor: Optional[str] = None
+    part_number: str
+    lot: Optional[str] = None  # None: the module did not say
+
+
 class PortSummary(_Frozen):
     """One port: where it is (device, rail), how it is, and what failed on it or its cable."""
 
@@ -95,6 +106,7 @@ class PortSummary(_Frozen):
     cable_status: str = "none"  # the worst result naming its cable by both ends
     failing_checks: List[str] = []  # check ids that failed/erred/warned on it or its cable
     far_end: Optional[FarEnd] = None
+    cable: Optional[CableMake] = None  # None: not read (level quick, no mlxlink/mstlink)
 
 
 class HcaSummary(_Frozen):
@@ -305,9 +317,18 @@ def _ports(
                         {r.check_id for r in (*mine, *theirs) if r.status in ATTENTION}
                     ),
                     far_end=_far_end(port.partner, cable_names.get(target)),
+                    cable=_cable(port.facts),
                 )
             )
     return ports
+
+
+def _cable(facts: Optional[PortFactsView]) -> Optional[CableMake]:
+    """The port's cable make, when its module reading named a part number."""
+    identity = facts.module.identity if facts and facts.module else None
+    if identity is None or not identity.part_number:
+        return None
+    return CableMake(vendor=identity.vendor, part_number=identity.part_number, lot=identity.lot)
 
 
 def _far_end(partner: Optional[PartnerView], cable_name: Optional[str]) -> Optional[FarEnd]:

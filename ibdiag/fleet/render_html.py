@@ -45,6 +45,8 @@ SETTINGS: Dict[str, str] = {
     "switch_min_nodes": "a switch is the suspect when at least this many nodes fail on it ...",
     "switch_min_share": "... or 2 or more nodes whose failing ports are at least this share of "
     "the node ports cabled to it",
+    "cable_lot_min_ports": "a cable part number and lot is listed when at least this many of its "
+    "cables have physical-layer findings",
 }
 
 

@@ -19,6 +19,7 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 from ibdiag.fleet.drift import merged_rails, rail_ranges
 from ibdiag.fleet.report import (
+    CableLot,
     Drift,
     FleetReport,
     NodeGroup,
@@ -58,6 +59,10 @@ def render_text(report: FleetReport) -> str:
     lines += _section(
         "rail misplacements (a cable in another rail's switch)",
         map(misplacement_line, report.rail_misplacements),
+    )
+    lines += _section(
+        "cable lots (physical-layer findings by part number and lot)",
+        (line for lot in report.cable_lots for line in cable_lot_lines(lot)),
     )
     if report.missing is not None and report.missing.count:
         lines += ["", "missing (expected, no report):", f"  {_group_hosts(report.missing)}"]
@@ -162,9 +167,38 @@ def switch_lines(switch: SuspectSwitch) -> List[str]:
             f"{switch.flapping_port_count} node port{plural} flapped or dropped on it: "
             f"{inert(switch.flapping_nodes)}"
         )
+    if switch.physical_port_count:
+        plural = "s" if switch.physical_port_count != 1 else ""
+        parts.append(
+            f"{switch.physical_port_count} node port{plural} with physical-layer findings on "
+            f"it: {inert(switch.physical_nodes)}"
+        )
     lines = [f"  {inert(switch.peer_name)}{guid}: " + "; ".join(parts)]
     lines += _port_lines(switch.failing_ports, _checks)
     lines += _port_lines(switch.outlying_ports, _outlying)
+    return lines
+
+
+def cable_lot_lines(lot: CableLot) -> List[str]:
+    """``6 of 8 cables of part MMA4Z00-NS (Mellanox), lot 230512AB: phy.ber, phy.fec on 6 ports
+    of 5 nodes gpu[001-005]; far ends leaf07, leaf09``, then the ports, one a line."""
+    vendor = f" ({inert(lot.vendor)})" if lot.vendor else ""
+    which = f"lot {inert(lot.lot)}" if lot.lot else "lot not given"
+    ends = f"; far ends {', '.join(inert(name) for name in lot.switches)}" if lot.switches else ""
+    nodes = f"{lot.node_count} node{'s' if lot.node_count != 1 else ''}"
+    head = (
+        f"  {lot.port_count} of {lot.cable_count} cables of part {inert(lot.part_number)}{vendor}, "
+        f"{which}: {', '.join(inert(check) for check in lot.checks)} on {lot.port_count} ports "
+        f"of {nodes} {inert(lot.nodes)}{ends}"
+    )
+    lines = [head]
+    for port in lot.ports[:_PORTS_SHOWN]:
+        far = f"<->{inert(port.far_end)}" if port.far_end else ""
+        checks = ", ".join(inert(check) for check in port.checks)
+        lines.append(f"    {inert(port.host)} {inert(port.target)}{far}: {checks}")
+    more = len(lot.ports) - _PORTS_SHOWN
+    if more > 0:
+        lines.append(f"    and {more} more port{'s' if more != 1 else ''}")
     return lines
 
 

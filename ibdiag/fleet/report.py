@@ -41,6 +41,9 @@ class FleetSettings(_Frozen):
       one run are far less likely than one switch (or its power, firmware or uplink) fault; the
       nodes move from "drain" to "switch-suspect" so the ticket goes to the switch, not to 18
       nodes. The share counts ports (a node with two HCAs on the leaf is two of its ports).
+    - ``cable_lot_min_ports`` 2: a cable part number and lot is listed when at least 2 of its
+      cables show a physical-layer finding (``ibdiag.fleet.cables``): one bad cable is that
+      node's finding; two of one lot are worth the vendor's look, with how many the fleet has.
     """
 
     outlier_mad_factor: float = Field(default=3.0, gt=0)
@@ -49,6 +52,7 @@ class FleetSettings(_Frozen):
     rate_floor_per_hour: float = Field(default=1.0, ge=0)
     switch_min_nodes: int = Field(default=3, ge=1)
     switch_min_share: float = Field(default=0.5, gt=0, le=1)
+    cable_lot_min_ports: int = Field(default=2, ge=1)
 
 
 class NodeGroup(_Frozen):
@@ -125,6 +129,36 @@ class SuspectSwitch(_Frozen):
     # fail), failing or not: the cable's switch end is half of every such cable.
     flapping_port_count: int = 0
     flapping_nodes: str = ""  # compressed
+    # Ports whose physical layer (phy.*: temperature, FEC, BER, optics) warned or failed:
+    # many on one switch point at its side of the cables (its ports, optics or cooling).
+    physical_port_count: int = 0
+    physical_nodes: str = ""  # compressed
+
+
+class CablePort(_Frozen):
+    """One node port whose cable's physical layer is not healthy: the ``phy.*`` checks that
+    warned or failed, and the cable's far end (``leaf07/21``) when it was read."""
+
+    host: str
+    target: str  # mlx5_3:1
+    checks: List[str]
+    far_end: Optional[str] = None
+
+
+class CableLot(_Frozen):
+    """Cables of one part number and lot with physical-layer findings on ``port_count`` node
+    ports (of ``cable_count`` such cables the fleet read): a bad batch is the vendor's ticket."""
+
+    vendor: Optional[str] = None
+    part_number: str
+    lot: Optional[str] = None  # None: the modules did not say
+    ports: List[CablePort]
+    nodes: str  # compressed
+    node_count: int
+    port_count: int
+    cable_count: int
+    checks: List[str]
+    switches: List[str] = []  # far-end switches of those ports
 
 
 class RailMisplacement(_Frozen):
@@ -186,6 +220,8 @@ class FleetReport(_Frozen):
     drift: List[Drift] = Field(default_factory=list)
     switches: List[SuspectSwitch] = Field(default_factory=list)
     rail_misplacements: List[RailMisplacement] = Field(default_factory=list)
+    # Cable part numbers and lots with physical-layer findings on several ports.
+    cable_lots: List[CableLot] = Field(default_factory=list)
     # The first READ_PROBLEMS_LISTED inputs that gave no node; read_problem_count counts all.
     read_problems: List[ReadProblem] = Field(default_factory=list)
     read_problem_count: int = 0

@@ -149,6 +149,26 @@ class PartnerView(_View):
     node_type: Text = None
 
 
+class CableIdentityView(_View):
+    """``CableIdentity``: the cable's (or optical module's) make, as its EEPROM says it."""
+
+    vendor: Text = None
+    part_number: Text = None
+    lot: Text = None
+
+
+class ModuleView(_View):
+    """``ModuleReading`` (the port's ``facts["module"]``): only who made the cable."""
+
+    identity: Maybe[CableIdentityView] = None
+
+
+class PortFactsView(_View):
+    """A port's ``facts`` map: the families' facts the fleet reads."""
+
+    module: Maybe[ModuleView] = None
+
+
 class PortView(_View):
     """``Port``: where it is, how it is, and its far end."""
 
@@ -160,6 +180,7 @@ class PortView(_View):
     link_layer: Annotated[Optional[StrictStr], _OrDefault("")] = None
     problems: TextMap = {}
     partner: Maybe[PartnerView] = None
+    facts: Maybe[PortFactsView] = None
 
 
 class DeviceView(_View):

@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from ibdiag.fleet.cables import physical_checks
 from ibdiag.fleet.node import FarEnd, NodeSummary, PortSummary
 from ibdiag.fleet.report import FleetSettings, Outlier, RailMisplacement, SuspectSwitch, SwitchPort
 from ibdiag.hostlist import compress
@@ -78,6 +79,7 @@ class _Switch:
         self.failing: List[SwitchPort] = []
         self.outlying: List[SwitchPort] = []
         self.flapping: Set[Tuple[str, str]] = set()  # (host, node port) whose link flapped
+        self.physical: Set[Tuple[str, str]] = set()  # (host, node port) with a phy.* finding
         self.rails: Counter = Counter()  # rail -> node ports of that rail on this switch
 
     @property
@@ -125,6 +127,8 @@ def _switches(
                 switch.rails[port.rail] += 1
             if FLAP_CHECKS & set(port.failing_checks):
                 switch.flapping.add((node.host, port.target))
+            if physical_checks(port):
+                switch.physical.add((node.host, port.target))
             if fails(port):
                 switch.failing.append(
                     SwitchPort(
@@ -156,15 +160,16 @@ def blame_switches(
 ) -> List[SuspectSwitch]:
     """Every switch with a failing port, a flapping one (``FLAP_CHECKS`` warned or failed on it:
     a flap that fails is also a failing port, which can make a suspect; one that only warns is
-    counted, like an outlier, never for ``suspect``), or a port of a rail in ``outliers`` (those
-    the report lists); suspects first, then by failing, flapping and outlying nodes."""
+    counted, like an outlier, never for ``suspect``), one with a physical-layer finding
+    (``phy.*``, counted alike), or a port of a rail in ``outliers`` (those the report lists);
+    suspects first, then by failing, flapping, physical and outlying nodes."""
     by_rail: RailOutliers = {}
     for outlier in outliers:
         if outlier.rail is not None:
             by_rail.setdefault((outlier.host, outlier.rail), []).append(outlier)
     found = []
     for switch in _switches(nodes, _keys(nodes), by_rail).values():
-        if not switch.failing and not switch.outlying and not switch.flapping:
+        if not (switch.failing or switch.outlying or switch.flapping or switch.physical):
             continue
         failing_nodes = {port.host for port in switch.failing}
         outlying_nodes = {port.host for port in switch.outlying}
@@ -187,6 +192,8 @@ def blame_switches(
                 outlying_node_count=len(outlying_nodes),
                 flapping_port_count=len(switch.flapping),
                 flapping_nodes=compress({host for host, _ in switch.flapping}),
+                physical_port_count=len(switch.physical),
+                physical_nodes=compress({host for host, _ in switch.physical}),
             )
         )
     return sorted(
@@ -195,6 +202,7 @@ def blame_switches(
             not s.suspect,
             -s.failing_node_count,
             -s.flapping_port_count,
+            -s.physical_port_count,
             -s.outlying_node_count,
             natural_key(s.peer_name),
         ),
