@@ -41,6 +41,7 @@ PERFQUERY_MODES = ("x", "basic", "E", "X")
 # the partner port's PMA counters: "perfquery-x" (PortCountersExtended), "perfquery" (plain
 # PortCounters: when -x failed or printed no error counters), "perfquery-E" (PortRcvErrorDetails).
 # "local-portinfo", "perfquery" and "perfquery-E" run only where an earlier answer asks for them.
+# "perfquery-T" (PortExtendedSpeedsCounters: FEC per lane) runs beside "perfquery-x".
 PARTNER_STEPS = (
     "nodeinfo",
     "nodedesc",
@@ -50,6 +51,7 @@ PARTNER_STEPS = (
     "perfquery-x",
     "perfquery",
     "perfquery-E",
+    "perfquery-T",
 )
 
 # Families whose own name holds a dash: their string form has no step.

@@ -20,6 +20,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from pydantic import Field
 
 from ibdiag.facts._base import Fact
+from ibdiag.facts.fec import PortFec
 from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.facts.perfquery import PmaReading
 from ibdiag.roles import Role, RoleField
@@ -129,13 +130,17 @@ class Partner(Fact):
       ``rcv_error_details``: ``perfquery -E`` (PortRcvErrorDetails), read only when
       ``rcv_error_details_matter`` (None too when PortRcvErrors and PortRcvSwitchRelayErrors
       were both 0: the details break those two down, so they were all 0);
+    - ``fec``: the partner port's FEC counters per lane (``perfquery -T``,
+      PortExtendedSpeedsCounters; ``ibdiag.facts.fec.PortFec``), with what became of the run
+      (``fec.outcome``: ``not-supported`` where its PMA does not implement them). Its failure is
+      never in ``unread``: the attribute is optional, so a far end without it is no symptom;
     - ``roles``: the runs of this port's chain (``ibdiag.roles.partner``), ``runs``: what
       became of each, by step (``RunOutcome``: its command line is a result's evidence),
       ``problems``: what the parsers could not make sense of, by step;
     - ``unread``: why each step that gave nothing usable did not (``Unread``), in chain order.
       A far end whose answer is implausible (``ibdiag.facts.partner_ranges``) keeps what names
       it, but none of what would be graded (``port_info``, ``local_port_info``, ``counters``,
-      ``rcv_error_details`` stay None): nonsense is never a graded cable.
+      ``rcv_error_details``, ``fec`` stay None): nonsense is never a graded cable.
     """
 
     node_type: Optional[str] = None
@@ -150,6 +155,7 @@ class Partner(Fact):
     local_port_info: Optional[PortInfo] = None
     counters: Optional[PmaReading] = None
     rcv_error_details: Optional[PmaReading] = None
+    fec: Optional[PortFec] = None
     roles: List[RoleField] = Field(default_factory=list)
     runs: Dict[str, RunOutcome] = Field(default_factory=dict)  # by step
     problems: List[str] = Field(default_factory=list)

@@ -42,6 +42,7 @@ def switch_chain(*, x_capture: Optional[str] = None):
         step("portinfo", "switch-hdr-portinfo.txt"),
         step("portinfo0", "switch-hdr-portinfo0.txt"),
         step("perfquery-E", "switch-hdr-perfquery-E.txt"),
+        ibsim_fec_step(),
     ]
     if x_capture is None:
         runs += [step("perfquery-x", "switch-hdr-perfquery-x.txt"),
@@ -50,6 +51,13 @@ def switch_chain(*, x_capture: Optional[str] = None):
         x = step("perfquery-x")
         runs.append(x.model_copy(update={"stdout": x_capture}))
     return runs
+
+
+def ibsim_fec_step() -> CommandRun:
+    """perfquery -T as the simulator answers it (tests/fixtures/perfquery/ibsim-T-*)."""
+    out = read_capture("perfquery", "ibsim-T-switch-port-unsupported.txt")
+    err = read_capture("perfquery", "ibsim-T-switch-port-unsupported.stderr")
+    return step("perfquery-T", rc=255).model_copy(update={"stdout": out, "stderr": err})
 
 
 def interpret(devices, runs) -> Snapshot:
@@ -115,10 +123,10 @@ def test_steps_the_chain_did_not_need_are_absent_not_failed():
     those fields are None, nothing is a problem, the rest is read as usual."""
     unneeded = {roles.partner(name, TARGET) for name in ("local-portinfo", "perfquery-E")}
     needed = [run for run in switch_chain() if run.role not in unneeded]
-    assert len(needed) == 6
+    assert len(needed) == 7
     found = interpreted(*needed).partner
     assert found.local_port_info is None and found.rcv_error_details is None
-    assert found.problems == [] and len(found.roles) == 6
+    assert found.problems == [] and len(found.roles) == 7
     assert found.counters.counters["SymbolErrorCounter"] == 1234
     assert found.port_info.width_active == "4X"
 
@@ -146,10 +154,11 @@ def test_a_chain_that_failed_at_nodeinfo_is_collected_with_nothing_read():
     why = "needs partner-nodeinfo mlx5_0:1, which did not succeed: smpquery timed out"
     later = [
         CommandRun(argv=step(name).argv, role=roles.partner(name, TARGET), skipped=why)
-        for name in ("portinfo", "perfquery-x")
+        for name in ("portinfo", "perfquery-x", "perfquery-T")
     ]
     found = interpreted(*failed, *later).partner
-    assert found.model_copy(update={"unread": [], "runs": {}}) == Partner(
+    assert found.fec is not None and found.fec.outcome.no_data == NoData.NOT_STARTED
+    assert found.model_copy(update={"unread": [], "runs": {}, "fec": None}) == Partner(
         roles=[roles.partner(name, TARGET) for name in roles.PARTNER_STEPS
                if name not in source.CONDITIONAL_STEPS])  # fmt: skip
     # killed at the command timeout: a local hang, each named; the rest never started

@@ -242,7 +242,7 @@ def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_
         assert runs[roles.partner("nodeinfo", target)].timed_out
         for step in ("nodedesc", "portinfo0"):  # asked beside nodeinfo
             assert runs[roles.partner(step, target)].succeeded
-        for step in ("portinfo", "perfquery-x"):
+        for step in ("portinfo", "perfquery-x", "perfquery-T"):
             run = runs[roles.partner(step, target)]
             assert run.rc is None and run.duration_s == 0.0, run
             assert run.skipped.startswith(
@@ -256,7 +256,7 @@ def test_a_partner_that_does_not_answer_times_out_and_the_rest_never_starts(tmp_
             source.LOCAL_PORT,
         ]
     found = snap.devices[0].ports[0].partner
-    assert found.node_type is None and len(found.roles) == 5
+    assert found.node_type is None and len(found.roles) == 6
     # nodedesc and port 0 were asked at once with nodeinfo (the stubs answer them)
     assert found.description == "MF0;leaf07:MQM8700/U1" and found.counters is None
 

@@ -14,7 +14,8 @@ that port's checks say why its far end is unknown.
 **What it gives**: ``Port.partner`` (``ibdiag.facts.partner.Partner``) on every port a chain
 was run for. A port's runs are found by role (``partner-nodeinfo mlx5_0:1``,
 ``partner-nodedesc``, ``partner-portinfo``, ``partner-portinfo0``, ``partner-local-portinfo``,
-``partner-perfquery-x``, ``partner-perfquery``, ``partner-perfquery-E``). Each run that exited
+``partner-perfquery-x``, ``partner-perfquery``, ``partner-perfquery-E``,
+``partner-perfquery-T``). Each run that exited
 0 is parsed (stdout and stderr: ``smpquery`` here, perfquery by
 ``ibdiag.families.perfquery.parse_perfquery``); a port with runs but none that succeeded gets
 a ``Partner`` with nothing read, so "collected and failed" differs from "not collected"
@@ -23,7 +24,9 @@ step gave nothing usable is judged once, here (``unread``), as ``Partner.unread`
 read those and never a run. A step the chain did not need (``local-portinfo``, plain
 ``perfquery``, ``perfquery-E``: run only on an earlier answer) has no run: its field is None,
 as for a bundle recorded before the chain read them only where needed, and nothing here treats
-it as a failure.
+it as a failure. ``perfquery -T`` (FEC per lane, ``Partner.fec``) is optional: what became of
+it is the fact's own outcome, never an ``unread`` symptom (the ibsim simulator and many PMAs
+answer ``cannot query PortExtendedSpeedsCounters``).
 """
 
 from __future__ import annotations
@@ -142,7 +145,10 @@ def port_partner(
             readings[step] = None
     virtual = dev is not None and (is_virtual_function(dev) or not _has_pma(port))
     smp_answered = bool(found.get("nodeinfo") and found["nodeinfo"].succeeded)
+    fec = _fec(found.get("perfquery-T"), lid, update.get("port"), target)
     for step, run in found.items():
+        if step == FEC_STEP:  # optional: its failure is the fact's outcome, never a symptom
+            continue
         judgement = why_unread(
             step, run, target, virtual_function=virtual, smp_answered=smp_answered
         )
@@ -155,6 +161,7 @@ def port_partner(
         local_port_info=port_info_of(found.get("local-portinfo")),
         counters=pma_counters(readings["perfquery-x"], readings["perfquery"]),
         rcv_error_details=readings["perfquery-E"],
+        fec=fec,
         roles=[run.role for run in found.values() if run.role is not None],
         runs=outcomes,
         problems=problems,
@@ -230,8 +237,33 @@ def _own_guid_problem(
 def _ungraded(partner: Partner) -> Partner:
     """``partner`` with nothing left to grade: an implausible far end is named, not graded."""
     return partner.model_copy(
-        update=dict(port_info=None, local_port_info=None, counters=None, rcv_error_details=None)
+        update=dict(
+            port_info=None, local_port_info=None, counters=None, rcv_error_details=None, fec=None
+        )
     )
+
+
+FEC_STEP = "perfquery-T"
+
+
+def _fec(run: Optional[CommandRun], lid: Optional[int], port: Optional[int], target: str):
+    """The far end's ``perfquery -T`` (``ibdiag.families.perfquery_fec.port_fec``); None when
+    it was not run. An answer naming another LID or port than the far end's is implausible:
+    nothing of it is kept but why."""
+    from ibdiag.facts.fec import PortFec
+    from ibdiag.families.perfquery_fec import port_fec
+
+    if run is None:
+        return None
+    fec = port_fec(run)
+    wrong = None
+    if fec.layout is not None:
+        wrong = answer_problem(fec.lid, fec.port, None, lid, port)
+    if wrong is None or fec.outcome is None:
+        return fec
+    why = f"the far end of {target} answered what cannot be: {wrong} (`{fec.outcome.command}`)"
+    outcome = fec.outcome.model_copy(update={"no_data": NoData.IMPLAUSIBLE, "reason": why})
+    return PortFec(outcome=outcome)
 
 
 def _in_chain_order(unread: List[Unread]) -> List[Unread]:

@@ -10,8 +10,10 @@ one hop: whatever the cable plugs into), one chain of steps, each run recorded w
    ``smpquery -D portinfo 0,1 0`` (port 0: a switch's LID, where its PMA answers), neither of
    which needs LocalPort;
 2. ``smpquery -D portinfo 0,1 LOCALPORT`` (its port's state, widths, speeds) and, for a switch
-   (its LID known), beside it ``perfquery -x LID LOCALPORT``; for a CA (back to back: its LID is
-   in that PortInfo, its port 0 was read for nothing) -x after it;
+   (its LID known), beside it ``perfquery -x LID LOCALPORT`` and ``perfquery -T LID LOCALPORT``
+   (PortExtendedSpeedsCounters: FEC per lane; optional, many PMAs answer that they cannot); for
+   a CA (back to back: its LID is in that PortInfo, its port 0 was read for nothing) -x and -T
+   after it;
 3. only where it can matter, ``smpquery -D portinfo 0 PORT``: our own port's PortInfo (what it
    enables and supports, which sysfs does not say), needed for "could be 4X" only when the
    partner enables and supports more than the link runs at, or to know our width/speed when
@@ -25,8 +27,8 @@ one hop: whatever the cable plugs into), one chain of steps, each run recorded w
 
 A step that was not needed (local-portinfo, the plain perfquery, -E) is not run and not
 recorded: its absence is not a failure, and its fact stays None (``Partner``). A healthy
-switch partner with the extended counters costs 5 tool runs in 2 dependent waves (nodeinfo,
-nodedesc, portinfo0; portinfo, perfquery -x).
+switch partner with the extended counters costs 6 tool runs in 2 dependent waves (nodeinfo,
+nodedesc, portinfo0; portinfo, perfquery -x, perfquery -T).
 
 Every port's chain runs in a thread of its own, all at once; each chain is sequential where a
 step needs an earlier one's answer. They run through the collection's one ``Runner`` (its
@@ -97,7 +99,12 @@ def _perfquery(device: str, number: int, mad_ms: int, flags: Tuple[str, ...], li
             str(lid), str(port)]  # fmt: skip
 
 
-_PERFQUERY_FLAGS = {"perfquery-x": ("-x",), "perfquery": (), "perfquery-E": ("-E",)}
+_PERFQUERY_FLAGS = {
+    "perfquery-x": ("-x",),
+    "perfquery": (),
+    "perfquery-E": ("-E",),
+    "perfquery-T": ("-T",),
+}
 
 
 def steps(device: str, number: int, mad_ms: int, local_port=LOCAL_PORT, lid=LID) -> Dict[str, Step]:
@@ -203,7 +210,7 @@ def read_partner(
     if wrong is not None:  # nonsense is never used to plan the next command
         why = chain.unusable("nodeinfo", f"its answer cannot be: {wrong}")
     if why is not None or who is None:
-        for step in ("portinfo", "perfquery-x"):
+        for step in ("portinfo", "perfquery-x", "perfquery-T"):
             chain.never_started(planned[step], why or "")
         return chain.runs
 
@@ -213,7 +220,9 @@ def read_partner(
         lid, why = _lid(chain, "portinfo0", port0)
         if why is None:
             planned = steps(device, number, mad_ms, local_port=who.local_port, lid=lid)
-            info, extended_run = chain.run(planned["portinfo"], planned["perfquery-x"])
+            info, extended_run, _ = chain.run(
+                planned["portinfo"], planned["perfquery-x"], planned["perfquery-T"]
+            )
         else:
             (info,) = chain.run(planned["portinfo"])
     else:  # a CA's LID is in the PortInfo of its port
@@ -226,11 +235,12 @@ def read_partner(
         pending.append(planned["local-portinfo"])
     if why is not None:
         chain.never_started(planned["perfquery-x"], why)
+        chain.never_started(planned["perfquery-T"], why)
         chain.run(*pending)
         return chain.runs
 
     if extended_run is None:
-        extended_run = chain.run(planned["perfquery-x"], *pending)[0]
+        extended_run = chain.run(planned["perfquery-x"], planned["perfquery-T"], *pending)[0]
         pending = []
     extended = reading(extended_run)
     basic = None
