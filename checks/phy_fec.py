@@ -8,7 +8,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 from ibdiag import roles
 from ibdiag.counters.deltas import compare
 from ibdiag.facts.fec import PortFec, fec_role
-from ibdiag.facts.partner import Partner, cable_name
+from ibdiag.facts.partner import CABLE, Partner, cable_name
 from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.outcome_results import skipped
 from ibdiag.registry import check
@@ -40,6 +40,7 @@ class _Basis(NamedTuple):
     uncorrected: Optional[int]
     corrected: Optional[int]  # the port's corrected blocks
     lanes: Dict[int, int]  # corrected per lane in use (blocks, or RS-FEC symbols)
+    layout: Optional[str] = None  # ports are compared only with ports of the same layout
 
 
 @check(
@@ -99,6 +100,8 @@ def _local_side(dev: Device, port: Port, old: Optional[Port]) -> _Side:
 
 def _far_side(dev: Device, port: Port, partner: Partner, baseline: Optional[Snapshot]) -> _Side:
     target = cable_name(dev.target(port), partner)
+    if target == dev.target(port):  # nothing names the far end: still not our own port
+        target = f"{target}{CABLE}?"
     then = _previous_far_end(baseline, partner) if baseline is not None else None
     width = partner.port_info.width_active if partner.port_info is not None else None
     if width is None and port.rate is not None:
@@ -158,17 +161,22 @@ def _basis(fec: PortFec, then: Optional[PortFec], width: Optional[str]) -> _Basi
     now_lanes = {lane: value for lane, value in fec.lane_corrected().items() if lane in lanes}
     usable = then is not None and then.read and then.layout == fec.layout
     if then is None or not usable:
-        return _Basis(False, False, fec.uncorrected_blocks, fec.corrected_blocks, now_lanes)
+        return _Basis(
+            False, False, fec.uncorrected_blocks, fec.corrected_blocks, now_lanes, fec.layout
+        )
     old_lanes = then.lane_corrected()
     pairs = [(fec.uncorrected_blocks, then.uncorrected_blocks),
              (fec.corrected_blocks, then.corrected_blocks),
              *((value, old_lanes.get(lane)) for lane, value in now_lanes.items())]  # fmt: skip
     if any(now is not None and old is not None and now < old for now, old in pairs):
-        return _Basis(False, True, fec.uncorrected_blocks, fec.corrected_blocks, now_lanes)
+        return _Basis(
+            False, True, fec.uncorrected_blocks, fec.corrected_blocks, now_lanes, fec.layout
+        )
     deltas = {lane: value - old_lanes[lane] for lane, value in now_lanes.items()
               if lane in old_lanes}  # fmt: skip
     return _Basis(True, False, _minus(fec.uncorrected_blocks, then.uncorrected_blocks),
-                  _minus(fec.corrected_blocks, then.corrected_blocks), deltas)  # fmt: skip
+                  _minus(fec.corrected_blocks, then.corrected_blocks), deltas,
+                  fec.layout)  # fmt: skip
 
 
 def _minus(now: Optional[int], old: Optional[int]) -> Optional[int]:
@@ -194,7 +202,9 @@ def _grade(side: _Side, fec: PortFec, bases: Dict[str, _Basis], th: Thresholds) 
     others = [
         b.corrected
         for name, b in bases.items()
-        if name != side.target and b.delta == basis.delta and b.corrected is not None
+        if name != side.target
+        and (b.delta, b.layout) == (basis.delta, basis.layout)
+        and b.corrected is not None
     ]
     if basis.corrected is not None and others:
         middle = median(others)
