@@ -8,11 +8,12 @@ runs the family's interpret step shared by collect and replay, and reads the typ
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import pytest
 import stubs as S
-from conftest import read_capture
+from conftest import TESTS_DIR, read_capture
 from snapshots import device, port
 
 from ibdiag import roles
@@ -54,9 +55,12 @@ def switch_chain(*, x_capture: Optional[str] = None):
 
 
 def ibsim_fec_step() -> CommandRun:
-    """perfquery -T as the simulator answers it (tests/fixtures/perfquery/ibsim-T-*)."""
-    out = read_capture("perfquery", "ibsim-T-switch-port-unsupported.txt")
-    err = read_capture("perfquery", "ibsim-T-switch-port-unsupported.stderr")
+    """perfquery -T as the simulator answers it (tests/captures/perfquery-T/ibsim-T-*)."""
+    folder = os.path.join(TESTS_DIR, "captures", "perfquery-T")  # see its SOURCES.md
+    with open(os.path.join(folder, "ibsim-T-switch-port-unsupported.txt")) as handle:
+        out = handle.read()
+    with open(os.path.join(folder, "ibsim-T-switch-port-unsupported.stderr")) as handle:
+        err = handle.read()
     return step("perfquery-T", rc=255).model_copy(update={"stdout": out, "stderr": err})
 
 

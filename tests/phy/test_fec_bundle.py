@@ -11,6 +11,7 @@ import json
 import re
 
 import stubs as S
+from fec_captures import path
 from snapshots import assert_same_snapshot
 from stubs import write_procfs
 from sysfs_builder import mlx5_node, write_node
@@ -24,7 +25,7 @@ from ibdiag.registry import load_registry
 from ibdiag.sources.sysfs import Recording
 from ibdiag.thresholds import Thresholds
 
-HEALTHY = S.fixture("perfquery", "handmade-T-extended-speeds-edr-hca.txt")
+HEALTHY = path("handmade-T-extended-speeds-edr-hca.txt")
 
 
 def _node(tmp_path):

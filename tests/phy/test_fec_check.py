@@ -1,6 +1,6 @@
 """phy.fec: each status on our port and the far end's, with and without a baseline.
 
-Readings are the hand-made healthy layouts (tests/fixtures/perfquery/handmade-T-*), and
+Readings are the hand-made healthy layouts (tests/captures/perfquery-T/handmade-T-*), and
 degraded copies made here (``degraded``: one field changed, named in each test)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from datetime import timedelta
 from typing import List, Optional
 
-from conftest import read_capture
+from fec_captures import capture
 from partner_builders import partner, port_info
 from snapshots import builtin_registry, by_target, device, port, snapshot
 
@@ -20,8 +20,8 @@ from ibdiag.grade import run_check
 from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.thresholds import Thresholds
 
-EXTENDED = read_capture("perfquery", "handmade-T-extended-speeds-edr-hca.txt")
-RS = read_capture("perfquery", "handmade-T-rs-fec-hdr-switch-port21.txt")
+EXTENDED = capture("handmade-T-extended-speeds-edr-hca.txt")
+RS = capture("handmade-T-rs-fec-hdr-switch-port21.txt")
 CABLE = "mlx5_0:1<->leaf07/21"
 
 

@@ -1,7 +1,7 @@
 """perfquery -T (PortExtendedSpeedsCounters) -> ``PortFec``: both layouts, each typed field,
 odd input, and what became of the run (``ibdiag.families.perfquery_fec``).
 
-The healthy texts are hand-made from libibmad's field list (tests/fixtures/perfquery/SOURCES.md);
+The healthy texts are hand-made from libibmad's field list (tests/captures/perfquery-T/SOURCES.md);
 the refusal is the real perfquery 44.0 against the ibsim simulator."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import re
 
 import pytest
 from conftest import read_capture
+from fec_captures import capture
 from snapshots import device, port, snapshot, with_runs
 
 from ibdiag.facts.fec import EXTENDED_SPEEDS, RS_FEC, PortFec, fec_role
@@ -19,10 +20,10 @@ from ibdiag.families import perfquery_fec as family
 from ibdiag.families.perfquery_fec import parse_fec, port_fec
 from ibdiag.model import CommandRun
 
-EXTENDED = read_capture("perfquery", "handmade-T-extended-speeds-edr-hca.txt")
-RS = read_capture("perfquery", "handmade-T-rs-fec-hdr-switch-port21.txt")
-IBSIM_OUT = read_capture("perfquery", "ibsim-T-local-unsupported.txt")
-IBSIM_ERR = read_capture("perfquery", "ibsim-T-local-unsupported.stderr")
+EXTENDED = capture("handmade-T-extended-speeds-edr-hca.txt")
+RS = capture("handmade-T-rs-fec-hdr-switch-port21.txt")
+IBSIM_OUT = capture("ibsim-T-local-unsupported.txt")
+IBSIM_ERR = capture("ibsim-T-local-unsupported.stderr")
 TARGET = "mlx5_0:1"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import List
 
 import stubs as S
-from conftest import read_capture
+from fec_captures import capture
 from snapshots import builtin_registry, by_target, device, port, snapshot
 
 from ibdiag import roles
@@ -21,9 +21,9 @@ from ibdiag.model import CommandRun, Status
 from ibdiag.thresholds import Thresholds
 
 TARGET = "mlx5_0:1"
-RS = read_capture("perfquery", "handmade-T-rs-fec-hdr-switch-port21.txt")
-IBSIM_OUT = read_capture("perfquery", "ibsim-T-switch-port-unsupported.txt")
-IBSIM_ERR = read_capture("perfquery", "ibsim-T-switch-port-unsupported.stderr")
+RS = capture("handmade-T-rs-fec-hdr-switch-port21.txt")
+IBSIM_OUT = capture("ibsim-T-switch-port-unsupported.txt")
+IBSIM_ERR = capture("ibsim-T-switch-port-unsupported.stderr")
 
 
 def step(name: str, capture: str = "", *, rc=0, stdout: str = "", stderr: str = "", **kw):
