@@ -6,6 +6,7 @@ reported. Shared by tests/families/test_standard_level.py and tests/test_schema.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -176,13 +177,20 @@ class Run:
         return "\n".join([self.context, "--- results:", *lines, "--- commands:", *runs])
 
 
+PERFQUERY_T_HEALTHY = os.path.join(
+    S.TESTS_DIR, "captures", "perfquery-T", "handmade-T-extended-speeds-edr-hca.txt"
+)
+
+
 def perfquery_stub() -> str:
-    """-x and plain print a healthy EDR HCA's capture, -E its error details, -X data per SL."""
+    """-x and plain print a healthy EDR HCA's capture, -E its error details, -X data per SL,
+    -T its FEC per lane (hand-made: tests/captures/perfquery-T)."""
     return S.by_args(
         {
             "-x -C *": S.prints(S.fixture(*S.PERFQUERY_X_HEALTHY)),
             "-E -C *": S.prints(S.fixture(*S.PERFQUERY_E)),
             "-X -C *": S.prints_text(S.PERFQUERY_XMIT_SL),
+            "-T -C *": S.prints(PERFQUERY_T_HEALTHY),  # phy.fec: FEC per lane
             # No plain (PortCounters) capture is recorded: the -x one stands in (same names).
             "-C *": S.prints(S.fixture(*S.PERFQUERY_X_HEALTHY)),
         }

@@ -54,7 +54,7 @@ def planned_commands(devices: Sequence[str], netdevs: Sequence[str]) -> List[str
     """What a healthy run executes: plain perfquery runs only when -x fails."""
     keys = []
     for device in devices:
-        keys += [f"perfquery {flag}-C {device} -P 1" for flag in ("-x ", "-E ", "-X ")]
+        keys += [f"perfquery {flag}-C {device} -P 1" for flag in ("-x ", "-E ", "-X ", "-T ")]
     keys += [f"ethtool -S {netdev}" for netdev in netdevs]
     return [*keys, " ".join(KERNEL_LOG), "ibstat", "ibv_devinfo"]
 
@@ -551,7 +551,7 @@ def test_snapshot_standard_is_bounded_by_its_deadline(node, tmp_path):
 
 
 def test_a_flood_of_binary_output_is_capped_per_command_and_in_all(tmp_path, run_cli, monkeypatch):
-    """27 commands each printing 1.5 MB of random bytes: each keeps at most 1 MiB, all of them
+    """33 commands each printing 1.5 MB of random bytes: each keeps at most 1 MiB, all of them
     together at most 16 MiB beyond a 64 KiB floor each; every cut is recorded."""
     import os
 
@@ -566,7 +566,7 @@ def test_a_flood_of_binary_output_is_capped_per_command_and_in_all(tmp_path, run
         node.stubs.add(tool, S.prints(junk))
     run = node.check("--deadline", "60", "--command-timeout", "60")
     show = run.context
-    assert len(run.commands) == 27, sorted(run.commands)
+    assert len(run.commands) == 33, sorted(run.commands)
     kept = 0
     for key, command in run.commands.items():
         assert command["rc"] == 0 and command["stdout_truncated"], (key, show)
