@@ -80,7 +80,7 @@ def phy_fec(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Ite
         local.append(_local_side(dev, port, old))
         if port.partner is not None:
             far.append(_far_side(dev, port, port.partner, baseline))
-    yield from _grade_all(local, th, "perfquery -T was not collected (level quick)")
+    yield from _grade_all(local, th, "perfquery -T was not collected (an older bundle?)")
     yield from _grade_all(far, th, "the far end's perfquery -T was not run")
 
 
@@ -90,12 +90,7 @@ def _local_side(dev: Device, port: Port, old: Optional[Port]) -> _Side:
     fec = _typed(port.facts.get("fec"))
     then = _typed(old.facts.get("fec")) if old is not None else None
     width = port.rate.width if port.rate is not None else None
-    used = (
-        fec.outcome.command
-        if fec is not None and fec.outcome is not None
-        else str(fec_role(target))
-    )
-    return _Side(target, fec, then, width, used)
+    return _Side(target, fec, then, width, _evidence(fec, str(fec_role(target))))
 
 
 def _far_side(dev: Device, port: Port, partner: Partner, baseline: Optional[Snapshot]) -> _Side:
@@ -215,14 +210,21 @@ def _grade(side: _Side, fec: PortFec, bases: Dict[str, _Basis], th: Thresholds) 
             findings.append((Status.WARN, f"{basis.corrected} corrected FEC blocks {since}, above "
                              f"{th.fec_outlier_factor:g}x the median {middle:g} of the node's "
                              "other ports", "fec-port-outlier"))  # fmt: skip
+    odd = (
+        f"; {len(fec.problems)} odd values in perfquery -T: {fec.problems[0]}"
+        if fec.problems
+        else ""
+    )
     if not findings:
-        return Result(target=side.target, status=Status.PASS, observed=basis.uncorrected or 0,
+        read = "uncorrectable FEC blocks not read" if basis.uncorrected is None else (
+            f"0 uncorrectable FEC blocks {since}, expected 0")  # fmt: skip
+        return Result(target=side.target, status=Status.PASS, observed=basis.uncorrected,
                       expected=0, evidence=[side.evidence],
-                      message=f"0 uncorrectable FEC blocks {since}, expected 0; "
-                      f"{fec.lane_unit} per lane {_lanes(basis.lanes)} ({fec.layout})")  # fmt: skip
+                      message=f"{read}; {fec.lane_unit} per lane {_lanes(basis.lanes)} "
+                      f"({fec.layout}){odd}")  # fmt: skip
     worst = max(findings, key=lambda found: _RANK[found[0]])[0]
-    return Result(target=side.target, status=worst, observed=basis.uncorrected or 0, expected=0,
-                  message="; ".join(text for _, text, _ in findings),
+    return Result(target=side.target, status=worst, observed=basis.uncorrected, expected=0,
+                  message="; ".join(text for _, text, _ in findings) + odd,
                   subject=" ".join(word for _, _, word in findings),
                   hint=_HINT, evidence=[side.evidence])  # fmt: skip
 

@@ -189,3 +189,12 @@ def test_ports_of_another_layout_are_not_compared():
     """An EDR port's few corrected blocks are no yardstick for an HDR port's RS-FEC totals."""
     found = by_target(grade(node(fec(EXTENDED), fec(RS, "mlx5_1:1"))))
     assert found["mlx5_1:1"].status == Status.PASS
+
+
+def test_a_reading_cut_short_says_what_was_not_read():
+    """RS-FEC totals missing (output cut short): graded on what was read, saying so."""
+    cut = "\n".join(RS.splitlines()[:-3])
+    result = by_target(grade(node(fec(cut))))["mlx5_0:1"]
+    assert result.status == Status.PASS and result.observed is None
+    assert "uncorrectable FEC blocks not read" in result.message
+    assert "3 fields missing" in result.message
