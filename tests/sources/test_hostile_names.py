@@ -156,7 +156,7 @@ def test_standard_with_a_port_that_is_not_a_port_number(node, odd):
     report = node.check(*STANDARD)
     calls = node.calls()
     perfquery = sorted(call for call in calls if call.startswith("perfquery"))
-    assert perfquery == sorted(f"perfquery -{mode} -C mlx5_1 -P 1" for mode in "xEX"), calls
+    assert perfquery == sorted(f"perfquery -{mode} -C mlx5_1 -P 1" for mode in "xEXT"), calls
     odd_dev = device(report, "mlx5_0")
     assert odd_dev["ports"] == []
     assert odd_dev["problems"] == {f"ports/{odd.decode()}": "not a port number (1..254)"}
