@@ -10,13 +10,14 @@ correcting more and more on one lane is the early sign of a failing cable or opt
 perfquery prints one of two layouts (rdma-core ``infiniband-diags/perfquery.c``
 ``extended_speeds_query``, fields from ``libibmad/fields.c``):
 
-- ``extended-speeds`` (header ``# PortExtendedSpeedsCounters counters: ...``): the FDR/EDR
+- ``extended-speeds`` (header ``# PortExtendedSpeedsCounters counters: ...``): the base
   layout - ``SyncHeaderErrorCounter``, ``UnknownBlockCounter``, then per lane 0..11
   ``ErrorDetectionCounterLaneN`` (16 bits), ``FECCorrectableBlockCtrLaneN`` and
   ``FECUncorrectableBlockCtrLaneN`` (32 bits);
 - ``rs-fec`` (header ``# PortExtendedSpeedsCounters with RS-FEC Active counters: ...``,
-  printed when the PMA's CapabilityMask has IsRSFECCountersSupported, bit 14, and the port's
-  PortInfoExtended says RS-FEC is the active FEC mode): ``SyncHeaderErrorCounter``,
+  printed when the PMA's ClassPortInfo CapabilityMask has bit 14 (libibmad
+  ``IS_PM_RSFEC_COUNTERS_SUP``) and the port's PortInfoExtended, which says it supports FEC
+  modes, has FECModeActive RS-FEC (2) or RS-FEC2 (4)): ``SyncHeaderErrorCounter``,
   ``UnknownBlockCounter``, per lane ``FECCorrectableSymbolCtrLaneN`` (corrected symbols), and
   the port's ``PortFECCorrectableBlockCtr``, ``PortFECUncorrectableBlockCtr``,
   ``PortFECCorrectedSymbolCtr``.
@@ -34,7 +35,7 @@ from ibdiag.facts._base import Fact
 from ibdiag.facts.outcome import RunOutcome
 from ibdiag.roles import Role
 
-EXTENDED_SPEEDS = "extended-speeds"  # per-lane FEC blocks (FDR/EDR FireCode FEC)
+EXTENDED_SPEEDS = "extended-speeds"  # per-lane FEC blocks, corrected and uncorrectable
 RS_FEC = "rs-fec"  # RS-FEC active: per-lane corrected symbols, port block totals
 LAYOUTS = (EXTENDED_SPEEDS, RS_FEC)
 LANES = 12
