@@ -19,6 +19,10 @@ _HINT = (
     "reseat, clean or replace the cable or optic at this end (the lane named is the one that "
     "fails first); read its BER and optics (mlxlink/mstlink -m -c); send the bundle"
 )
+_FAR_MISSING = (
+    "no reading of the far end's perfquery -T (an older bundle, or a far end that answered "
+    "what cannot be: see link.partner)"
+)
 _RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
@@ -81,7 +85,7 @@ def phy_fec(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Ite
         if port.partner is not None:
             far.append(_far_side(dev, port, port.partner, baseline))
     yield from _grade_all(local, th, "perfquery -T was not collected (an older bundle?)")
-    yield from _grade_all(far, th, "the far end's perfquery -T was not run")
+    yield from _grade_all(far, th, _FAR_MISSING)
 
 
 def _local_side(dev: Device, port: Port, old: Optional[Port]) -> _Side:

@@ -198,3 +198,11 @@ def test_a_reading_cut_short_says_what_was_not_read():
     assert result.status == Status.PASS and result.observed is None
     assert "uncorrectable FEC blocks not read" in result.message
     assert "3 fields missing" in result.message
+
+
+def test_a_far_end_without_a_reading_is_a_skip_saying_why():
+    """An older bundle, or a far end whose answers were implausible (nothing of it graded)."""
+    p = with_fec(port(1), fec(RS)).model_copy(update={"partner": partner()})
+    found = by_target(grade(snapshot([device("mlx5_0", ports=[p])])))
+    assert found[CABLE].status == Status.SKIP and "older bundle" in found[CABLE].message
+    assert found["mlx5_0:1"].status == Status.PASS
