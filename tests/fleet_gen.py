@@ -289,6 +289,13 @@ def _capture(*parts: str) -> str:
 
 
 @functools.cache
+def _perfquery_t(name: str = "handmade-T-extended-speeds-edr-hca.txt") -> str:
+    path = os.path.join(S.TESTS_DIR, "captures", "perfquery-T", name)
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+@functools.cache
 def _partner_capture(name: str) -> str:
     with open(S.partner_capture(name), encoding="utf-8") as handle:
         return handle.read()
@@ -407,6 +414,16 @@ def _partner_runs(dev: str, number: int, lid: int, far: _Far, counters: Dict[str
             r"^# PortRcvErrorDetails counters: .*$",
             f"# PortRcvErrorDetails counters: Lid {switch_lid} port {far.port}",
             _set_fields(_partner_capture("switch-hdr-perfquery-E.txt"), PortSelect=far.port),
+            count=1,
+            flags=re.M,
+        ),
+        # phy.fec: the switch port's FEC per lane (hand-made RS-FEC: tests/captures/perfquery-T)
+        "perfquery-T": re.sub(
+            r"^# (PortExtendedSpeedsCounters with RS-FEC Active counters): .*$",
+            rf"# \1: Lid {switch_lid} port {far.port}",
+            _set_fields(
+                _perfquery_t("handmade-T-rs-fec-hdr-switch-port21.txt"), PortSelect=far.port
+            ),
             count=1,
             flags=re.M,
         ),
@@ -773,6 +790,7 @@ def _read_only_runs(
         "perfquery-x": _capture(*S.PERFQUERY_X_HEALTHY),
         "perfquery-E": _capture(*S.PERFQUERY_E),
         "perfquery-X": S.PERFQUERY_XMIT_SL,
+        "perfquery_fec-T": _perfquery_t(),  # phy.fec (hand-made: tests/captures/perfquery-T)
         "ethtool-S": _capture(*S.ETHTOOL_S),
         str(roles.GPU_TOPOLOGY): _capture(
             "nvidia_smi_topo", "sglang-issue30401-8xH100-8xmlx5-PIX-rail.txt"

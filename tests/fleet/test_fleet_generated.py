@@ -209,10 +209,10 @@ def test_reports_are_ibdiag_reports(fleet):
         with open(os.path.join(directory, f"{host_name(index, NODES)}.json"), "rb") as handle:
             report = Report.model_validate_json(handle.read())
         assert report.level == "full" and report.snapshot.host == host_name(index, NODES)
-        # the far end per port: nodeinfo, nodedesc, portinfo, portinfo0, perfquery -x (no
-        # width or speed beyond 4X NDR enabled there, no receive errors: neither our own
-        # PortInfo nor -E is needed, ibdiag.families.partner.chain)
-        assert len(report.snapshot.commands) == 8 * 3 + 8 + 4 + 8 * 5 + 8 * 2 + 1
+        # perfquery -x -E -X -T per port; the far end per port: nodeinfo, nodedesc, portinfo,
+        # portinfo0, perfquery -x, -T (no width or speed beyond 4X NDR enabled there, no
+        # receive errors: neither our own PortInfo nor -E is needed, ibdiag.families.partner.chain)
+        assert len(report.snapshot.commands) == 8 * 4 + 8 + 4 + 8 * 6 + 8 * 2 + 1
         assert report.counter_increases is not None
     assert truth["bytes"] / NODES > 500_000  # level standard's size (bench_standard's captures)
 
