@@ -65,7 +65,8 @@ def phy_fec(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Ite
     without a baseline warn ("since the last reset": they may be old). A lane whose corrected
     count is above fec_outlier_factor times the median of its sibling lanes (and above
     fec_outlier_floor) warns naming the lane; a port that far above the node's other ports
-    warns - on the change since the baseline when there is one, else on lifetime totals. The
+    warns - on the change since the baseline when there is one, else on lifetime totals. A
+    counter stuck at its maximum (65535 / 4294967295: PMA counters stop, not wrap) warns. The
     far end is named by both ends (`mlx5_3:1<->leaf07/21`). A PMA without the attribute
     (`cannot query PortExtendedSpeedsCounters`: the ibsim simulator, older HCAs and switches),
     perfquery missing, refused or timed out is a skip with perfquery's reason.
@@ -192,6 +193,11 @@ def _grade(side: _Side, fec: PortFec, bases: Dict[str, _Basis], th: Thresholds) 
         status = Status.FAIL if basis.delta else Status.WARN
         findings.append((status, f"{basis.uncorrected} uncorrectable FEC blocks {since}, "
                          "expected 0", "uncorrectable-fec"))  # fmt: skip
+    stuck = fec.saturated()
+    if stuck:
+        shown = ", ".join(stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
+        findings.append((Status.WARN, f"{shown} saturated (at its maximum: counts nothing more "
+                         "until reset), expected below", "fec-saturated"))  # fmt: skip
     lane = _lane_outlier(basis.lanes, th)
     if lane is not None:
         number, value, middle = lane

@@ -124,6 +124,31 @@ class PortFec(Fact, fact_name="fec"):
             count = max(counted) + 1 if counted else 1
         return list(range(count))
 
+    def saturated(self) -> List[str]:
+        """The counters stuck at their width's maximum (65535, 4294967295): a PMA counter
+        stops there instead of wrapping, so it counts nothing more until it is reset."""
+        fields = [
+            ("SyncHeaderErrorCounter", self.sync_header_errors, 16),
+            ("UnknownBlockCounter", self.unknown_blocks, 16),
+        ]
+        if self.layout == RS_FEC:  # the extended-speeds totals are sums of lanes, not counters
+            fields += [
+                ("PortFECCorrectableBlockCtr", self.corrected_blocks, 32),
+                ("PortFECUncorrectableBlockCtr", self.uncorrected_blocks, 32),
+                ("PortFECCorrectedSymbolCtr", self.corrected_symbols, 32),
+            ]
+        found = [name for name, value, bits in fields if value == 2**bits - 1]
+        for lane in self.lanes:
+            for name, value, bits in (
+                ("ErrorDetectionCounterLane", lane.error_detection, 16),
+                ("FECCorrectableBlockCtrLane", lane.corrected_blocks, 32),
+                ("FECUncorrectableBlockCtrLane", lane.uncorrected_blocks, 32),
+                ("FECCorrectableSymbolCtrLane", lane.corrected_symbols, 32),
+            ):
+                if value == 2**bits - 1:
+                    found.append(f"{name}{lane.lane}")
+        return found
+
     @property
     def lane_unit(self) -> str:
         return "corrected symbols" if self.layout == RS_FEC else "corrected blocks"

@@ -206,3 +206,15 @@ def test_a_far_end_without_a_reading_is_a_skip_saying_why():
     found = by_target(grade(snapshot([device("mlx5_0", ports=[p])])))
     assert found[CABLE].status == Status.SKIP and "older bundle" in found[CABLE].message
     assert found["mlx5_0:1"].status == Status.PASS
+
+
+def test_a_saturated_counter_warns_naming_it():
+    """A PMA counter stops at its maximum: a saturated one cannot show new errors."""
+    stuck = fec(degraded(EXTENDED, FECCorrectableBlockCtrLane0=4294967295))
+    result = by_target(grade(later(node(stuck)), node(stuck)))["mlx5_0:1"]
+    assert result.status == Status.WARN and "FECCorrectableBlockCtrLane0 saturated" in (
+        result.message
+    )
+    assert "fec-saturated" in result.subject
+    rs = fec(degraded(RS, PortFECUncorrectableBlockCtr=4294967295, SyncHeaderErrorCounter=65535))
+    assert rs.saturated() == ["SyncHeaderErrorCounter", "PortFECUncorrectableBlockCtr"]
