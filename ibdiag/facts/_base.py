@@ -1,9 +1,12 @@
 """The base of every typed fact: frozen, strict about keys, built on first use."""
 
 import importlib
+import inspect
+import os
+import pkgutil
 from typing import Any, Dict, Optional, Type
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler
 
 # Facts kept in a ``facts`` map (of the Snapshot, a Device, a Port) by name: the families that
 # have no named field in the model (``ibdiag.families``: a new family) declare theirs with
@@ -27,11 +30,51 @@ class Fact(BaseModel):
 
 
 def named_fact(name: str) -> Optional[Type[Fact]]:
-    """The Fact class of ``facts[name]``; the families are imported (plugin discovery, by
-    name: the model does not depend on them) when it is not known yet. None: no family has it."""
+    """The Fact class of ``facts[name]``; the families and the facts' modules are imported
+    (plugin discovery, by name: the model does not depend on them) when it is not known yet.
+    None: no family has it."""
     if name not in _NAMED:
-        importlib.import_module("ibdiag.families").families()
+        _import_facts()
     return _NAMED.get(name)
+
+
+def builtin_facts() -> Dict[str, Type[Fact]]:
+    """Every named fact ibdiag itself defines (a module inside this package's directory), by
+    name: what the published schema lists. A site's family (a drop-in module) is left out."""
+    _import_facts()
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return {
+        name: kind
+        for name, kind in sorted(_NAMED.items())
+        if os.path.abspath(inspect.getfile(kind)).startswith(package + os.sep)
+    }
+
+
+def _import_facts() -> None:
+    """Import the families and every module of ``ibdiag.facts`` (a fact a file reader sets,
+    such as the mlx5 hwmon sensors, belongs to no family)."""
+    importlib.import_module("ibdiag.families").families()
+    facts = importlib.import_module("ibdiag.facts")
+    for info in pkgutil.iter_modules(facts.__path__):
+        importlib.import_module(f"ibdiag.facts.{info.name}")
+
+
+class FactsMapSchema:
+    """The JSON Schema of a ``facts`` map: each built-in fact under its name, and any other
+    entry (a site family's) an object. The validation side is ``typed_facts``."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: Any, handler: GetJsonSchemaHandler
+    ) -> Dict[str, Any]:
+        properties = {}
+        for name, kind in builtin_facts().items():
+            kind.model_rebuild()
+            properties[name] = handler(kind.__pydantic_core_schema__)
+        return {
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": {"type": "object"},
+        }
 
 
 def typed_facts(value: Any) -> Any:

@@ -129,6 +129,7 @@ from ibdiag.model import Report, Status
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
 from ibdiag.render.prometheus_history import add_history
+from ibdiag.render.prometheus_phy import add_physical
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -442,6 +443,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         labels = (("device", dev_name), ("port", str(number)), ("ib_port", f"{dev_name}:{number}"))
         loopback.add(labels, gbps * 1e9 / 8)
     add_history(out.family, report)
+    add_physical(out.family, report)
     if compat == "moneo":
         _add_moneo(out, report)
     return out.text()

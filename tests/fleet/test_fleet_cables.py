@@ -37,8 +37,12 @@ def cabled(
         state="ACTIVE",
         status=status if not checks else "warn",
         failing_checks=list(checks),
-        far_end=FarEnd(peer_guid=f"0x0002c90300aa{switch[-2:]}", peer_name=switch,
-                       peer_port=peer_port, peer_type="Switch"),  # fmt: skip
+        far_end=FarEnd(
+            peer_guid=f"0x0002c90300aa{switch[-2:]}",
+            peer_name=switch,
+            peer_port=peer_port,
+            peer_type="Switch",
+        ),
         cable=CableMake(vendor="Mellanox", part_number=part, lot=lot),
     )
 
@@ -57,10 +61,22 @@ def fleet(bad_ports: int = 6, lot_size: int = 8) -> List:
                 checks = ["phy.fec"] if index % 2 else ["phy.ber", "phy.fec"]
             if (index, rail) == (12, 3):
                 checks = ["phy.temperature"]
-            ports.append(cabled(rail, lot, checks, peer_port=index * 4 + rail + 1,
-                                switch="leaf07" if index < 8 else "leaf09"))  # fmt: skip
-        nodes.append(node(host, ports=ports, verdict="WARNING" if any(
-            p.failing_checks for p in ports) else "OK"))  # fmt: skip
+            ports.append(
+                cabled(
+                    rail,
+                    lot,
+                    checks,
+                    peer_port=index * 4 + rail + 1,
+                    switch="leaf07" if index < 8 else "leaf09",
+                )
+            )
+        nodes.append(
+            node(
+                host,
+                ports=ports,
+                verdict="WARNING" if any(p.failing_checks for p in ports) else "OK",
+            )
+        )
     return nodes
 
 
@@ -83,8 +99,16 @@ def test_lots_are_told_apart_by_lot_and_part_and_unknown_lots_group_together():
     nodes = [
         node(h, ports=[cabled(0, lot, ["phy.optics"], part=part)])
         for h, (part, lot) in zip(
-            hosts(7), [(PART, "A1"), (PART, "A1"), (PART, "B2"), ("OTHER", "A1"),
-                       ("OTHER", "A1"), (PART, None), (PART, None)]  # fmt: skip
+            hosts(7),
+            [
+                (PART, "A1"),
+                (PART, "A1"),
+                (PART, "B2"),
+                ("OTHER", "A1"),
+                ("OTHER", "A1"),
+                (PART, None),
+                (PART, None),
+            ],
         )
     ]
     found = {(lot.part_number, lot.lot): lot.port_count for lot in find_cable_lots(nodes, SETTINGS)}
@@ -92,8 +116,9 @@ def test_lots_are_told_apart_by_lot_and_part_and_unknown_lots_group_together():
 
 
 def test_ports_without_a_module_reading_or_phy_finding_count_for_nothing():
-    plain = PortSummary(target="mlx5_0:1", device="mlx5_0", number=1, rail=0,
-                        failing_checks=["phy.fec"])  # fmt: skip
+    plain = PortSummary(
+        target="mlx5_0:1", device="mlx5_0", number=1, rail=0, failing_checks=["phy.fec"]
+    )
     other = cabled(0, BAD_LOT, ["link.flaps", "counters.errors"])
     nodes = [node(h, ports=[p]) for h, p in zip(hosts(4), [plain, plain, other, other])]
     assert find_cable_lots(nodes, SETTINGS) == []
@@ -137,17 +162,31 @@ def test_the_lot_is_read_from_a_reports_port_facts():
                 {
                     "name": "mlx5_0",
                     "ports": [
-                        {"number": 1, "link_layer": "InfiniBand", "facts": {"module": {
-                            "identity": {"vendor": "Mellanox", "part_number": PART,
-                                         "lot": BAD_LOT, "serial": "MT2318FT01234"}}}},
-                        {"number": 2, "link_layer": "InfiniBand", "facts": {"module": {
-                            "identity": {"part_number": 7}}}},
+                        {
+                            "number": 1,
+                            "link_layer": "InfiniBand",
+                            "facts": {
+                                "module": {
+                                    "identity": {
+                                        "vendor": "Mellanox",
+                                        "part_number": PART,
+                                        "lot": BAD_LOT,
+                                        "serial": "MT2318FT01234",
+                                    }
+                                }
+                            },
+                        },
+                        {
+                            "number": 2,
+                            "link_layer": "InfiniBand",
+                            "facts": {"module": {"identity": {"part_number": 7}}},
+                        },
                         {"number": 3, "link_layer": "InfiniBand", "facts": {"module": []}},
                     ],
                 }
             ],
         },
-    }  # fmt: skip
+    }
     ports = summarize(report, "gpu001.json").ports
     assert ports[0].cable == CableMake(vendor="Mellanox", part_number=PART, lot=BAD_LOT)
     assert ports[0].failing_checks == ["phy.ber"]
