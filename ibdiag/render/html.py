@@ -20,6 +20,7 @@ from ibdiag.facts import Fact, fact_fields
 from ibdiag.facts.history import PortKey, node_keys
 from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status
+from ibdiag.render.html_phy import physical_rows
 from ibdiag.render.options import DEFAULT, RenderOptions
 
 # For colouring a cell: a skip (not applicable) never hides that the rest passed.
@@ -310,6 +311,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         others=[r for r in report.results if r.status not in _ATTENTION],
         matrix=port_matrix(report),
         history=history_strips(report),
+        physical=physical_rows(report),
         counts=report.counts(),
         node_status=_worst([r for r in report.results if r.target == "node"]),
         counters=counters,
