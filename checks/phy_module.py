@@ -167,7 +167,12 @@ def _grade_optics(target: str, reading: ModuleReading) -> Result:
                 _judge(value, alarm, warning, f"{name} {what}", unit, fails, warns)
     _judge(reading.temperature_c, reading.temperature_alarm_c, reading.temperature_warning_c,
            "module temperature", "C", fails, warns)  # fmt: skip
-    graded = reading.temperature_c is not None or (not copper and bool(reading.lanes))
+    optics = any(
+        value is not None
+        for lane in reading.lanes
+        for value in (lane.rx_power_dbm, lane.tx_power_dbm, lane.tx_bias_ma)
+    )
+    graded = reading.temperature_c is not None or (not copper and optics)
     if fails or warns:
         status = Status.FAIL if fails else Status.WARN
         found = fails or warns
@@ -179,7 +184,11 @@ def _grade_optics(target: str, reading: ModuleReading) -> Result:
             evidence=_evidence(reading),
         )  # fmt: skip
     if not graded:
-        what = "a copper cable without optics" if copper else "no optics or temperature read"
+        what = (
+            "a copper cable without optics"
+            if copper
+            else "no optical power, bias or temperature read (N/A)"
+        )
         return skipped(target, f"{reading.tool}: {what}", reading.run.command)
     lanes = "no optics (copper)" if copper else f"{len(reading.lanes)} lanes"
     temperature = (

@@ -179,7 +179,9 @@ def _judge(run: CommandRun) -> RunOutcome:
         return outcome.model_copy(
             update={"no_data": NoData.NOT_SUPPORTED, "reason": f"{outcome.tool}: {why}"}
         )
-    match = next((line for line in text.splitlines() if _NO_DEVICE.search(line)), None)
+    lines = [line for line in text.splitlines() if _NO_DEVICE.search(line)]
+    # mstflint's own "-E- Failed to open device: ..." says it best; else the first such line.
+    match = next((line for line in lines if "-E-" in line), lines[0] if lines else None)
     if match is not None:
         reason = f"{outcome.tool} cannot open the device from here: {match.strip()[:200]}"
         return outcome.model_copy(update={"no_data": NoData.NO_DEVICE, "reason": reason})
