@@ -31,14 +31,14 @@ def _reading(port: Port) -> Optional[ModuleReading]:
 
 
 def _evidence(reading: ModuleReading) -> List[str]:
-    return [reading.run.command] if reading.run.command else []
+    return [reading.outcome.command] if reading.outcome.command else []
 
 
 def _unread(target: str, reading: Optional[ModuleReading]) -> Optional[Result]:
     """The skip (or the warn of a hung/crashed tool) of a port with no reading."""
     if reading is None:
         return skipped(target, _NOT_COLLECTED, "module")
-    outcome = reading.run
+    outcome = reading.outcome
     if outcome.no_data is None:
         return None
     symptom = outcome.symptom()
@@ -85,7 +85,7 @@ def phy_ber(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
                 why += f" (status {reading.status_code}: {reading.status_message or '?'})"
             elif reading.state and reading.state.lower() != "active":
                 why += f" (port {reading.state})"
-            yield skipped(target, why, reading.run.command)
+            yield skipped(target, why, reading.outcome.command)
             continue
         if ber > th.ber_fail:
             status, bound = Status.FAIL, f"<= {th.ber_fail:.0e} (fail above)"
@@ -189,7 +189,7 @@ def _grade_optics(target: str, reading: ModuleReading) -> Result:
             if copper
             else "no optical power, bias or temperature read (N/A)"
         )
-        return skipped(target, f"{reading.tool}: {what}", reading.run.command)
+        return skipped(target, f"{reading.tool}: {what}", reading.outcome.command)
     lanes = "no optics (copper)" if copper else f"{len(reading.lanes)} lanes"
     temperature = (
         f", {reading.temperature_c:g} C in {reading.temperature_alarm_c}"

@@ -135,7 +135,7 @@ class ModuleReading(Fact, fact_name="module"):
     - ``state``, ``physical_state``, ``speed``, ``width``: "Operational Info";
     - ``status_code``, ``status_message``: the tool's own ``status`` (0, "success");
     - ``problems``: every value that was N/A, out of range or garbage, one line each;
-    - ``run``: the outcome of the run the reading came from (why there is none).
+    - ``outcome``: what became of the run the reading came from (why there is none).
     """
 
     tool: Optional[str] = None
@@ -165,11 +165,11 @@ class ModuleReading(Fact, fact_name="module"):
     status_code: Optional[int] = None
     status_message: Optional[str] = None
     problems: List[str] = Field(default_factory=list)
-    run: RunOutcome
+    outcome: RunOutcome
 
     @property
     def has_data(self) -> bool:
-        return self.run.no_data is None and self.tool is not None
+        return self.outcome.no_data is None and self.tool is not None
 
     @property
     def copper(self) -> bool:

@@ -144,12 +144,12 @@ def reading(first: Optional[CommandRun], second: Optional[CommandRun]) -> Module
                     update={"problems": [*parsed.problems, outcome.reason or "non-zero exit"]}
                 )
                 outcome = outcome.model_copy(update={"no_data": None, "reason": None})
-            return parsed.model_copy(update={"tool": tool, "run": outcome})
+            return parsed.model_copy(update={"tool": tool, "outcome": outcome})
     outcomes = [outcome for _, _, outcome in judged]
     installed = [o for o in outcomes if o.no_data != NoData.NOT_INSTALLED]
     if not installed:
         last = outcomes[-1]
-        return ModuleReading(run=last.model_copy(update={"reason": NEITHER}))
+        return ModuleReading(outcome=last.model_copy(update={"reason": NEITHER}))
     outcome = installed[0]
     if outcome.no_data is None:  # exited 0 but nothing parsed
         parsed = parse_module(tried[outcomes.index(outcome)][1].stdout)
@@ -158,8 +158,8 @@ def reading(first: Optional[CommandRun], second: Optional[CommandRun]) -> Module
             update={"no_data": NoData.GARBAGE, "reason": f"{outcome.tool}: {why}"}
         )
         return ModuleReading(problems=parsed.problems, status_code=parsed.status_code,
-                             status_message=parsed.status_message, run=outcome)  # fmt: skip
-    return ModuleReading(run=outcome)
+                             status_message=parsed.status_message, outcome=outcome)  # fmt: skip
+    return ModuleReading(outcome=outcome)
 
 
 def _has_values(parsed: ModuleReading) -> bool:
@@ -214,11 +214,11 @@ def _load(text: str) -> Any:
 def parse_module(text: Union[str, bytes, None]) -> ModuleReading:
     """mlxlink/mstlink ``--json`` output typed; ``tool`` None (with the reason in
     ``problems``) when it holds no ``result.output`` sections. The caller sets ``tool`` to the
-    program that printed it and ``run`` to its outcome."""
+    program that printed it and ``outcome`` to its run's."""
     placeholder = RunOutcome(command="")
     document = _load(_ANSI.sub("", as_text(text)))
     if not isinstance(document, dict):
-        return ModuleReading(problems=["no JSON object in the output"], run=placeholder)
+        return ModuleReading(problems=["no JSON object in the output"], outcome=placeholder)
     problems: List[str] = []
     code, message = _status(document.get("status"), problems)
     result = document.get("result")
@@ -226,7 +226,7 @@ def parse_module(text: Union[str, bytes, None]) -> ModuleReading:
     if not isinstance(output, dict) or not output:
         problems.append("no result.output sections")
         return ModuleReading(status_code=code, status_message=message, problems=problems,
-                             run=placeholder)  # fmt: skip
+                             outcome=placeholder)  # fmt: skip
     reader = _Reader(output, problems)
     fields = _module_fields(reader)
     fields.update(_counter_fields(reader, fields["lanes"]))
@@ -235,7 +235,7 @@ def parse_module(text: Union[str, bytes, None]) -> ModuleReading:
                       ("Speed", "speed"), ("Width", "width")):  # fmt: skip
         fields[name] = reader.text(operational, key, OPERATIONAL)
     return ModuleReading(tool="parsed", status_code=code, status_message=message,
-                         problems=problems, run=placeholder, **fields)  # fmt: skip
+                         problems=problems, outcome=placeholder, **fields)  # fmt: skip
 
 
 def _status(status: Any, problems: List[str]) -> Tuple[Optional[int], Optional[str]]:

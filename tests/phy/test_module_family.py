@@ -87,7 +87,7 @@ def test_refused_vf_is_a_skip_with_the_reason():
 
     snap = with_runs(snap, refused_run(item))
     found = snap.devices[0].ports[0].facts["module"]
-    assert found.run.no_data == NoData.NOT_STARTED
+    assert found.outcome.no_data == NoData.NOT_STARTED
     for check_id in ("phy.ber", "phy.optics"):
         result = by_target(run(check_id, snap))[TARGET]
         assert result.status == Status.SKIP and "mlxlink needs the PF" in result.message
@@ -98,21 +98,21 @@ def test_refused_vf_is_a_skip_with_the_reason():
 
 def test_mlxlink_reading():
     found = reading_of(ran(MLXLINK, capture(HEALTHY_NAME)))
-    assert found.tool == "mlxlink" and found.run.no_data is None
+    assert found.tool == "mlxlink" and found.outcome.no_data is None
     assert found.identity.serial == "CWJH05025502589"
-    assert found.run.command.startswith("mlxlink -d mlx5_3 -p 1")
+    assert found.outcome.command.startswith("mlxlink -d mlx5_3 -p 1")
 
 
 def test_mlxlink_absent_mstlink_reads():
     found = reading_of(absent(MLXLINK), ran(MSTLINK, capture(HEALTHY_NAME)))
     assert found.tool == "mstlink" and found.effective_ber is not None
-    assert found.run.command.startswith("mstlink")
+    assert found.outcome.command.startswith("mstlink")
 
 
 def test_neither_installed_is_not_installed():
     found = reading_of(absent(MLXLINK), absent(MSTLINK))
-    assert found.tool is None and found.run.no_data == NoData.NOT_INSTALLED
-    assert found.run.reason == family.NEITHER
+    assert found.tool is None and found.outcome.no_data == NoData.NOT_INSTALLED
+    assert found.outcome.reason == family.NEITHER
     result = graded("phy.ber", absent(MLXLINK), absent(MSTLINK))
     assert result.status == Status.SKIP and "neither mlxlink" in result.message
 
@@ -123,8 +123,8 @@ def test_real_mstlink_no_device_output_is_no_device():
     with open(path("mstlink-4.21-no-device.stdout")) as handle:
         stdout = handle.read()
     found = reading_of(absent(MLXLINK), ran(MSTLINK, stdout, rc=1, stderr=stderr))
-    assert found.run.no_data == NoData.NO_DEVICE
-    assert found.run.reason.startswith("mstlink cannot open the device from here: ")
+    assert found.outcome.no_data == NoData.NO_DEVICE
+    assert found.outcome.reason.startswith("mstlink cannot open the device from here: ")
     result = graded("phy.optics", absent(MLXLINK), ran(MSTLINK, stdout, rc=1, stderr=stderr))
     assert result.status == Status.SKIP
 
@@ -132,13 +132,13 @@ def test_real_mstlink_no_device_output_is_no_device():
 def test_no_cable_is_not_supported():
     stdout = '{"result": {}, "status": {"code": 1, "message": "No plugged cable detected"}}'
     found = reading_of(ran(MLXLINK, stdout, rc=1))
-    assert found.run.no_data == NoData.NOT_SUPPORTED
-    assert "No plugged cable detected" in found.run.reason
+    assert found.outcome.no_data == NoData.NOT_SUPPORTED
+    assert "No plugged cable detected" in found.outcome.reason
 
 
 def test_status_error_with_sections_keeps_the_data():
     found = reading_of(ran(MLXLINK, degraded("status-error"), rc=1))
-    assert found.run.no_data is None and found.status_code == 1
+    assert found.outcome.no_data is None and found.status_code == 1
     assert found.identity.part_number == "T-F4GS-BV0"
     result = graded("phy.ber", ran(MLXLINK, degraded("status-error"), rc=1))
     assert result.status == Status.SKIP and "status 1" in result.message
@@ -146,7 +146,7 @@ def test_status_error_with_sections_keeps_the_data():
 
 def test_garbage_exit_0_is_garbage():
     found = reading_of(ran(MLXLINK, "Segmentation fault?"))
-    assert found.run.no_data == NoData.GARBAGE
+    assert found.outcome.no_data == NoData.GARBAGE
 
 
 def test_timed_out_warns_as_a_symptom():

@@ -53,8 +53,8 @@ def test_real_mstlink_without_the_device_is_no_device():
     absent = CommandRun(argv=family.argv(MLXLINK, "mlx5_90", 1),
                         role=module_role(MLXLINK, "mlx5_90:1"), not_found=True)  # fmt: skip
     found = family.reading(absent, run)
-    assert found.run.no_data == NoData.NO_DEVICE, context
-    assert "Failed to open device" in (found.run.reason or ""), context
+    assert found.outcome.no_data == NoData.NO_DEVICE, context
+    assert "Failed to open device" in (found.outcome.reason or ""), context
 
 
 def test_standard_level_with_the_real_mstlink_skips_with_the_reason(tmp_path):
