@@ -60,13 +60,16 @@ def phy_ber(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     links (HDR, NDR, XDR) run with a raw BER around 1e-8..1e-5 by design and rely on FEC.
 
     Why it matters: a cable or optic going bad shows as a rising BER before the link flaps.
-    The 1e-12 objective is the InfiniBand Architecture Specification's link BER (Vol. 2,
-    physical layer: 1e-12 or better, the post-FEC target of FEC-protected speeds) and IEEE
-    802.3's objective for 10-100 Gb/s Ethernet links. ber_fail (1e-9) is ibdiag's own choice,
-    not a standard's: three decades past the objective, where links visibly retrain and lose
-    packets. Above ber_fail fails, above ber_warn warns. No reading (mlxlink/mstlink not
-    installed, a virtual function - mlxlink needs the PF -, no access to the device, no cable,
-    a link down: BER "N/A") is a skip with the reason.
+    1e-12: "The InfiniBand specification requires less than one-bit error per 10^12 bits
+    transmitted" (NVIDIA DGX SuperPOD cabling design guide, "Mixing Widths and Rates"), the
+    default threshold of ibdiagnet's BER test (`--ber_test`, "default threshold=10^-12",
+    ibdiagnet user manual, "Bit Error Rate (BER)"), and IEEE 802.3's BER objective for
+    10-100 Gb/s Ethernet. ber_fail (1e-9) is ibdiag's own choice, not a standard's: three
+    decades past the objective, where links visibly retrain and lose packets. Above ber_fail
+    fails, above ber_warn warns. mlxlink prints "15E-255" when no error was counted since the
+    last clear (its floor): a pass. No reading (mlxlink/mstlink not installed, a virtual
+    function - mlxlink needs the PF -, no access to the device, no cable, a link down: BER
+    "N/A") is a skip with the reason.
 
     What to do: reseat, clean or replace the cable or optic named (vendor, part, serial in the
     report); compare phy.optics and phy.fec at both ends; send the bundle.
