@@ -257,3 +257,14 @@ def test_phy_optics_copper_with_a_temperature_passes():
 
 def test_phy_optics_n_a_skips():
     assert _optics("n-a").status == Status.SKIP
+
+
+def test_level_standard_only_never_quick():
+    from ibdiag import families
+
+    assert family.LEVEL == "standard" and family.SOURCE == "module"
+    assert "module" in families.sources_at("standard")
+    assert "module" not in families.sources_at("full")
+    snap = snapshot([device("mlx5_3")])
+    assert families.plan(snap, ["module"], level="full") == []
+    assert len(families.plan(snap, ["module"], level="standard")) == 1
