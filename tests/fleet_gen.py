@@ -42,7 +42,11 @@ Planted (``plan_fleet``: nodes drawn by the seed among full SUs, each fault on i
 - ``switch``: one leaf where the far-end ports of four nodes fail (the switch side counts
   symbol errors above 120/h, or its link went down): the suspect switch, its nodes
   switch-suspect rather than drained;
-- ``bad_port``: one node elsewhere whose one far-end port went down: drained.
+- ``bad_port``: one node elsewhere whose one far-end port went down: drained;
+- ``bad_lot``: every rail-k cable of one SU comes from one manufacturing lot (each node's
+  ``mlxlink -m -c --json`` says its part number, serial and date code with lot: one lot per
+  SU and rail), and six cables of one lot read an effective BER of 5e-11 (phy.ber warns):
+  the fleet report names that part number and lot, 6 of its 32 cables, on its leaf.
 
 ``truth.json`` says what ``ibdiag fleet report`` must find and nothing more (``fleet_truth``):
 the outliers, drift, switches (with their failing and outlying ports and whether they are the
@@ -126,6 +130,8 @@ VL15_NOISE_SHARE = 0.05  # of ports: a few VL15_dropped a day (reported, never g
 SYMBOL_NOISE_SHARE = 0.003  # of nodes: one or two symbol errors in the day (a warning)
 RATE_PLANTS = (("symbol_error", 480), ("port_rcv_errors", 240))  # per day: 20/h, 10/h
 SWITCH_NODES = 4  # failing nodes on the suspect leaf (FleetSettings.switch_min_nodes is 3)
+BAD_LOT_NODES = 6  # cables of the bad lot with a degraded BER (cable_lot_min_ports is 2)
+BAD_LOT_BER = "5E-11"  # between ber_warn (1e-12) and ber_fail (1e-9): phy.ber warns
 
 
 # --- the plan -----------------------------------------------------------------------------------
@@ -145,6 +151,7 @@ class NodePlan:
     own_errors: Tuple[Tuple[int, str, int], ...] = ()  # (rail, sysfs counter, increase)
     far_errors: Tuple[Tuple[int, str, int], ...] = ()  # (rail, switch-side counter, increase)
     cabled: Tuple[Tuple[int, int], ...] = ()  # (rail, the rail whose leaf its cable lands on)
+    degraded_cables: Tuple[int, ...] = ()  # rails whose cable reads BAD_LOT_BER
 
     @property
     def su(self) -> int:
@@ -229,6 +236,14 @@ def plan_fleet(nodes: int, seed: int) -> FleetPlan:
     for number, index in enumerate(switch_nodes):
         add(index, far_errors=((switch_rail, *far_kinds[number % 2]),))
     add(bad_node, far_errors=((bad_rail, "LinkDownedCounter", 2),))
+    # The bad lot: drawn by a generator of its own, so the plants above stay as they were.
+    lot_rng = random.Random(f"lot:{seed}:{nodes}")  # noqa: S311 - reproducible, not secret
+    lot_su = lot_rng.choice([su for su in range(full_sus) if su not in (switch_su, bad_su)])
+    lot_rail = lot_rng.randrange(RAILS)
+    lot_free = [i for i in in_su(lot_su) if i not in taken and i not in picks]
+    lot_nodes = sorted(lot_rng.sample(lot_free, BAD_LOT_NODES))
+    for index in lot_nodes:
+        add(index, degraded_cables=(lot_rail,))
 
     def item(index: int) -> Dict[str, Any]:
         return {"host": hosts[index], "index": index}
@@ -253,6 +268,13 @@ def plan_fleet(nodes: int, seed: int) -> FleetPlan:
             **item(bad_node),
             "rail": bad_rail,
             "peer_name": leaf_name(bad_su, bad_rail),
+        },
+        "bad_lot": {
+            "part_number": CABLE_PART,
+            "lot": cable_lot(lot_su, lot_rail),
+            "rail": lot_rail,
+            "peer_name": leaf_name(lot_su, lot_rail),
+            "hosts": [hosts[i] for i in lot_nodes],
         },
     }
     return FleetPlan(nodes=nodes, seed=seed, hosts=hosts, planted=planted, truth=truth)
@@ -293,6 +315,34 @@ def _perfquery_t(name: str = "handmade-T-extended-speeds-edr-hca.txt") -> str:
     path = os.path.join(S.TESTS_DIR, "captures", "perfquery-T", name)
     with open(path, encoding="utf-8") as handle:
         return handle.read()
+
+
+CABLE_PART = "T-F4GS-BV0"  # the healthy capture's part number (tests/captures/mlxlink)
+
+
+def cable_lot(su: int, rail: int) -> str:
+    """The lot of SU ``su``'s rail-``rail`` cables as the fleet names it (date code + lot)."""
+    return f"{22 + su // 12:02d}{su % 12 + 1:02d}{rail + 1:02d}A{chr(ord('A') + rail)}"
+
+
+@functools.cache
+def _module_capture() -> Dict[str, Any]:
+    path = os.path.join(S.TESTS_DIR, "captures", "mlxlink", "mlxlink-ndr-osfp-healthy.json")
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _module_json(node: NodePlan, rail: int) -> str:
+    """Rail ``rail``'s ``mlxlink -m -c --json``: the healthy capture with this cable's serial
+    and date code (its lot: one per SU and rail), its BER degraded where planted."""
+    doc = json.loads(json.dumps(_module_capture()))
+    output = doc["result"]["output"]
+    lot = cable_lot(node.su, node.leaf_rail(rail))
+    output["Module Info"]["Vendor Serial Number"] = f"CW{node.index:06d}{rail:02d}"
+    output["Module Info"]["Manufacturing Date"] = "_".join((lot[0:2], lot[2:4], lot[4:6], lot[6:]))
+    if rail in node.degraded_cables:
+        output["Physical Counters and BER Info"]["Effective Physical BER"] = BAD_LOT_BER
+    return json.dumps(doc, indent=1)
 
 
 @functools.cache
@@ -813,6 +863,8 @@ def _read_only_runs(
         kind = f"{role.family}-{role.step}" if role.step else role.family
         if kind in fixed or str(role) in fixed:
             stdout = fixed.get(kind) or fixed[str(role)]
+        elif role.family == "module":
+            stdout = _module_json(node, int(role.target.split(":")[0].rsplit("_", 1)[1]))
         elif planned.role == roles.KERNEL_LOG:
             stdout = _dmesg(node.host, node.kernel, node.fw_ver, node.ofed, rng)
         elif planned.role == roles.IBSTAT:
@@ -1020,6 +1072,17 @@ def fleet_truth(fleet: FleetPlan, written: Iterable[Written]) -> Dict[str, Any]:
         {"peer_name": bad["peer_name"], "suspect": False, "failing_nodes": [bad["host"]],
          "attached_node_count": SU_SIZE, "failing_ports": [failing(bad["host"], bad["rail"])]},
     ]  # fmt: skip
+    lot = planted["bad_lot"]
+    # The bad lot's leaf: listed for its ports' physical-layer findings alone (never a suspect).
+    switches.append(
+        {"peer_name": lot["peer_name"], "suspect": False, "failing_nodes": [],
+         "attached_node_count": SU_SIZE, "failing_ports": [], "physical_nodes": lot["hosts"]}
+    )  # fmt: skip
+    cable_lots = [
+        {"part_number": lot["part_number"], "lot": lot["lot"], "hosts": lot["hosts"],
+         "port_count": len(lot["hosts"]), "cable_count": SU_SIZE, "checks": ["phy.ber"],
+         "switches": [lot["peer_name"]]}
+    ]  # fmt: skip
     # Every outlier on a rail is an outlying port of the leaf that rail lands on (its node's
     # cables all pass: each planted fault is on a node of its own).
     by_leaf = {entry["peer_name"]: entry for entry in switches}
@@ -1056,6 +1119,7 @@ def fleet_truth(fleet: FleetPlan, written: Iterable[Written]) -> Dict[str, Any]:
         "drift": drift,
         "switches": switches,
         "rail_misplacements": misplacements,
+        "cable_lots": cable_lots,
     }
 
 

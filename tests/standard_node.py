@@ -21,7 +21,9 @@ COMMAND_TIMEOUT = 1  # --command-timeout
 SLACK_IN_PROCESS = 4.0  # seconds beyond the deadline: collection after it, grading, rendering
 SLACK_SUBPROCESS = 6.0  # ... plus interpreter start-up and imports on a loaded machine
 
-TOOLS = ("perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo")
+TOOLS = (
+    "perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo", "mlxlink", "mstlink",
+)  # fmt: skip
 COMMAND_CHECKS = {
     "perfquery.errors",
     "perfquery.sl_traffic",
@@ -69,6 +71,8 @@ class Node:
         self.stubs.add("ibv_devinfo", S.prints(self.ibv_devinfo_listing()))
         self.stubs.add("dmesg", S.prints(S.fixture(*S.DMESG_FW_SYNDROME)))
         self.stubs.add("journalctl", S.fails("journalctl: the stub should not have run", 1))
+        self.stubs.add("mlxlink", S.prints(MLXLINK_HEALTHY))
+        self.stubs.add("mstlink", S.fails("mstlink: the stub should not have run", 1))
 
     def ibstat_listing(self, count: int) -> str:
         """A real ibstat capture (mlx5_0..mlx5_8) cut to its first ``count`` CAs."""
@@ -180,6 +184,9 @@ class Run:
 PERFQUERY_T_HEALTHY = os.path.join(
     S.TESTS_DIR, "captures", "perfquery-T", "handmade-T-extended-speeds-edr-hca.txt"
 )
+
+
+MLXLINK_HEALTHY = os.path.join(S.TESTS_DIR, "captures", "mlxlink", "mlxlink-ndr-osfp-healthy.json")
 
 
 def perfquery_stub() -> str:

@@ -85,12 +85,14 @@ class FarEnd(_Frozen):
 
 class CableMake(_Frozen):
     """Who made a port's cable and which batch: the module's part number (and vendor) and its
-    lot (``CableIdentity.lot``: the EEPROM's date code and lot). A lot with many of its cables
-    failing the physical layer across the fleet is a bad batch, not bad luck."""
+    lot - the EEPROM's date code and the vendor's lot code after it (``CableIdentity``
+    ``date_code`` + ``lot``: ``230612AB``), which together name one manufacturing batch. A lot
+    with many of its cables failing the physical layer across the fleet is a bad batch, not bad
+    luck."""
 
     vendor: Optional[str] = None
     part_number: str
-    lot: Optional[str] = None  # None: the module did not say
+    lot: Optional[str] = None  # None: the module gave neither date code nor lot
 
 
 class PortSummary(_Frozen):
@@ -328,7 +330,8 @@ def _cable(facts: Optional[PortFactsView]) -> Optional[CableMake]:
     identity = facts.module.identity if facts and facts.module else None
     if identity is None or not identity.part_number:
         return None
-    return CableMake(vendor=identity.vendor, part_number=identity.part_number, lot=identity.lot)
+    lot = (identity.date_code or "") + (identity.lot or "")
+    return CableMake(vendor=identity.vendor, part_number=identity.part_number, lot=lot or None)
 
 
 def _far_end(partner: Optional[PartnerView], cable_name: Optional[str]) -> Optional[FarEnd]:

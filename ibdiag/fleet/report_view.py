@@ -154,6 +154,7 @@ class CableIdentityView(_View):
 
     vendor: Text = None
     part_number: Text = None
+    date_code: Text = None
     lot: Text = None
 
 

@@ -31,6 +31,7 @@ BUILTIN_FAMILY_LEVELS = {
     # ... and the far end of each cable (smpquery/perfquery over the direct route 0,1)
     "partner": "standard",
     "perfquery_fec": "standard",  # perfquery -T: FEC per lane (issue 24)
+    "module": "standard",  # mlxlink/mstlink -m -c --json: BER, optics, cable identity (issue 24)
     # level full: tests that move traffic, after the read-only commands; and NCCL Inspector
     "perftest": "full",
     "nccl_tests": "full",

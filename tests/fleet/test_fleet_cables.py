@@ -170,7 +170,8 @@ def test_the_lot_is_read_from_a_reports_port_facts():
                                     "identity": {
                                         "vendor": "Mellanox",
                                         "part_number": PART,
-                                        "lot": BAD_LOT,
+                                        "date_code": BAD_LOT[:6],
+                                        "lot": BAD_LOT[6:],
                                         "serial": "MT2318FT01234",
                                     }
                                 }
@@ -182,6 +183,13 @@ def test_the_lot_is_read_from_a_reports_port_facts():
                             "facts": {"module": {"identity": {"part_number": 7}}},
                         },
                         {"number": 3, "link_layer": "InfiniBand", "facts": {"module": []}},
+                        {
+                            "number": 4,
+                            "link_layer": "InfiniBand",
+                            "facts": {
+                                "module": {"identity": {"part_number": PART, "date_code": "230101"}}
+                            },
+                        },
                     ],
                 }
             ],
@@ -191,3 +199,4 @@ def test_the_lot_is_read_from_a_reports_port_facts():
     assert ports[0].cable == CableMake(vendor="Mellanox", part_number=PART, lot=BAD_LOT)
     assert ports[0].failing_checks == ["phy.ber"]
     assert ports[1].cable is None and ports[2].cable is None
+    assert ports[3].cable == CableMake(part_number=PART, lot="230101")

@@ -88,7 +88,10 @@ def test_the_plan_puts_each_fault_on_its_own_node_in_a_full_su():
         *truth["kernel_off"], *truth["ofed_off"], *truth["swapped"], truth["bad_port"],
     ]  # fmt: skip
     hosts = [item["host"] for item in singles] + truth["switch"]["hosts"]
-    assert len(hosts) == len(set(hosts)) == 15 == len(plan.planted)
+    hosts += truth["bad_lot"]["hosts"]
+    assert len(hosts) == len(set(hosts)) == 21 == len(plan.planted)
+    lot_su = truth["bad_lot"]["peer_name"].split("-")[0]  # the lot's leaf: another SU's
+    assert lot_su not in {truth[k]["peer_name"].split("-")[0] for k in ("switch", "bad_port")}
     assert all(index < NODES // 32 * 32 for index in plan.planted)
     assert len({item["rail"] for item in truth["slow_rail"]}) == 3
     switch_leaf, bad_leaf = truth["switch"]["peer_name"], truth["bad_port"]["peer_name"]
@@ -199,7 +202,13 @@ def test_the_groups_are_the_graders_drain_reasons(fleet, summaries):
     rate_hosts = {s["host"] for s in truth["planted"]["rate"]}
     warned = {h for hosts in truth["warnings"].values() for h in hosts}
     assert rate_hosts < warned  # and a few nodes with a stray symbol error or two
-    assert all(reason.endswith(("symbol_error", "port_rcv_errors")) for reason in truth["warnings"])
+    lot_hosts = set(truth["planted"]["bad_lot"]["hosts"])
+    assert lot_hosts < warned
+    for reason, hosts in truth["warnings"].items():
+        if set(hosts) & lot_hosts:  # the bad lot's cables: phy.ber, named with the part number
+            assert set(hosts) <= lot_hosts and " phy.ber " in reason, reason
+        else:
+            assert reason.endswith(("symbol_error", "port_rcv_errors")), reason
 
 
 def test_reports_are_ibdiag_reports(fleet):
@@ -209,10 +218,11 @@ def test_reports_are_ibdiag_reports(fleet):
         with open(os.path.join(directory, f"{host_name(index, NODES)}.json"), "rb") as handle:
             report = Report.model_validate_json(handle.read())
         assert report.level == "full" and report.snapshot.host == host_name(index, NODES)
-        # perfquery -x -E -X -T per port; the far end per port: nodeinfo, nodedesc, portinfo,
-        # portinfo0, perfquery -x, -T (no width or speed beyond 4X NDR enabled there, no
-        # receive errors: neither our own PortInfo nor -E is needed, ibdiag.families.partner.chain)
-        assert len(report.snapshot.commands) == 8 * 4 + 8 + 4 + 8 * 6 + 8 * 2 + 1
+        # perfquery -x -E -X -T and mlxlink per port; the far end per port: nodeinfo,
+        # nodedesc, portinfo, portinfo0, perfquery -x, -T (no width or speed beyond 4X NDR
+        # enabled there, no receive errors: neither our own PortInfo nor -E is needed,
+        # ibdiag.families.partner.chain)
+        assert len(report.snapshot.commands) == 8 * 5 + 8 + 4 + 8 * 6 + 8 * 2 + 1
         assert report.counter_increases is not None
     assert truth["bytes"] / NODES > 500_000  # level standard's size (bench_standard's captures)
 
@@ -342,6 +352,30 @@ def test_the_suspect_switch_and_the_single_bad_port(fleet, fleet_report):
     assert sum(len(s["outlying_ports"]) for s in truth["switches"]) == len(
         planted["slow_rail"]
     ) + len(planted["rate"])
+
+
+def test_the_bad_cable_lot_is_named_and_nothing_else(fleet, fleet_report):
+    """One lot of one part number, 6 of its 32 cables reading a BER phy.ber warns on: the
+    report names that part and lot, those ports and their leaf - and no other lot."""
+    _, truth = fleet
+    _, report, _ = fleet_report
+    found = [
+        {"part_number": lot["part_number"], "lot": lot["lot"],
+         "hosts": sorted(expand(lot["nodes"])), "port_count": lot["port_count"],
+         "cable_count": lot["cable_count"], "checks": lot["checks"], "switches": lot["switches"]}
+        for lot in report["cable_lots"]
+    ]  # fmt: skip
+    assert found == truth["cable_lots"]
+    rail = truth["planted"]["bad_lot"]["rail"]
+    assert {(p["host"], p["target"]) for p in report["cable_lots"][0]["ports"]} == {
+        (host, f"mlx5_{rail}:1") for host in truth["planted"]["bad_lot"]["hosts"]
+    }
+    leaf = {s["peer_name"]: s for s in report["switches"]}[truth["planted"]["bad_lot"]["peer_name"]]
+    assert (leaf["physical_port_count"], sorted(expand(leaf["physical_nodes"]))) == (
+        6,
+        truth["planted"]["bad_lot"]["hosts"],
+    )
+    assert not leaf["suspect"] and leaf["failing_ports"] == []
 
 
 def test_the_swapped_cables_and_nothing_else(fleet, fleet_report):
