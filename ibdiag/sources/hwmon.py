@@ -29,6 +29,10 @@ DRIVER_NAME = "mlx5"  # hwmon_device_register_with_info(dev, "mlx5", ...)
 ATTRIBUTES = ("label", "input", "highest", "crit")
 MIN_C, MAX_C = -60.0, 200.0  # beyond these a reading is garbage, not a temperature
 MODULE_SENSOR_BASE = 64  # to_mtmp_module_sensor_idx(module) = 64 + module
+# MTCAP's sensor_map has 64 bits (the ASIC and platform sensors), plus the one module sensor:
+# a listing with more channels is not the driver's, and reading it all would cost firmware
+# accesses without end.
+MAX_CHANNELS = MODULE_SENSOR_BASE + 1
 UNAVAILABLE = "no hwmon temperatures (kernel before 6.5, a VF, or not an mlx5 HCA)"
 
 _HWMON_DIR = re.compile(r"^hwmon\d+$")
@@ -74,11 +78,15 @@ def read_sensors(reader, directory: str, ports: Sequence[int]) -> Tuple[List[Hca
         if match:
             channels.setdefault(int(match.group(1)), set()).add(match.group(2))
     only_port = ports[0] if len(ports) == 1 else None
+    numbers = sorted(channels)
+    problems = []
+    if len(numbers) > MAX_CHANNELS:
+        problems.append(f"{len(numbers)} temperature channels: only the first {MAX_CHANNELS} read")
+        numbers = numbers[:MAX_CHANNELS]
     sensors = [
-        read_channel(reader, directory, number, present, only_port)
-        for number, present in sorted(channels.items())
+        read_channel(reader, directory, number, channels[number], only_port) for number in numbers
     ]
-    return sensors, []
+    return sensors, problems
 
 
 def read_channel(

@@ -213,3 +213,20 @@ def test_quick_level_reads_without_running_anything(tmp_path):
     live = collect(_tree(tmp_path, ASIC), str(write_procfs(tmp_path / "proc")), {"sysfs"})
     assert live.commands == {} and isinstance(live.devices[0].facts["hwmon"], HcaSensors)
     assert Snapshot.model_validate_json(live.model_dump_json()) == live
+
+
+def test_more_channels_than_the_driver_makes_are_capped(tmp_path):
+    many = [ASIC] * (hwmon.MAX_CHANNELS + 3)
+    found = _sensors(_tree(tmp_path, *many))
+    assert len(found.sensors) == hwmon.MAX_CHANNELS
+    assert found.problems == [f"{hwmon.MAX_CHANNELS + 3} temperature channels: only the first "
+                              f"{hwmon.MAX_CHANNELS} read"]  # fmt: skip
+
+
+def test_a_file_in_place_of_the_hwmon_directory(tmp_path):
+    root = _tree(tmp_path)
+    with open(os.path.join(root, "devices/pci0000:00", BDF, "hwmon"), "w") as handle:
+        handle.write("junk\n")
+    found = _sensors(root)
+    assert found.sensors == [] and found.unavailable == hwmon.UNAVAILABLE
+    assert found.problems == ["hwmon: ENOTDIR (Not a directory)"]
