@@ -10,6 +10,10 @@ from ibdiag.registry import check
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
 
+# No ``facts["hwmon"]``: the PCI function has no hwmon directory (or the snapshot was taken by
+# an ibdiag that did not read it).
+UNAVAILABLE_HERE = "no mlx5 hwmon temperatures in sysfs (a kernel before 6.5, a VF, not mlx5)"
+
 
 def _target(dev: Device, sensor: HcaSensor) -> str:
     """A module sensor is its port's cable (``mlx5_0:1``); the ASIC, and a module whose port
@@ -55,7 +59,8 @@ def phy_temperature(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
             yield Result(
                 target=dev.name,
                 status=Status.SKIP,
-                message="hwmon temperatures were not read (a snapshot from an older ibdiag)",
+                message=f"not available: {UNAVAILABLE_HERE}",
+                evidence=[f"{dev.path}/device/hwmon"],
             )
             continue
         if not found.sensors:
@@ -96,7 +101,7 @@ def _graded(dev: Device, found: HcaSensors, sensor: HcaSensor, margin: float) ->
         message = f"{name} {now:.1f} °C within {margin:g} °C of crit {crit:.1f} °C"
     else:
         status = Status.PASS
-        message = f"{name} {now:.1f} °C < crit {crit:.1f} °C - {margin:g} °C"
+        message = f"{name} {now:.1f} °C < {crit - margin:.1f} °C (crit {crit:.1f} - {margin:g})"
     return Result(
         target=target,
         status=status,

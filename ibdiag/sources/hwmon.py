@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ibdiag.facts._base import Fact
 from ibdiag.facts.hwmon import HcaSensor, HcaSensors
 from ibdiag.sources.names import shown
 
@@ -41,13 +42,22 @@ _MODULE_LABEL = re.compile(r"^module\s*(\d+)$", re.IGNORECASE)
 _SENSOR_LABEL = re.compile(r"^sensor(\d+)$", re.IGNORECASE)
 
 
-def read_hwmon(reader, device_path: str, ports: Sequence[int]) -> HcaSensors:
+def device_facts(reader, device_path: str, ports: Sequence[int]) -> Dict[str, Fact]:
+    """The device's ``facts`` entry: ``{"hwmon": HcaSensors}``, or nothing at all when the PCI
+    function has no ``hwmon`` directory (a kernel before 6.5, a VF, not mlx5): the check says
+    "not available", and a Snapshot without hwmon is the same as before hwmon was read."""
+    found = read_hwmon(reader, device_path, ports)
+    return {} if found is None else {"hwmon": found}
+
+
+def read_hwmon(reader, device_path: str, ports: Sequence[int]) -> Optional[HcaSensors]:
     """The ``HcaSensors`` of the device at ``device_path`` (``class/infiniband/<dev>``);
-    ``ports``: its port numbers (a module sensor is given the port when there is one)."""
+    ``ports``: its port numbers (a module sensor is given the port when there is one). None
+    when there is no ``device/hwmon`` directory."""
     base = f"{device_path}/device/hwmon"
     entries, problem = reader.listdir(base)
     if problem == "missing":
-        return HcaSensors(unavailable=UNAVAILABLE)
+        return None
     if problem is not None:
         return HcaSensors(unavailable=UNAVAILABLE, problems=[f"hwmon: {problem}"])
     problems: List[str] = []

@@ -35,10 +35,14 @@ def _tree(tmp_path, *channels, count=1, **kwargs):
     return root
 
 
-def _sensors(root, name="mlx5_0") -> HcaSensors:
+def _device(root, name="mlx5_0"):
     devices, _ = read_devices(SysfsReader(root))
     (dev,) = [dev for dev in devices if dev.name == name]
-    found = dev.facts["hwmon"]
+    return dev
+
+
+def _sensors(root, name="mlx5_0") -> HcaSensors:
+    found = _device(root, name).facts["hwmon"]
     assert isinstance(found, HcaSensors)
     return found
 
@@ -134,9 +138,9 @@ def test_unreadable_attribute_is_a_problem(tmp_path):
     assert asic.problems == []
 
 
-def test_no_hwmon_is_unavailable_not_a_problem(tmp_path):
-    found = _sensors(_tree(tmp_path))
-    assert found == HcaSensors(unavailable=hwmon.UNAVAILABLE)
+def test_no_hwmon_directory_sets_no_fact(tmp_path):
+    # a kernel before 6.5, a VF: the Snapshot is what it was before hwmon was read
+    assert _device(_tree(tmp_path)).facts == {}
 
 
 def test_another_drivers_hwmon_is_not_read(tmp_path):
@@ -162,7 +166,7 @@ def test_module_of_a_device_with_several_ports_has_no_port(tmp_path):
 
 def test_only_this_devices_hwmon(tmp_path):
     root = _tree(tmp_path, ASIC, MODULE0, count=2)
-    assert _sensors(root, "mlx5_1") == HcaSensors(unavailable=hwmon.UNAVAILABLE)
+    assert _device(root, "mlx5_1").facts == {} and _sensors(root, "mlx5_0").sensors
 
 
 def test_fact_round_trips_through_json(tmp_path):

@@ -40,7 +40,7 @@ def test_healthy_asic_and_module_pass_naming_the_hca_and_the_port():
     got = results(hca(asic(), module()))
     assert statuses(got) == {"mlx5_0": "pass", "mlx5_0:1": "pass"}
     by = {r.target: r for r in got}
-    assert by["mlx5_0"].message == "asic 47.0 °C < crit 105.0 °C - 5 °C"
+    assert by["mlx5_0"].message == "asic 47.0 °C < 100.0 °C (crit 105.0 - 5)"
     assert by["mlx5_0:1"].observed == 57.0
     assert by["mlx5_0:1"].evidence == [f"{HWMON}/temp2_input", f"{HWMON}/temp2_crit"]
 
@@ -52,7 +52,7 @@ def test_healthy_asic_and_module_pass_naming_the_hca_and_the_port():
         (75.0, "fail", "module 0 75.0 °C >= crit 75.0 °C"),
         (70.0, "warn", "module 0 70.0 °C within 5 °C of crit 75.0 °C"),
         (72.5, "warn", "module 0 72.5 °C within 5 °C of crit 75.0 °C"),
-        (69.9, "pass", "module 0 69.9 °C < crit 75.0 °C - 5 °C"),
+        (69.9, "pass", "module 0 69.9 °C < 70.0 °C (crit 75.0 - 5)"),
     ],
 )
 def test_module_against_its_own_crit(now, status, message):
@@ -103,9 +103,12 @@ def _unavailable() -> Device:
     return device().model_copy(update={"facts": {"hwmon": found}})
 
 
-def test_not_read_at_all_skips():
+def test_no_hwmon_fact_skips_as_not_available():
     (result,) = results(device())
-    assert result.status.value == "skip" and "not read" in result.message
+    assert result.status.value == "skip" and result.target == "mlx5_0"
+    assert result.message == (
+        "not available: no mlx5 hwmon temperatures in sysfs (a kernel before 6.5, a VF, not mlx5)"
+    )
 
 
 def test_every_hca_every_port_and_ignored_hcas_left_out():
