@@ -86,11 +86,16 @@ def _graded(dev: Device, found: HcaSensors, sensor: HcaSensor, margin: float) ->
         return Result(
             target=target, status=Status.SKIP, message=f"{name}: {why}", evidence=evidence
         )
-    if crit is None:
+    if crit is None:  # nothing to compare with: the reading, and why there is no crit
+        prefix = f"temp{sensor.channel}_crit: "
+        unread = [
+            problem[len(prefix) :] for problem in sensor.problems if problem.startswith(prefix)
+        ]
+        note = f"crit {unread[0]}" if unread else "no crit threshold reported"
         return Result(
             target=target,
             status=Status.PASS,
-            message=f"{name} {now:.1f} °C (no crit threshold reported)",
+            message=f"{name} {now:.1f} °C ({note})",
             observed=now,
             evidence=evidence,
         )

@@ -128,3 +128,10 @@ def test_check_is_quick_and_explained():
     doc = spec.func.__doc__ or ""
     for part in ("Healthy:", "Why it matters:", "What to do:"):
         assert part in doc
+
+
+def test_unreadable_crit_passes_with_the_reading_and_says_why():
+    sensor = module(57.0, None, problems=["temp2_crit: not a number: 'N/A'"])
+    (result,) = results(hca(sensor))
+    assert result.status.value == "pass"
+    assert result.message == "module 0 57.0 °C (crit not a number: 'N/A')"
