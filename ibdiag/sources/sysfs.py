@@ -26,6 +26,7 @@ from ibdiag.natural import natural_key
 from ibdiag.read_files import OPEN_FLAGS, describe_os_error, not_regular
 from ibdiag.sources import names
 from ibdiag.sources import sysfs_values as parse
+from ibdiag.sources.hwmon import device_facts
 from ibdiag.sources.names import shown
 
 T = TypeVar("T")
@@ -421,6 +422,7 @@ def read_device(reader: SysfsReader, name: str) -> Device:
         pci=read_pci(reader, path, problems),
         ports=ports,
         hw_counters=hw_counters,
+        facts=device_facts(reader, path, numbers),  # hwmon temperatures: files only
         problems=problems,  # last: every attribute above has had its say
     )
 

@@ -158,10 +158,23 @@ SIGNATURES: Tuple[KernelSignature, ...] = (
             "card's needs; common and harmless on platforms that do not advertise slot power."
         ),
     ),
+    # The port module events (mlx5_core events.c ``port_module``; port.c
+    # ``mlx5_port_module_event`` before 5.0): "Port module event: module <n>, Cable plugged |
+    # Cable unplugged [| Cable disabled]" at info, and "Port module event[error]: module <n>,
+    # Cable error, <reason>" with one of: Power budget exceeded, Long Range for non MLNX
+    # cable, Bus stuck(I2C or data shorted) (older: "Bus stuck (I2C ...)"), No EEPROM/retry
+    # timeout, Enforce part number list, Unknown identifier, High Temperature, Bad or shorted
+    # cable/module, "One or more network ports have been powered down due to
+    # insufficient/unadvertised power on the PCIe slot" (older kernels, MLNX_OFED), Unknown
+    # status/error. The line names the HCA (its BDF, mapped to the RDMA device) and the module
+    # (= the port's cage: one module per PCI function). The reasons are matched by their own
+    # words, so the error entries below also catch a line whose "Port module event[error]"
+    # prefix was cut; specific reasons come before the catch-all ``mlx5.module_error``.
     KernelSignature(
         id="mlx5.module_high_temp",
         # fail: an overheated transceiver (Port module event ... High Temperature) or ASIC
-        # (mlx5 temperature warning event) is shut down or errors; the link drops or degrades.
+        # (mlx5 temperature warning event: "High temperature on sensors with bit set ...") is
+        # shut down by the firmware or errors; the link drops or degrades.
         regex=r"(?i)high temperature|over[- ]?temperature",
         severity="fail",
         title="HCA or cable module high temperature",
@@ -171,12 +184,47 @@ SIGNATURES: Tuple[KernelSignature, ...] = (
         ),
     ),
     KernelSignature(
-        id="mlx5.module_error",
-        # fail: the module is unusable as reported (bad/shorted cable, power budget exceeded,
-        # bus stuck, unsupported part).
+        id="mlx5.module_power",
+        # fail: the firmware keeps the module (or the ports) powered down: the module draws
+        # more than the card's power budget for its cage, or the slot does not give (or
+        # advertise) the power the ports need. No link until the power is fixed: reseating
+        # the cable does not help, hence not mlx5.module_error's hint.
         regex=(
-            r"Port module event\[error\]|(?i:cable error)|Power Budget Exceeded|Bus stuck"
-            r"|Bad or shorted cable|Enforce part number list"
+            r"(?i)power budget exceeded|ports have been powered down due to insufficient"
+            r"|power slot exceeded"
+        ),
+        severity="fail",
+        title="HCA port module powered down (power budget / PCIe slot power)",
+        hint=(
+            "The module needs more power than the card or slot gives it. Use a module within "
+            "the card's power class (check the card's user manual), or a slot (and BIOS slot "
+            "power setting) that gives the card its rated power."
+        ),
+    ),
+    KernelSignature(
+        id="mlx5.module_unsupported",
+        # fail: the firmware refuses to enable the module: a long-range optic of another
+        # vendor, a part not on the firmware's enforced part-number list, or an identifier it
+        # does not know. The port stays down; reseating does not help, a supported part does.
+        regex=(
+            r"(?i)Long Range for non (?:MLNX|Mellanox) cable|Enforce part number list"
+            r"|Port module event\[error\].*Unknown identifier"
+        ),
+        severity="fail",
+        title="HCA port module not supported by the firmware",
+        hint=(
+            "The HCA firmware refuses this cable/transceiver. Replace it with a part the "
+            "card supports (see the firmware release notes' cable list), or update the "
+            "firmware if the part should be supported."
+        ),
+    ),
+    KernelSignature(
+        id="mlx5.module_error",
+        # fail: the module is unusable as reported: bad or shorted cable, its I2C bus stuck,
+        # its EEPROM unreadable, or an error the driver has no name for.
+        regex=(
+            r"Port module event\[error\]|(?i:cable error)|(?i:Bus stuck)"
+            r"|(?i:Bad or shorted cable)|(?i:No EEPROM/retry timeout)"
         ),
         severity="fail",
         title="HCA port module (cable/transceiver) error",
@@ -190,6 +238,18 @@ SIGNATURES: Tuple[KernelSignature, ...] = (
         severity="warn",
         title="HCA port cable unplugged / module absent",
         hint="Check the cable is seated in this port (or that the port is meant to be unused).",
+    ),
+    KernelSignature(
+        id="mlx5.module_disabled",
+        # warn: the module was disabled (by configuration or the firmware), not failed: as for
+        # an unplugged cable, the port-state checks say whether that port should be up.
+        regex=r"(?i)Port module event: module \d+, Cable disabled",
+        severity="warn",
+        title="HCA port module disabled",
+        hint=(
+            "The cable/transceiver in this port was disabled. If the port should be up, check "
+            "the port's configuration (mlxconfig / mlxlink) and the module; reseat it."
+        ),
     ),
     KernelSignature(
         id="mlx5.module_plugged",
