@@ -1,7 +1,8 @@
 """A node the CLI runs on, whose counters a test moves: a builder mlx5 tree in tmp_path (2
-healthy ConnectX-6 HCAs) and a procfs with a fixed hostname (``HOST``) and boot id (``BOOT_ID``,
-hostname and boot_id only); ``Node.check``/``snapshot`` run ``ibdiag`` on it in-process (the
-``run_cli`` fixture), and ``by_check``/``not_passing``/``load_snapshot`` read what it wrote."""
+healthy ConnectX-6 HCAs, with the mlx5 hwmon temperatures of a kernel 6.5 or later) and a
+procfs with a fixed hostname (``HOST``) and boot id (``BOOT_ID``, hostname and boot_id only);
+``Node.check``/``snapshot`` run ``ibdiag`` on it in-process (the ``run_cli`` fixture), and
+``by_check``/``not_passing``/``load_snapshot`` read what it wrote."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 from typing import Dict, List
 
+from hwmon_tree import ASIC, MODULE0, write_hwmon
 from stubs import write_procfs
 from sysfs_builder import bump_counter, mlx5_node, write_node
 
@@ -26,7 +28,10 @@ class Node:
         self.sys = str(tmp_path / "sys")
         self.proc = str(tmp_path / "proc")
         self._run = run_cli
-        write_node(self.sys, mlx5_node(2))
+        hcas = mlx5_node(2)
+        write_node(self.sys, hcas)
+        for hca in hcas:  # a kernel of 6.5 or later: each HCA's mlx5 hwmon temperatures
+            write_hwmon(self.sys, hca.pci_address, ASIC, MODULE0)
         write_procfs(self.proc, hostname=HOST, boot_id=BOOT_ID, boot_time=None, modules=None)
 
     @staticmethod

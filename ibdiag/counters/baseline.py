@@ -91,10 +91,11 @@ def save(path: str, snapshot: Snapshot) -> None:
 def _without_facts(data: dict) -> dict:
     """The saved snapshot without its typed command facts: they are derived from its runs and
     parsed anew on load (``reinterpret``), so a fact whose shape changed since the file was
-    written (a field added or dropped in ``ibdiag.facts``) never makes the baseline unusable."""
+    written (a field added or dropped in ``ibdiag.facts``) never makes the baseline unusable.
+    A fact read from files (``Fact.FROM_FILES``: the hwmon sensors) is kept."""
     from ibdiag.facts import fact_fields
 
-    data = {key: value for key, value in data.items() if key not in fact_fields(Snapshot)}
+    data = _keep_file_facts(data, {k: v for k, v in data.items() if k not in fact_fields(Snapshot)})
     devices = data.get("devices")
     if isinstance(devices, list):
         data["devices"] = [_device_without_facts(dev) for dev in devices]
@@ -107,14 +108,30 @@ def _device_without_facts(device: object) -> object:
 
     if not isinstance(device, dict) or not isinstance(device.get("ports"), list):
         return device
-    device = {key: value for key, value in device.items() if key not in fact_fields(Device)}
+    device = _keep_file_facts(
+        device, {key: value for key, value in device.items() if key not in fact_fields(Device)}
+    )
     ports = []
     for port in device["ports"]:
         if isinstance(port, dict):
-            port = {key: value for key, value in port.items() if key not in fact_fields(Port)}
+            port = _keep_file_facts(
+                port, {key: value for key, value in port.items() if key not in fact_fields(Port)}
+            )
             netdev = port.get("netdev")
             if isinstance(netdev, dict):
                 netdev = {k: v for k, v in netdev.items() if k not in fact_fields(NetDev)}
                 port["netdev"] = netdev
         ports.append(port)
     return {**device, "ports": ports}
+
+
+def _keep_file_facts(whole: dict, stripped: dict) -> dict:
+    """``stripped`` with the ``facts`` entries of ``whole`` that were read from files."""
+    from ibdiag.facts._base import from_files
+
+    facts = whole.get("facts")
+    if isinstance(facts, dict):
+        kept = from_files(facts)
+        if kept:
+            stripped["facts"] = kept
+    return stripped

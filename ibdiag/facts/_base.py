@@ -4,7 +4,7 @@ import importlib
 import inspect
 import os
 import pkgutil
-from typing import Any, Dict, Optional, Type
+from typing import Any, ClassVar, Dict, Optional, Type
 
 from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler
 
@@ -21,6 +21,11 @@ class Fact(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
+    # True for a fact read from files (sysfs: the mlx5 hwmon sensors), not parsed from a run:
+    # reinterpreting a Snapshot's runs (``ibdiag.migrate.reinterpret``) keeps it, as the files
+    # it came from are not read again.
+    FROM_FILES: ClassVar[bool] = False
+
     def __init_subclass__(cls, fact_name: Optional[str] = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if fact_name is not None:
@@ -36,6 +41,17 @@ def named_fact(name: str) -> Optional[Type[Fact]]:
     if name not in _NAMED:
         _import_facts()
     return _NAMED.get(name)
+
+
+def from_files(facts: Dict[str, Any]) -> Dict[str, Any]:
+    """The entries of a ``facts`` map (typed, or as JSON) that were read from files
+    (``Fact.FROM_FILES``): what survives when the facts parsed from runs are dropped."""
+    kept = {}
+    for name, value in facts.items():
+        kind = type(value) if isinstance(value, Fact) else named_fact(name)
+        if kind is not None and kind.FROM_FILES:
+            kept[name] = value
+    return kept
 
 
 def builtin_facts() -> Dict[str, Type[Fact]]:

@@ -66,9 +66,7 @@ class HcaSensors(Fact, fact_name="hwmon"):
     unreadable listing or ``name``); each sensor keeps its own.
     """
 
-    # Read from files, not parsed from a command's run: reinterpreting a snapshot's runs
-    # (ibdiag.migrate.reinterpret) must keep it, as the files it came from are not re-read.
-    FROM_FILES: ClassVar[bool] = True
+    FROM_FILES: ClassVar[bool] = True  # read from sysfs: kept when runs are reinterpreted
 
     hwmon: Optional[str] = None
     unavailable: Optional[str] = None

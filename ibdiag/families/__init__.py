@@ -229,22 +229,29 @@ def interpret(snap: Snapshot) -> Snapshot:
 
 def without_facts(snapshot: Snapshot) -> Snapshot:
     """``snapshot`` with every typed fact (on the Snapshot, its ports and their netdevs) unset,
-    as the files alone give them; its runs are kept."""
+    as the files alone give them (a fact read from files, ``Fact.FROM_FILES``, is kept); its
+    runs are kept."""
     from ibdiag.facts import unset_facts
+    from ibdiag.facts._base import from_files
 
     def cleared(port: Port) -> Port:
-        update: Dict[str, Any] = unset_facts(Port)
+        update: Dict[str, Any] = {**unset_facts(Port), "facts": from_files(port.facts)}
         if port.netdev is not None:
             update["netdev"] = port.netdev.model_copy(update=unset_facts(NetDev))
         return port.model_copy(update=update)
 
     devices = [
         dev.model_copy(
-            update={**unset_facts(Device), "ports": [cleared(port) for port in dev.ports]}
+            update={
+                **unset_facts(Device),
+                "facts": from_files(dev.facts),
+                "ports": [cleared(port) for port in dev.ports],
+            }
         )
         for dev in snapshot.devices
     ]
-    return snapshot.model_copy(update={**unset_facts(Snapshot), "devices": devices})
+    unset = {**unset_facts(Snapshot), "facts": from_files(snapshot.facts)}
+    return snapshot.model_copy(update={**unset, "devices": devices})
 
 
 def apply(snap: Snapshot, update: Update, family: str = "?") -> Snapshot:

@@ -1,5 +1,5 @@
 """The mlx5 hwmon reader (ibdiag.sources.hwmon): trees laid out as the kernel's hwmon.c makes
-them (tests/phy/hwmon_tree.py), each typed field, each kind of garbage as a problem of its
+them (tests/hwmon_tree.py), each typed field, each kind of garbage as a problem of its
 sensor only, no hwmon as "unavailable", and the files recorded into a bundle and replayed."""
 
 from __future__ import annotations
@@ -201,12 +201,6 @@ def test_hwmon_files_go_into_the_bundle_and_replay(tmp_path):
     assert result.status.value == "fail"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ibdiag.migrate.reinterpret -> families.without_facts empties Device.facts when the "
-    "snapshot has runs, and a replay re-reads no file: the lead's fix keeps facts whose class "
-    "says FROM_FILES",
-)
 def test_hwmon_replays_from_a_bundle_with_runs(tmp_path):
     live, replayed = _bundle_round_trip(tmp_path, {"sysfs", "kernel_log"})
     assert live.commands
