@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ibdiag.facts.fec import RS_FEC, PortFec
-from ibdiag.model import Report, Result, Status
+from ibdiag.facts.hwmon import HcaSensors
+from ibdiag.facts.module import CableIdentity, ModuleReading
+from ibdiag.model import Device, Report, Result, Status
 
 _SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 PHYSICAL_PREFIX = "phy."
@@ -35,7 +37,13 @@ def physical_rows(report: Report) -> List[Dict[str, Any]]:
             target = dev.target(port)
             mine = port.facts.get("fec")
             far = port.partner.fec if port.partner is not None else None
+            module = port.facts.get("module")
+            module = module if isinstance(module, ModuleReading) and module.has_data else None
             cells = {
+                "cable": cable_text(module.identity) if module and module.identity else None,
+                "temperature": temperature_text(dev, port.number, module),
+                "ber": ber_text(module) if module else None,
+                "optics": optics_text(module) if module else None,
                 "fec": fec_text(mine) if isinstance(mine, PortFec) else None,
                 "far_fec": fec_text(far) if far is not None else None,
             }
@@ -51,6 +59,77 @@ def physical_rows(report: Report) -> List[Dict[str, Any]]:
                 }
             )
     return rows
+
+
+def cable_text(identity: CableIdentity) -> str:
+    """``CLT T-F4GS-BV0 rev A0, serial CWJH05025502589, lot 230612AB, OSFP 50 m Optical
+    Module (separated)``: what an RMA asks for."""
+    make = " ".join(part for part in (identity.vendor, identity.part_number) if part)
+    parts = [make or "unknown make"]
+    if identity.revision:
+        parts[0] += f" rev {identity.revision}"
+    if identity.serial:
+        parts.append(f"serial {identity.serial}")
+    lot = (identity.date_code or "") + (identity.lot or "")
+    if lot:
+        parts.append(f"lot {lot}")
+    if identity.firmware:
+        parts.append(f"firmware {identity.firmware}")
+    kind = [identity.identifier or ""]
+    if identity.length_m is not None:
+        kind.append(f"{identity.length_m:g} m")
+    kind.append(identity.cable_type or "")
+    if any(kind):
+        parts.append(" ".join(part for part in kind if part))
+    return ", ".join(parts)
+
+
+def temperature_text(dev: Device, number: int, module: Optional[ModuleReading]) -> Optional[str]:
+    """The port's module and its HCA's ASIC: ``module 57 °C (crit 70); asic 47 °C (crit 105)``,
+    from hwmon and, where hwmon has no module sensor, from mlxlink."""
+    parts = []
+    sensors = dev.facts.get("hwmon")
+    if isinstance(sensors, HcaSensors):
+        for sensor in sensors.sensors:
+            if sensor.input_c is None or (sensor.kind == "module" and sensor.port != number):
+                continue
+            crit = f" (crit {sensor.crit_c:g})" if sensor.crit_c is not None else ""
+            parts.append(f"{sensor.name} {sensor.input_c:g} °C{crit}")
+    hwmon_module = any(part.startswith("module") for part in parts)
+    if module is not None and module.temperature_c is not None and not hwmon_module:
+        limits = module.temperature_alarm_c
+        bounds = f" (alarm {limits})" if limits is not None else ""
+        parts.insert(0, f"module {module.temperature_c:g} °C{bounds}")
+    return "; ".join(parts) or None
+
+
+def ber_text(module: ModuleReading) -> Optional[str]:
+    """``effective 1.5e-254, raw 2e-09``."""
+    parts = []
+    if module.effective_ber is not None:
+        parts.append(f"effective {module.effective_ber:.2g}")
+    if module.raw_ber is not None:
+        parts.append(f"raw {module.raw_ber:.2g}")
+    return ", ".join(parts) or None
+
+
+def optics_text(module: ModuleReading) -> Optional[str]:
+    """``Rx -1.2..2.3 dBm, Tx 0.5..1.1 dBm over 4 lanes; LOS on lane 2``."""
+    if module.copper:
+        return "copper: no optics"
+    parts = []
+    for field, what, unit in (("rx_power_dbm", "Rx", "dBm"), ("tx_power_dbm", "Tx", "dBm")):
+        values = [getattr(lane, field) for lane in module.lanes]
+        found = [value for value in values if value is not None]
+        if found:
+            parts.append(f"{what} {min(found):g}..{max(found):g} {unit}")
+    text = ", ".join(parts)
+    if text:
+        text += f" over {len(module.lanes)} lanes"
+    lost = [str(lane.lane) for lane in module.lanes if lane.los or lane.cdr_lol]
+    if lost:
+        text += f"; LOS/LOL on lane {', '.join(lost)}"
+    return text or None
 
 
 def fec_text(fec: PortFec) -> Optional[str]:

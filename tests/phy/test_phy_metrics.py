@@ -70,3 +70,43 @@ def test_a_port_without_a_reading_has_no_sample_never_a_zero():
 
 def test_the_captures_are_what_the_families_read():
     assert capture("handmade-T-extended-speeds-edr-hca.txt") == EXTENDED
+
+
+def test_hwmon_temperatures_and_their_crit_per_sensor():
+    from test_phy_temperature import asic, hca, module
+
+    values = metrics(snapshot([hca(asic(), module(now=61.5))]))
+    asic_labels = (("device", "mlx5_0"), ("sensor", "asic"), ("kind", "asic"))
+    module_labels = (("device", "mlx5_0"), ("sensor", "module 0"), ("kind", "module"))
+    assert values[("ibdiag_hca_temperature_celsius", asic_labels)] == 47.0
+    assert values[("ibdiag_hca_temperature_crit_celsius", asic_labels)] == 105.0
+    assert values[("ibdiag_hca_temperature_celsius", module_labels)] == 61.5
+    unread = module(now=None, problems=["temp2_input: N/A"])
+    values = metrics(snapshot([hca(unread)]))
+    assert ("ibdiag_hca_temperature_celsius", module_labels) not in values
+    assert values[("ibdiag_hca_temperature_crit_celsius", module_labels)] == 70.0
+
+
+def test_module_ber_optics_temperature_and_cable_identity():
+    from module_captures import HEALTHY_NAME, capture
+
+    from ibdiag.families.module import parse_module
+
+    reading = parse_module(capture(HEALTHY_NAME)).model_copy(
+        update={"tool": "mlxlink", "outcome": RunOutcome(command="mlxlink")}
+    )
+    ib = port(1).model_copy(update={"facts": {"module": reading}})
+    values = metrics(snapshot([device("mlx5_0", [ib])]))
+    assert values[("ibdiag_port_module_temperature_celsius", PORT)] == reading.temperature_c
+    assert values[("ibdiag_port_raw_ber", PORT)] == reading.raw_ber
+    assert values[("ibdiag_port_effective_ber", PORT)] == reading.effective_ber
+    lane1 = reading.lanes[1]
+    assert values[("ibdiag_port_module_rx_power_dbm", (*PORT, ("lane", "1")))] == lane1.rx_power_dbm
+    assert (
+        values[("ibdiag_port_module_tx_bias_amperes", (*PORT, ("lane", "1")))]
+        == lane1.tx_bias_ma / 1000
+    )
+    (info,) = [labels for name, labels in values if name == "ibdiag_port_cable_info"]
+    assert dict(info)["part_number"] == "T-F4GS-BV0" and dict(info)["lot"] == "AB"
+    assert dict(info)["serial"] == "CWJH05025502589" and dict(info)["length_m"] == "50"
+    assert dict(info)["firmware"] == ""  # N/A in the capture: unknown, never a made-up value
