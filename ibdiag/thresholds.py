@@ -226,28 +226,32 @@ class Thresholds(BaseModel):
         gt=0,
         lt=1,
         description="An effective (post-FEC) bit error rate above this warns phy.ber: the "
-        "InfiniBand specification's 1e-12 link BER objective.",
+        "InfiniBand specification's 1e-12 (NVIDIA DGX SuperPOD cabling guide; ibdiagnet's BER "
+        "test default).",
     )
     ber_fail: float = Field(
         default=1e-9,
         gt=0,
         lt=1,
-        description="An effective bit error rate above this fails phy.ber: three decades past "
-        "the objective, where links retrain and lose packets.",
+        description="An effective bit error rate above this fails phy.ber: ibdiag's own "
+        "choice, not a standard's - three decades past the objective, where links retrain and "
+        "lose packets.",
     )
     fec_outlier_factor: float = Field(
         default=10.0,
         gt=1,
         le=1e9,
-        description="A lane (or port) whose corrected FEC blocks exceed this many times the "
-        "median of its sibling lanes (or of the node's other ports) warns phy.fec.",
+        description="A lane (or port) whose corrected FEC count (blocks; RS-FEC lanes: "
+        "corrected symbols) exceeds this many times the median of its sibling lanes in use (or "
+        "of the node's other ports of the same FEC layout) warns phy.fec.",
     )
     fec_outlier_floor: int = Field(
         default=1000,
         ge=0,
         le=MAX_COUNTER,
-        description="Corrected FEC blocks below this count (or increase, with a baseline) are "
-        "never an outlier: a quiet link's few corrections are noise.",
+        description="Corrected FEC counts (blocks, or RS-FEC symbols per lane) at or below "
+        "this (or increase, with a baseline) are never an outlier: a quiet link's few "
+        "corrections are noise.",
     )
     counters: Dict[str, CounterRule] = Field(
         default_factory=dict,
