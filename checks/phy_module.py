@@ -4,10 +4,10 @@ temperature against its own range)."""
 
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple, Union
 
 from ibdiag.facts.module import Bounds, ModuleReading
-from ibdiag.model import Device, Port, Result, Snapshot, Status
+from ibdiag.model import Port, Result, Snapshot, Status
 from ibdiag.outcome_results import skipped, symptom_result
 from ibdiag.registry import check
 from ibdiag.targets import graded_ports
@@ -48,9 +48,16 @@ def _unread(target: str, reading: Optional[ModuleReading]) -> Optional[Result]:
     return skipped(target, outcome.reason or f"{outcome.tool} gave no data", outcome.command)
 
 
-def _ports(snap: Snapshot, th: Thresholds) -> Iterator[Tuple[Device, Port, str]]:
+def _readings(snap: Snapshot, th: Thresholds) -> Iterator[Union[Result, Tuple[str, ModuleReading]]]:
+    """Each graded port's (target, reading), or the Result saying why it has none."""
     for dev, port in graded_ports(snap, th):
-        yield dev, port, dev.target(port)
+        target = dev.target(port)
+        reading = _reading(port)
+        unread = _unread(target, reading)
+        if unread is not None or reading is None:
+            yield unread or skipped(target, _NOT_COLLECTED, "module")
+        else:
+            yield target, reading
 
 
 @check("phy.ber", title="Effective (post-FEC) bit error rate", needs={"module"}, level="standard")
@@ -74,12 +81,11 @@ def phy_ber(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     What to do: reseat, clean or replace the cable or optic named (vendor, part, serial in the
     report); compare phy.optics and phy.fec at both ends; send the bundle.
     """
-    for _dev, _port, target in _ports(snap, th):
-        reading = _reading(_port)
-        unread = _unread(target, reading)
-        if unread is not None or reading is None:
-            yield unread or skipped(target, _NOT_COLLECTED, "module")
+    for found in _readings(snap, th):
+        if isinstance(found, Result):
+            yield found
             continue
+        target, reading = found
         ber = reading.effective_ber
         raw = f" (raw BER {reading.raw_ber:.1e})" if reading.raw_ber is not None else ""
         if ber is None:
@@ -133,13 +139,8 @@ def phy_optics(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     points at the far end's transmitter or the fibre, low Tx power or bias at this module;
     replace the module or cable named (vendor, part and serial in the report).
     """
-    for _dev, port, target in _ports(snap, th):
-        reading = _reading(port)
-        unread = _unread(target, reading)
-        if unread is not None or reading is None:
-            yield unread or skipped(target, _NOT_COLLECTED, "module")
-            continue
-        yield _grade_optics(target, reading)
+    for found in _readings(snap, th):
+        yield found if isinstance(found, Result) else _grade_optics(*found)
 
 
 def _grade_optics(target: str, reading: ModuleReading) -> Result:
