@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Tuple
 
 from ibdiag import roles
+from ibdiag.facts.fec import PortFec
 from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.facts.partner import IMPLAUSIBLE, PMA_STEPS, Partner, Unread
 from ibdiag.facts.partner_ranges import answer_problem, guid_value, lid_problem, local_port_problem
@@ -246,11 +247,12 @@ def _ungraded(partner: Partner) -> Partner:
 FEC_STEP = "perfquery-T"
 
 
-def _fec(run: Optional[CommandRun], lid: Optional[int], port: Optional[int], target: str):
+def _fec(
+    run: Optional[CommandRun], lid: Optional[int], port: Optional[int], target: str
+) -> Optional[PortFec]:
     """The far end's ``perfquery -T`` (``ibdiag.families.perfquery_fec.port_fec``); None when
     it was not run. An answer naming another LID or port than the far end's is implausible:
     nothing of it is kept but why."""
-    from ibdiag.facts.fec import PortFec
     from ibdiag.families.perfquery_fec import port_fec
 
     if run is None:
