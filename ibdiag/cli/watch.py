@@ -231,7 +231,8 @@ class Watcher:
         would record into nothing anybody reads."""
         from ibdiag.history.store import HistoryStore
 
-        if self.store is not None and self._inode != _inode(self.path):
+        replaced = self.store is not None and self._inode != _inode(self.path)
+        if replaced:
             self._drop_store()
         if self.store is None:
             before = self._inode
@@ -239,7 +240,8 @@ class Watcher:
             self._inode = _inode(self.path)
             for note in self.store.notes:
                 _err(f"ibdiag watch: {note}")
-            if before is not None and (self._inode != before or self.store.notes):
+            # ``replaced`` too: a file removed and made anew may get the freed inode number
+            if replaced or (before is not None and (self._inode != before or self.store.notes)):
                 # a new file knows none of the ports: their last written samples go first, so
                 # that a port going down now is seen leaving ACTIVE there (an outage opens only
                 # after an ACTIVE sample on the same boot)

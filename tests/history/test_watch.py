@@ -228,7 +228,9 @@ def test_a_store_removed_underneath_is_reopened(tmp_path):
     node = Node(tmp_path)
     with watching(node) as proc:
         until("the first sample", lambda: started(node))
-        for suffix in ("", "-wal", "-shm"):
+        # The database last: once it is gone the monitor may open a new one at once, whose
+        # -wal a later removal here would take from under it (its writes then unseen).
+        for suffix in ("-wal", "-shm", ""):
             if os.path.exists(node.db + suffix):
                 os.remove(node.db + suffix)
         node.set("mlx5_0", **DOWN)
@@ -438,6 +440,31 @@ def test_an_unchanged_port_is_written_again_after_the_heartbeat(tmp_path, monkey
     watcher.one_pass(HEARTBEAT_S + 1.5)
     assert written == [2, 2, 1]
     watcher.close()
+
+
+def test_a_store_made_anew_on_the_freed_inode_number_still_gets_the_ports_first(
+    tmp_path, monkeypatch
+):
+    """A store file removed and made anew may get the inode number the old one freed: the
+    monitor reopens it all the same and writes each port's last sample there first, so a port
+    going down next opens an outage (it once wrote the DOWN sample alone: no outage, ever)."""
+    from ibdiag.cli import watch
+
+    node = Node(tmp_path)
+    monkeypatch.setattr(watch, "_inode", lambda path: (7, 7) if os.path.exists(path) else None)
+    watcher = watch.Watcher(node.db, 1.0, node.sys, str(node.proc), quiet=True)
+    watcher.one_pass(0.0)
+    for suffix in ("-wal", "-shm", ""):
+        if os.path.exists(node.db + suffix):
+            os.remove(node.db + suffix)
+    node.set("mlx5_0", **DOWN)
+    watcher.one_pass(1.0)
+    assert len(node.last_samples()) == 2
+    watcher.one_pass(2.0)
+    node.set("mlx5_0", **UP)
+    watcher.one_pass(3.0)
+    watcher.close()
+    assert [o.end is not None for o in node.outages()] == [True]
 
 
 def test_what_is_printed_of_a_change():
