@@ -91,7 +91,7 @@ def snapshot_facts(snap) -> dict:
                 "partner": partner is not None,
                 "counters": partner is not None and partner.counters is not None,
             }
-    runs = {run.role: run.failure() for run in snap.commands.values() if run.role}
+    runs = {str(run.role): run.failure() for run in snap.commands.values() if run.role}
     started = sum(1 for run in snap.commands.values() if not run.skipped)
     return {"ports": ports, "failures": runs, "commands": started}
 
