@@ -139,14 +139,17 @@ def verify(facts: dict, devices: Sequence[str], with_partner: bool) -> List[str]
 
 
 def fabric_topologies(devices: Sequence[str], per_fabric: int) -> List[Topology]:
-    """One leaf switch per ``per_fabric`` devices, the devices' HCAs on its ports 1, 2, ..."""
+    """One leaf switch per ``per_fabric`` devices, device k's HCA on its port k + 1."""
     topologies = []
     for index, start in enumerate(range(0, len(devices), per_fabric)):
         leaf = f"leaf{index:02d}"
         group = devices[start : start + per_fabric]
         nodes = [Switch(leaf, 36, f"MF0;{leaf}:MQM9700/U1")]
         nodes += [Hca(f"node01-{dev}", 1, f"node01 {dev}") for dev in group]
-        cables = [Cable(f"node01-{dev}", 1, leaf, port) for port, dev in enumerate(group, 1)]
+        # Each fabric's leaf has the same GUID (ibsim numbers them alike), so each HCA takes
+        # its own leaf port across fabrics: two ports claiming one far end are implausible.
+        cables = [Cable(f"node01-{dev}", 1, leaf, port)
+                  for port, dev in enumerate(group, start + 1)]  # fmt: skip
         topologies.append(Topology(nodes, cables))
     return topologies
 
