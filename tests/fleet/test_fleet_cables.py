@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
-from test_fleet_analysis import hosts, node
+from test_fleet_analysis import hosts, node, port
 
 from ibdiag.fleet.analyze import analyze
 from ibdiag.fleet.cables import find_cable_lots
-from ibdiag.fleet.node import CableMake, FarEnd, PortSummary, summarize
+from ibdiag.fleet.node import CableMake, PortSummary, summarize
 from ibdiag.fleet.render_html import render_html
 from ibdiag.fleet.render_text import render_text
 from ibdiag.fleet.report import FleetSettings
@@ -27,23 +27,11 @@ def cabled(
     switch: str = "leaf07",
     peer_port: int = 1,
     part: str = PART,
-    status: str = "pass",
 ) -> PortSummary:
-    return PortSummary(
-        target=f"mlx5_{rail}:1",
-        device=f"mlx5_{rail}",
-        number=1,
-        rail=rail,
-        state="ACTIVE",
-        status=status if not checks else "warn",
-        failing_checks=list(checks),
-        far_end=FarEnd(
-            peer_guid=f"0x0002c90300aa{switch[-2:]}",
-            peer_name=switch,
-            peer_port=peer_port,
-            peer_type="Switch",
-        ),
-        cable=CableMake(vendor="Mellanox", part_number=part, lot=lot),
+    """``test_fleet_analysis.port`` with its cable's make: a port with checks warns."""
+    found = port(rail, switch, peer_port, status="warn" if checks else "pass", checks=checks)
+    return found.model_copy(
+        update={"cable": CableMake(vendor="Mellanox", part_number=part, lot=lot)}
     )
 
 
