@@ -6,6 +6,7 @@ Layout read (relative to the sysfs root, ``/sys`` unless ``--sysfs`` moves it):
     class/infiniband/<dev>/hw_counters/*                     device-level counters (mlx5)
     class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}
     class/infiniband/<dev>/ports/<n>/{counters,counters_ext,hw_counters}/*
+    class/infiniband/<dev>/ports/<n>/pkeys/*                 partition table (sources.partitions)
     class/infiniband/<dev>/ports/<n>/gid_attrs/ndevs/0       RoCE: the Ethernet netdev's name
     class/infiniband/<dev>/device -> the PCI function (numa_node, *_link_speed/width, net/<if>)
 
@@ -28,6 +29,7 @@ from ibdiag.sources import names
 from ibdiag.sources import sysfs_values as parse
 from ibdiag.sources.hwmon import device_facts
 from ibdiag.sources.names import shown
+from ibdiag.sources.partitions import read_pkeys
 
 T = TypeVar("T")
 
@@ -454,8 +456,14 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
         netdev=read_port_netdev(
             reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)
         ),
+        facts=_present(pkeys=read_pkeys(reader, path)),  # the partition table: files only
         problems=problems,  # last: every attribute above has had its say
     )
+
+
+def _present(**facts: Any) -> Dict[str, Any]:
+    """A ``facts`` map of those given that were read (not None)."""
+    return {name: fact for name, fact in facts.items() if fact is not None}
 
 
 def read_pci(reader: SysfsReader, device_path: str, problems: Problems) -> Optional[Pci]:
