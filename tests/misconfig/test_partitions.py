@@ -187,3 +187,29 @@ def test_a_tree_end_to_end(tmp_path, run_cli):
     results = json.loads(done.stdout)["results"]
     mine = [(r["target"], r["status"]) for r in results if r["check_id"] == "partition.pkeys"]
     assert mine == [("mlx5_0:1", "pass"), ("mlx5_1:1", "warn")]
+
+
+# -- the fleet: PKey drift, like firmware drift --------------------------------------------------
+
+
+def test_the_fleet_names_a_node_whose_ports_hold_other_partitions(tmp_path, run_cli):
+    from stubs import write_procfs
+
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    for host in ("gpu001", "gpu002", "gpu003"):
+        root = str(tmp_path / host / "sys")
+        keys = ("0xffff",) if host == "gpu003" else ("0xffff", "0x8001")
+        write_node(root, mlx5_node(2, port=dict(pkeys=keys)))
+        procfs = write_procfs(tmp_path / host / "proc", hostname=host, modules=None)
+        done = run_cli("check", "--sysfs", root, "--procfs", procfs, "--json",
+                       "-o", str(folder / f"{host}.json"))  # fmt: skip
+        assert done.exit_code == 0, done.stdout
+    text = run_cli("fleet", "report", str(folder)).stdout
+    assert "  pkeys rails 0-1: 0x8001 0xffff on 2 nodes; 0xffff on gpu003 (1)" in text, text
+    found = json.loads(run_cli("fleet", "report", str(folder), "--json").stdout)
+    drifts = [d for d in found["drift"] if d["attribute"] == "pkeys"]
+    assert [(d["rail"], d["majority"]) for d in drifts] == [
+        (0, "0x8001 0xffff"),
+        (1, "0x8001 0xffff"),
+    ]
