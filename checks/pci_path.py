@@ -167,7 +167,7 @@ def pci_aer(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Ite
             yield Result(
                 target=dev.name,
                 status=Status.SKIP,
-                message=f"no AER statistics for {path.function.bdf}: {why}",
+                message=f"{path.function.bdf}: {why}",
                 evidence=_evidence(dev, path),
             )
             continue
@@ -348,8 +348,8 @@ def _acs_result(dev: Device, path: PcieChain, pairs, bridges: Dict[str, BridgeAc
             acs = bridges.get(bdf)
             if acs is None:
                 unread.append(f"{bdf}: lspci not run")
-            elif acs.run.no_data is not None:
-                unread.append(f"{bdf}: {acs.run.reason or acs.run.no_data.value}")
+            elif acs.outcome.no_data is not None:
+                unread.append(f"{bdf}: {acs.outcome.reason or acs.outcome.no_data.value}")
             elif acs.denied:
                 unread.append(f"{bdf}: capabilities <access denied> (lspci needs root)")
             else:

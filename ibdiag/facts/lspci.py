@@ -31,7 +31,7 @@ class BridgeAcs(Fact):
     run gave no data, or capabilities were denied); ``acs_ctl``: each ACSCtl bit by name."""
 
     bdf: str
-    run: RunOutcome
+    outcome: RunOutcome
     denied: bool = False
     has_acs: Optional[bool] = None
     acs_ctl: Dict[str, bool] = Field(default_factory=dict)

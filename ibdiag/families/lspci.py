@@ -74,7 +74,7 @@ def interpret(snap: Snapshot, runs: Runs) -> Update:
         bdf = run.role.target
         outcome = outcome_of(run)
         if outcome.no_data is not None:
-            found[bdf] = BridgeAcs(bdf=bdf, run=outcome)
+            found[bdf] = BridgeAcs(bdf=bdf, outcome=outcome)
             continue
         denied, has_acs, bits, problems = parse(run.stdout)
         if not run.stdout.strip():
@@ -82,7 +82,12 @@ def interpret(snap: Snapshot, runs: Runs) -> Update:
                 update={"no_data": NoData.GARBAGE, "reason": f"lspci printed nothing for {bdf}"}
             )
         found[bdf] = BridgeAcs(
-            bdf=bdf, run=outcome, denied=denied, has_acs=has_acs, acs_ctl=bits, problems=problems
+            bdf=bdf,
+            outcome=outcome,
+            denied=denied,
+            has_acs=has_acs,
+            acs_ctl=bits,
+            problems=problems,
         )
     if not found:
         return Update()
