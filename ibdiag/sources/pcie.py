@@ -16,6 +16,9 @@ bridge, ``pci0000:00``): no file is read through a ``..`` (a bundle stores none)
 ``realname`` resolves are recorded, so a bundle replays the same path. Each bridge's files are
 read at ``bus/pci/devices/<BDF>``.
 
+Facts are built with ``model_construct``: every value here is typed by this module, and
+validating would build the models' schemas on the prolog's path (tens of ms on first use).
+
 Cost per HCA: one link name per level (three or four on a server, five or six behind a PCIe
 switch), three AER files per function, one ``iommu_group`` name and one ``type``.
 """
@@ -26,7 +29,14 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ibdiag.facts._base import Fact
-from ibdiag.facts.pcie import SEVERITIES, GpuPaths, PcieChain, PcieFunction, PciePath
+from ibdiag.facts.pcie import (
+    SEVERITIES,
+    FunctionKind,
+    GpuPaths,
+    PcieChain,
+    PcieFunction,
+    PciePath,
+)
 from ibdiag.sources.names import shown
 
 BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", re.IGNORECASE)
@@ -59,14 +69,14 @@ def gpu_facts(reader, addresses: Sequence[str]) -> Dict[str, Fact]:
     chains = [
         read_chain(reader, f"bus/pci/devices/{address}", "gpu", PcieChain) for address in addresses
     ]
-    return {"pcie_gpus": GpuPaths(gpus=chains)}
+    return {"pcie_gpus": GpuPaths.model_construct(gpus=chains)}
 
 
-def read_chain(reader, link: str, kind: str, model=PcieChain):
+def read_chain(reader, link: str, kind: FunctionKind, model=PcieChain):
     """The function at ``link`` (a directory or a symlink to one) and every bridge above it."""
     name = reader.realname(link)
     if not BDF.match(name):
-        return model(unavailable=f"not a PCI function: '{shown(name)}'")
+        return model.model_construct(unavailable=f"not a PCI function: '{shown(name)}'")
     function = read_function(reader, link, name.lower(), kind)
     bridges: List[PcieFunction] = []
     problems: List[str] = []
@@ -82,10 +92,10 @@ def read_chain(reader, link: str, kind: str, model=PcieChain):
         bridges.append(read_function(reader, f"bus/pci/devices/{bdf}", bdf, "bridge"))
     else:
         problems.append(f"more than {MAX_DEPTH} bridges above {function.bdf}: the rest not read")
-    return model(function=function, bridges=bridges, root=root, problems=problems)
+    return model.model_construct(function=function, bridges=bridges, root=root, problems=problems)
 
 
-def read_function(reader, directory: str, bdf: str, kind: str) -> PcieFunction:
+def read_function(reader, directory: str, bdf: str, kind: FunctionKind) -> PcieFunction:
     """One function's AER counts, and (not for a bridge) its IOMMU group and domain type."""
     problems: List[str] = []
     aer: Dict[str, Dict[str, int]] = {}
@@ -107,7 +117,7 @@ def read_function(reader, directory: str, bdf: str, kind: str) -> PcieFunction:
     group = group_type = None
     if kind != "bridge":
         group, group_type = read_iommu(reader, directory, problems)
-    return PcieFunction(
+    return PcieFunction.model_construct(
         bdf=bdf,
         kind=kind,
         aer=aer,
