@@ -3,14 +3,16 @@ the HCA's and GPUs' groups, and ACS redirect on the bridges between GPUs and HCA
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
-from ibdiag.facts.lspci import BridgeAcs, LspciAcs
 from ibdiag.facts.pcie import GpuPaths, PcieChain, PcieFunction, between
 from ibdiag.model import Device, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
+
+if TYPE_CHECKING:  # pci.acs runs at level standard: its facts are imported there
+    from ibdiag.facts.lspci import BridgeAcs
 
 # Correctable AER errors (receiver errors, bad TLPs/DLLPs the link layer replayed) faster than
 # this per hour since the baseline warn. Module default until Thresholds has a setting for it.
@@ -320,6 +322,8 @@ def pci_acs(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     if not gpus.gpus:
         yield Result(target="node", status=Status.SKIP, message="no NVIDIA GPU on this node")
         return
+    from ibdiag.facts.lspci import LspciAcs
+
     found = snap.facts.get("lspci_acs")
     bridges: Dict[str, BridgeAcs] = found.bridges if isinstance(found, LspciAcs) else {}
     for dev in graded_devices(snap, th):
