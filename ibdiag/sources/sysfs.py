@@ -409,6 +409,8 @@ def read_device(reader: SysfsReader, name: str) -> Device:
     name_problem = names.device_name_problem(shown(name))
     if name_problem is not None:
         problems["name"] = name_problem
+    from ibdiag.sources.pcie import device_facts as pcie_facts  # here: one call's import
+
     return Device.model_construct(
         name=shown(name),
         path=shown(path),
@@ -424,7 +426,8 @@ def read_device(reader: SysfsReader, name: str) -> Device:
         pci=read_pci(reader, path, problems),
         ports=ports,
         hw_counters=hw_counters,
-        facts=device_facts(reader, path, numbers),  # hwmon temperatures: files only
+        # hwmon temperatures and the PCIe path (AER, IOMMU; ibdiag.sources.pcie): files only
+        facts={**device_facts(reader, path, numbers), **pcie_facts(reader, path)},
         problems=problems,  # last: every attribute above has had its say
     )
 
