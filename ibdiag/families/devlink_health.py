@@ -47,6 +47,8 @@ ARGV = ["devlink", "-j", "health", "show"]
 
 _HANDLE = re.compile(r"^pci/([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])(?:/(\d+))?$")
 _MAX_COUNT = 2**64 - 1  # devlink's counts are u64
+_WORD = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a reporter's name, a state's (kernel strings)
+_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$")  # strftime %Y-%m-%d %H:%M:%S
 _NO_DEVLINK = re.compile(
     r"Failed to connect to devlink Netlink|Unknown family|Protocol not supported"
     r"|Object \"health\" not found",
@@ -134,25 +136,32 @@ def _reporter(
     if not isinstance(name, str) or not name.strip():
         problems.append(f"{handle}: a reporter without a name")
         return None
-    name = name.strip()[:64]
+    if not _WORD.match(name):
+        problems.append(f"{handle}: reporter name {name[:40]!r} is not a plain name: left out")
+        return None
     where = f"{handle} {name}"
     state = entry.get("state")
-    if state is not None and not isinstance(state, str):
-        problems.append(f"{where}: state {state!r} is not text")
+    if state is not None and (not isinstance(state, str) or not _WORD.match(state)):
+        problems.append(f"{where}: state {str(state)[:40]!r} is not a state name: left out")
         state = None
     date, time = entry.get("last_dump_date"), entry.get("last_dump_time")
-    last_dump = f"{date} {time}" if isinstance(date, str) and isinstance(time, str) else None
+    last_dump = None
+    if isinstance(date, str) and isinstance(time, str):
+        last_dump = f"{date} {time}"
+        if not _STAMP.match(last_dump):
+            problems.append(f"{where}: last dump {last_dump[:40]!r} is not a date and time")
+            last_dump = None
     return HealthReporter(
         name=name,
         handle=handle,
         port_index=port,
-        state=state[:32] if state else None,
+        state=state,
         errors=_count(entry, "error", where, problems),
         recovers=_count(entry, "recover", where, problems),
         grace_period_ms=_count(entry, "grace_period", where, problems),
         auto_recover=_flag(entry, "auto_recover", where, problems),
         auto_dump=_flag(entry, "auto_dump", where, problems),
-        last_dump=last_dump[:64] if last_dump else None,
+        last_dump=last_dump,
     )
 
 

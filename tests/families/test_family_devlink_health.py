@@ -310,3 +310,18 @@ def test_result_has_evidence_and_expected():
     result: Result = graded(collected(capture(ERROR_STATE)))["mlx5_0"]
     assert result.evidence == ["devlink -j health show"]
     assert result.expected and result.observed
+
+
+@pytest.mark.parametrize(
+    "entry, left_out",
+    [
+        ('{"reporter":"fw\\n\\u001b[2J","error":1}', "not a plain name"),
+        ('{"reporter":"fw","state":"ok\\nFAIL"}', "not a state name"),
+        ('{"reporter":"fw","last_dump_date":"2024\\n","last_dump_time":"x"}', "not a date"),
+    ],
+)
+def test_parse_names_states_and_stamps_with_control_characters_are_left_out(entry, left_out):
+    text = '{"health":{"pci/0000:0c:00.0":[' + entry + "]}}"
+    reporters, problems = family.parse(text)["0000:0c:00.0"]
+    assert len(problems) == 1 and left_out in problems[0]
+    assert all("\n" not in (r.name + str(r.state) + str(r.last_dump)) for r in reporters)

@@ -72,7 +72,7 @@ def test_odd_values_and_hostile_names_stay_valid_exposition():
     )
     samples = metrics(ran(text, rc=0))
     names = {labels[1][1] for _, labels in samples}
-    assert len(names) == 2  # the odd name (made inert) and "fw" once
+    assert names == {"fw"}  # the odd name is left out (a problem on the fact), "fw" once
     assert samples[key("ibdiag_hca_health_errors_total", "mlx5_0", "fw")] == 1
 
 
