@@ -162,3 +162,60 @@ def test_new_entries_have_titles_hints_and_compile():
         re.compile(signature.regex)
         if signature.context:
             re.compile(signature.context)
+
+
+# -- through the kernel.log check ----------------------------------------------------------------
+
+
+def _results(text: str, th=None):
+    from snapshots import device, pci, run, snapshot, with_runs
+
+    from ibdiag import roles
+    from ibdiag.model import CommandRun
+
+    node = snapshot(
+        [device("mlx5_0", pci=pci("0000:05:00.0")), device("mlx5_1", pci=pci("0000:05:00.1"))]
+    )
+    dmesg = CommandRun(
+        argv=["dmesg", "--kernel", "--nopager"], role=roles.KERNEL_LOG, rc=0, stdout=text
+    )
+    return run("kernel.log", with_runs(node, dmesg), th)
+
+
+def _graded(text: str, th=None):
+    from snapshots import by_target
+
+    return by_target(_results(text, th))
+
+
+def test_the_false_signal_never_fails_a_node_and_names_each_pf():
+    from ibdiag.model import Status
+
+    results = _graded(capture("node-exporter-3434-dgx-restricted-pf-access-reg.txt"))
+    assert set(results) == {"mlx5_0", "mlx5_1"}
+    for result in results.values():
+        assert result.status == Status.PASS, result  # info: kept as evidence, never a fault
+        assert result.observed == "mlx5.access_reg_restricted"
+        assert "ignore_hcas" in result.hint
+    assert "0000:05:00.1" in results["mlx5_1"].message
+
+
+def test_the_false_signal_of_an_ignored_pf_is_left_out():
+    from ibdiag.model import Status
+    from ibdiag.thresholds import Thresholds
+
+    text = capture("node-exporter-3434-dgx-restricted-pf-access-reg.txt")
+    results = _graded(text, Thresholds(ignore_hcas=["mlx5_*"]))
+    assert [(t, r.status) for t, r in results.items()] == [("node", Status.PASS)]
+
+
+def test_a_fatal_line_beside_the_false_signal_still_fails():
+    from ibdiag.model import Status
+
+    text = capture("node-exporter-3434-dgx-restricted-pf-access-reg.txt") + (
+        "[11180.000001] mlx5_core 0000:05:00.0: wait_func_handle_exec_timeout:1108:(pid 2101): "
+        "ACCESS_REG(0x805) timeout. Will cause a leak of a command resource\n"
+    )
+    found = {(r.target, r.observed): r.status for r in _results(text)}
+    assert found[("mlx5_0", "mlx5.cmd_timeout")] == Status.FAIL
+    assert found[("mlx5_0", "mlx5.access_reg_restricted")] == Status.PASS
