@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from ibdiag.facts.devlink import (
-    ERROR,
-    FIRMWARE,
-    FIRMWARE_FATAL,
-    DevlinkHealth,
-    HealthReporter,
-)
 from ibdiag.model import Device, Result, Snapshot, Status
 from ibdiag.outcome_results import skipped
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
+
+if TYPE_CHECKING:  # the facts' models are built when a standard-level run grades: a quick run
+    # (the Slurm prolog) only registers this module
+    from ibdiag.facts.devlink import DevlinkHealth, HealthReporter
 
 _COMMAND = "devlink -j health show"
 _NOT_COLLECTED = "devlink health was not collected (level quick, or no HCA with a PCI function)"
@@ -26,8 +23,8 @@ _HINT = (
 )
 _RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 # On an increase of their error count: fw_fatal fails (the firmware stopped), fw warns (the
-# firmware reported a syndrome it survived).
-_GRADED = ((FIRMWARE_FATAL, Status.FAIL), (FIRMWARE, Status.WARN))
+# firmware reported a syndrome it survived). (ibdiag.facts.devlink FIRMWARE_FATAL, FIRMWARE)
+_GRADED = (("fw_fatal", Status.FAIL), ("fw", Status.WARN))
 
 
 class _Finding(NamedTuple):
@@ -60,6 +57,8 @@ def fw_health(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> I
     driver loaded". devlink missing, not permitted (run as root), or no reporters for an HCA
     (not an mlx5 PF, an old kernel) is a skip with the reason.
     """
+    from ibdiag.facts.devlink import DevlinkHealth
+
     devices = list(graded_devices(snap, th))
     facts = {dev.name: dev.facts.get("devlink_health") for dev in devices}
     if not any(isinstance(found, DevlinkHealth) for found in facts.values()):
@@ -98,12 +97,14 @@ def _baseline_reporters(
 ) -> Optional[Dict[Tuple[str, str], HealthReporter]]:
     """The baseline's reporters by (handle, name); None when the counts cannot be compared
     (no baseline, or one from another boot: the driver has counted again from zero since)."""
+    from ibdiag.facts.devlink import DevlinkHealth
+
     if baseline is None:
         return None
     if snap.boot_id is not None and baseline.boot_id is not None:
         if snap.boot_id != baseline.boot_id:
             return {}
-    found: Dict[Tuple[str, str], HealthReporter] = {}
+    found: Dict[Tuple[str, str], Any] = {}
     for dev in baseline.devices:
         fact = dev.facts.get("devlink_health")
         if isinstance(fact, DevlinkHealth) and fact.outcome.no_data is None:
@@ -121,7 +122,7 @@ def _grade(
 ) -> Result:
     findings: List[_Finding] = []
     for reporter in found.reporters:
-        if reporter.state == ERROR or not reporter.healthy:
+        if not reporter.healthy:
             findings.append(
                 _Finding(Status.FAIL, f"{reporter.name} state {reporter.state} (not healthy)")
             )
