@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag.model import Device, Result, Snapshot, Status
-from ibdiag.outcome_results import skipped
+from ibdiag.outcome_results import skipped, symptom_result
 from ibdiag.registry import check
 from ibdiag.targets import graded_devices
 from ibdiag.thresholds import Thresholds
@@ -54,8 +54,9 @@ def fw_health(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> I
     and reset the HCA, update the firmware, open a vendor case if it recurs. A new fw error
     warns: look at `devlink health diagnose ... reporter fw`. Counts from before the driver
     loaded this time are not kept; without a baseline the lifetime counts warn, "since the
-    driver loaded". devlink missing, not permitted (run as root), or no reporters for an HCA
-    (not an mlx5 PF, an old kernel) is a skip with the reason.
+    driver loaded". devlink hanging, crashing or unable to execute warns, naming it;
+    devlink missing, not permitted (run as root), or no reporters for an HCA (not an mlx5 PF,
+    an old kernel) is a skip with the reason.
     """
     from ibdiag.facts.devlink import DevlinkHealth
 
@@ -63,6 +64,13 @@ def fw_health(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> I
     facts = {dev.name: dev.facts.get("devlink_health") for dev in devices}
     if not any(isinstance(found, DevlinkHealth) for found in facts.values()):
         yield skipped("node", _NOT_COLLECTED, _COMMAND)
+        return
+    outcome = next(found.outcome for found in facts.values() if isinstance(found, DevlinkHealth))
+    what = outcome.symptom()
+    if what and outcome.cut_short:  # hung, crashed, could not run: a symptom of the node
+        meaning = "devlink hung or died: the kernel's devlink, a wedged HCA driver?"
+        hint = "run it by hand; check the kernel log for mlx5 command timeouts"
+        yield symptom_result("node", outcome, what, "this node", meaning, hint)
         return
     earlier = _baseline_reporters(snap, baseline)
     for dev in devices:

@@ -325,3 +325,19 @@ def test_parse_names_states_and_stamps_with_control_characters_are_left_out(entr
     reporters, problems = family.parse(text)["0000:0c:00.0"]
     assert len(problems) == 1 and left_out in problems[0]
     assert all("\n" not in (r.name + str(r.state) + str(r.last_dump)) for r in reporters)
+
+
+@pytest.mark.parametrize(
+    "kwargs, kind",
+    [
+        ({"rc": None, "timed_out": True, "duration_s": 5.0}, "timed-out"),
+        ({"rc": -11}, "killed-by-SIGSEGV"),
+        ({"rc": None, "error": "Exec format error"}, "cannot-execute"),
+    ],
+)
+def test_devlink_hanging_crashing_or_unable_to_run_is_one_warning_naming_it(kwargs, kind):
+    results = graded(with_runs(node(), ran(**kwargs)))
+    assert set(results) == {"node"}
+    result = results["node"]
+    assert result.status == Status.WARN and result.observed == kind
+    assert "`devlink -j health show`" in result.message
