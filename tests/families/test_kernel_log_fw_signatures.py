@@ -74,7 +74,9 @@ def test_real_gpud_access_reg_bad_resource_line_stays_a_command_error():
 
 def test_health_poll_miss_count_is_fatal():
     findings = classify(
-        capture("netdev-mlx5-vdpa-health-miss-count-fw-internal-error.txt"),
+        read_capture(
+            "dmesg", "qemu-devel-2025-cx6dx-fw-internal-error-health-miss-count-synd1.txt"
+        ),
         {"0000:0d:00.0": "mlx5_2"},
     )
     first = findings[0]
