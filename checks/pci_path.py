@@ -14,22 +14,11 @@ from ibdiag.thresholds import Thresholds
 if TYPE_CHECKING:  # pci.acs runs at level standard: its facts are imported there
     from ibdiag.facts.lspci import BridgeAcs
 
-# Correctable AER errors (receiver errors, bad TLPs/DLLPs the link layer replayed) faster than
-# this per hour since the baseline warn. Module default until Thresholds has a setting for it.
-AER_CORRECTABLE_WARN_PER_HOUR = 60.0
-# The IOMMU domain the site expects ("passthrough", "translated", or None: report only).
-EXPECT_IOMMU: Optional[str] = None
 PASSTHROUGH_TYPES = ("identity",)
 TRANSLATED_TYPES = ("DMA", "DMA-FQ")
 NOT_READ = "PCIe path not read (a snapshot from an ibdiag before issue 25, or no PCI function)"
 _SEVERITY_NAMES = {"fatal": "fatal", "nonfatal": "non-fatal", "correctable": "correctable"}
 _RANK = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2}
-
-
-def _setting(th: Thresholds, name: str, default):
-    """A setting of ``th`` that may not exist yet (module default meanwhile)."""
-    value = getattr(th, name, None)
-    return default if value is None else value
 
 
 def _path(dev: Device) -> Optional[PcieChain]:
@@ -139,7 +128,7 @@ def pci_aer(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Ite
     (its switch port, the root port) are read too, and the message says which one counted.
 
     With a baseline: fatal or non-fatal increases fail; correctable ones faster than
-    AER_CORRECTABLE_WARN_PER_HOUR (60/h) warn. A count that went down or a reboot since the
+    ``aer_correctable_per_hour`` (60) warn. A count that went down or a reboot since the
     baseline (boot_id changed) is a reset, not an increase. Without a baseline: lifetime fatal
     or non-fatal counts warn ("since boot": they may be old), correctable ones are reported.
     No AER statistics (a kernel without CONFIG_PCIEAER, a VF, no AER capability) is a skip.
@@ -149,7 +138,7 @@ def pci_aer(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Ite
     function; a bridge that counts while the HCA does not points at the slot or the switch;
     send the bundle to the hardware vendor.
     """
-    rate_limit = float(_setting(th, "aer_correctable_warn_per_hour", AER_CORRECTABLE_WARN_PER_HOUR))
+    rate_limit = th.aer_correctable_per_hour
     hours = None
     rebooted = False
     if baseline is not None:
@@ -276,7 +265,7 @@ def pci_iommu(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     group's type to `identity` before the driver binds; check the BIOS VT-d/AMD-Vi settings;
     `cat /sys/kernel/iommu_groups/*/type` shows the domains.
     """
-    expect = _setting(th, "expect_iommu", EXPECT_IOMMU)
+    expect = th.expect_iommu
     for dev in graded_devices(snap, th):
         path = _path(dev)
         if path is None or path.function is None:

@@ -181,6 +181,7 @@ def read_node(
     gpus = modules = None
     if "topology" in needs:
         gpus = topology.read_nvidia_gpus(sys_reader, problems)
+        facts.update(topology.read_gpu_paths(sys_reader, gpus))  # their PCIe paths, IOMMU groups
         modules = procfs.read_modules(procfs_root, problems, proc_reader)
     return NodeFiles(
         host=host,

@@ -289,7 +289,7 @@ class Thresholds(BaseModel):
         "(identity, what GPUDirect RDMA wants) or translated (DMA/DMA-FQ). None: reported only.",
     )
     aer_correctable_per_hour: float = Field(
-        default=100.0,
+        default=60.0,
         ge=0,
         le=MAX_RATE_PER_HOUR,
         description="Correctable PCIe AER errors on an HCA or a bridge above it rising faster "

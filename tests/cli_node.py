@@ -11,6 +11,7 @@ import os
 from typing import Dict, List
 
 from hwmon_tree import ASIC, MODULE0, write_hwmon
+from pcie_tree import write_path
 from stubs import write_procfs
 from sysfs_builder import bump_counter, mlx5_node, write_node
 
@@ -32,6 +33,7 @@ class Node:
         write_node(self.sys, hcas)
         for hca in hcas:  # a kernel of 6.5 or later: each HCA's mlx5 hwmon temperatures
             write_hwmon(self.sys, hca.pci_address, ASIC, MODULE0)
+            write_path(self.sys, hca)
         write_procfs(self.proc, hostname=HOST, boot_id=BOOT_ID, boot_time=None, modules=None)
 
     @staticmethod

@@ -107,6 +107,7 @@ def test_dgx_h100_leaves_the_ethernet_storage_nics_out_and_names_nothing():
     assert th.ignore_ethernet is True
     assert (th.expect_hcas, th.expect_rate_gbps) == (8, 400)
     assert th.expect_hca_names == [] and th.ignore_hcas == []
+    assert th.expect_iommu == "passthrough"  # GPUDirect RDMA under the PCIe switches
 
 
 def test_crusoe_h100_expects_8_ndr_virtual_functions_and_says_pf_tools_are_unavailable():

@@ -130,6 +130,7 @@ from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
 from ibdiag.render.prometheus_config import add_configuration
 from ibdiag.render.prometheus_history import add_history
+from ibdiag.render.prometheus_pci import add_pci
 from ibdiag.render.prometheus_phy import add_physical
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -446,6 +447,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
     add_history(out.family, report)
     add_physical(out.family, report)
     add_configuration(out.family, report)
+    add_pci(out.family, report)
     if compat == "moneo":
         _add_moneo(out, report)
     return out.text()

@@ -56,3 +56,14 @@ def test_html_rows_name_the_path_the_bridge_and_the_domain(tmp_path):
     assert hca["iommu"] == "group 40: identity" and hca["status"] == "warn"
     assert any("bridge 0000:11:00.0" in text for text in hca["findings"])
     assert rows["gpu@0000:13:00.0"]["iommu"] == "group 81: DMA"
+
+
+def test_the_html_report_has_the_pcie_section_with_those_rows(tmp_path):
+    from ibdiag.render import html
+
+    page = html.render(_report(tmp_path))
+    section = page[page.index("<h2>PCIe path</h2>") :]
+    assert "<code>0000:00:01.0 &gt; 0000:10:00.0 &gt; 0000:11:00.0 &gt; 0000:12:00.0</code>" in (
+        section
+    )
+    assert "group 81: DMA" in section and '<tr class="s-warn">' in section
