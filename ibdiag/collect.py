@@ -64,6 +64,10 @@ def collect(
     limits, the output budget, the sysfs reader and ``progress``, which hears which traffic
     test starts (for a terminal status line).
 
+    ``thresholds``' ``ignore_hcas``: the HCAs whose counters are not read at all (listed with
+    their identity, never graded): reading a restricted PF's counters floods the kernel log
+    with firmware errors (``sysfs.read_devices``).
+
     ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.runner.watchdog``): a
     read that has not answered after this many seconds (a hung HCA) is named on its device and
     the node is graded on the rest; all reading ends by twice this. None: unbounded.
@@ -76,8 +80,11 @@ def collect(
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
     started = time.monotonic()
     options = dict(runner_options or {})
+    ignored = thresholds.ignores if thresholds is not None and thresholds.ignore_hcas else None
     node = bounded_read(
-        lambda: read_node(sys_reader, proc_reader, needs), (sys_reader, proc_reader), read_timeout
+        lambda: read_node(sys_reader, proc_reader, needs, ignored),
+        (sys_reader, proc_reader),
+        read_timeout,
     )
     snap = node.snapshot(
         tool_version=__version__,
@@ -142,12 +149,19 @@ class NodeFiles(NamedTuple):
 
 
 def read_node(
-    sys_reader: sysfs.SysfsReader, proc_reader: sysfs.SysfsReader, needs: AbstractSet[str]
+    sys_reader: sysfs.SysfsReader,
+    proc_reader: sysfs.SysfsReader,
+    needs: AbstractSet[str],
+    ignored: Optional[Callable[[str], bool]] = None,
 ) -> NodeFiles:
     """The Snapshot fields that come from files, read through the two readers.
 
     Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay.replay`` (readers over a
     bundle), so a replayed bundle is parsed by exactly the code a live run uses.
+
+    ``ignored``: the HCAs (by name) whose counters are not read (``sysfs.read_devices``): the
+    thresholds' ``ignore_hcas``, when ``collect`` has them. A bundle replays without it: what
+    was not read then is not in it.
     """
     problems: Problems = {}
     procfs_root = proc_reader.root
@@ -160,7 +174,7 @@ def read_node(
     driver_versions = None
     facts: Dict[str, Any] = {}
     if "sysfs" in needs:
-        devices, sysfs_problems = sysfs.read_devices(sys_reader)
+        devices, sysfs_problems = sysfs.read_devices(sys_reader, ignored)
         problems.update(sysfs_problems)
         driver_versions = drivers.read_driver_versions(sys_reader, problems)
         facts["char_devices"] = read_char_devices(sys_reader)

@@ -376,25 +376,42 @@ class _AttributeReader:
                 problems[shown(f"{subdir}/{name}")] = str(exc)
 
 
-def read_devices(reader: SysfsReader) -> Tuple[List[Device], Problems]:
-    """Every device under class/infiniband, and node-level problems (e.g. the class is missing)."""
+def read_devices(
+    reader: SysfsReader, ignored: Optional[Callable[[str], bool]] = None
+) -> Tuple[List[Device], Problems]:
+    """Every device under class/infiniband, and node-level problems (e.g. the class is missing).
+
+    ``ignored``: whether a device (by its Snapshot name) is left out of grading (the thresholds'
+    ``ignore_hcas``: ``Thresholds.ignores``). Such a device is still listed with its identity,
+    ports and PCI function, but none of its counters is read (``counters/``, ``counters_ext/``,
+    ``hw_counters/``, the port's and the device's): on a restricted PF (DGX/HGX B200/B300
+    Fabric Manager-managed PFs) each counter read makes mlx5_ib ask the firmware for the PPCNT
+    register, which it refuses, and the kernel log fills with ``mlx5_cmd_out_err ...
+    ACCESS_REG(0x805) ... failed`` (node_exporter #3434, #3823)."""
     entries, problem = reader.listdir(INFINIBAND_CLASS)
     node_problems: Problems = {}
     if problem is not None:
         node_problems[INFINIBAND_CLASS] = problem
-    return [read_device(reader, name) for name in entries], node_problems
+    if ignored is None:
+        return [read_device(reader, name) for name in entries], node_problems
+    return [
+        read_device(reader, name, counters=not ignored(shown(name))) for name in entries
+    ], node_problems
 
 
-def read_device(reader: SysfsReader, name: str) -> Device:
+def read_device(reader: SysfsReader, name: str, counters: bool = True) -> Device:
     """The device listed as ``name`` (as ``os.listdir`` gave it). Its Snapshot name is
     ``shown(name)``; a name that may not go on a command line is one problem ("name"), and the
-    device is read and graded all the same."""
+    device is read and graded all the same. ``counters`` False: none of its counter files is
+    read (``read_devices``: an ignored HCA), its ``hw_counters`` and its ports' counters are
+    empty."""
     path = f"{INFINIBAND_CLASS}/{name}"
     problems: Problems = {}
     attrs = _AttributeReader(reader, path, problems)
     node_type = attrs.get("node_type", parse.parse_enum)
     hw_counters: Dict[str, int] = {}
-    attrs.counters("hw_counters", hw_counters)
+    if counters:
+        attrs.counters("hw_counters", hw_counters)
     port_names, port_problem = reader.listdir(f"{path}/ports")
     if port_problem is not None:
         problems["ports"] = port_problem
@@ -405,7 +422,7 @@ def read_device(reader: SysfsReader, name: str) -> Device:
             problems[f"ports/{shown(entry)}"] = names.NOT_A_PORT
         else:
             numbers.append(number)
-    ports = [read_port(reader, path, number, len(numbers)) for number in numbers]
+    ports = [read_port(reader, path, number, len(numbers), counters) for number in numbers]
     name_problem = names.device_name_problem(shown(name))
     if name_problem is not None:
         problems["name"] = name_problem
@@ -432,17 +449,22 @@ def read_device(reader: SysfsReader, name: str) -> Device:
     )
 
 
-def read_port(reader: SysfsReader, device_path: str, number: int, port_count: int) -> Port:
+def read_port(
+    reader: SysfsReader, device_path: str, number: int, port_count: int, counters: bool = True
+) -> Port:
+    """Port ``number`` of the device at ``device_path``; ``counters`` False: its counter files
+    are not read (``read_devices``: an ignored HCA)."""
     path = f"{device_path}/ports/{number}"
     problems: Problems = {}
     attrs = _AttributeReader(reader, path, problems)
     state = attrs.get("state", parse.parse_enum)
     phys_state = attrs.get("phys_state", parse.parse_enum)
-    counters: Dict[str, int] = {}
-    for subdir in _COUNTER_DIRS:
-        attrs.counters(subdir, counters)
+    read: Dict[str, int] = {}
     hw_counters: Dict[str, int] = {}
-    attrs.counters("hw_counters", hw_counters)
+    if counters:
+        for subdir in _COUNTER_DIRS:
+            attrs.counters(subdir, read)
+        attrs.counters("hw_counters", hw_counters)
     return Port.model_construct(
         number=number,
         path=shown(path),
@@ -454,7 +476,7 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
         link_layer=attrs.text("link_layer"),
         lid=attrs.get("lid", parse.parse_hex_or_int, required=False),
         sm_lid=attrs.get("sm_lid", parse.parse_hex_or_int, required=False),
-        counters=counters,
+        counters=read,
         hw_counters=hw_counters,
         netdev=read_port_netdev(
             reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)

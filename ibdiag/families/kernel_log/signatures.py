@@ -29,7 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-__all__ = ["IB_FRAME", "SEVERITIES", "SIGNATURES", "KernelSignature", "signature_by_id"]
+__all__ = [
+    "IB_FRAME",
+    "MLX5_FRAME",
+    "SEVERITIES",
+    "SIGNATURES",
+    "KernelSignature",
+    "signature_by_id",
+]
 
 SEVERITIES = ("fail", "warn", "info")
 
@@ -41,6 +48,13 @@ IB_FRAME = (
     r"\+0x[0-9a-f]+/0x[0-9a-f]+\s+\[(?:mlx[45]\w*|ib_\w+|rdma_\w+|iw_\w+|ipoib\w*|mlxfw"
     r"|nvidia_peermem)\]"
     r"|^Workqueue: .*\[(?:mlx[45]\w*|ib_\w+|rdma_\w+)\]"
+)
+
+# A frame that was running, in mlx5_core (not a speculative "? frame" left on the stack):
+# "RIP: 0010:mlx5e_poll_ico_cq+0x8b/0x1a0 [mlx5_core]", "mlx5e_napi_poll+0x142/0x680
+# [mlx5_core]" (the line as the parser leaves it: time stamp and indentation removed).
+MLX5_FRAME = (
+    r"^(?:RIP: [0-9a-f]{4}:)?(?:mlx5\w*|__mlx5\w*)\+0x[0-9a-f]+/0x[0-9a-f]+\s+\[mlx5_core\]"
 )
 
 
@@ -77,6 +91,21 @@ SIGNATURES: Tuple[KernelSignature, ...] = (
         ),
     ),
     KernelSignature(
+        id="mlx5.hw_unrecoverable",
+        # fail: the firmware's health syndrome 0x8 (health.c ``hsynd_str``: "unrecoverable
+        # hardware error"), printed by ``print_health_info`` whatever severity the buffer gives
+        # ("Health issue observed, unrecoverable hardware error, severity(...)", or "synd 0x8:
+        # unrecoverable hardware error" on older kernels). NVSentinel ``unrecoverable_err``.
+        regex=r"(?i)unrecoverable hardware error",
+        severity="fail",
+        title="mlx5 unrecoverable hardware error (firmware health syndrome)",
+        hint=(
+            "The HCA reported an unrecoverable hardware error. Drain the node, save the log and "
+            "`devlink health dump show <pci> reporter fw_fatal`, reset the HCA; replace the card "
+            "if it recurs."
+        ),
+    ),
+    KernelSignature(
         id="mlx5.fw_health_error",
         # fail: firmware's own health report with severity EMERG..ERR (0-3), e.g. "firmware
         # internal error, severity(3) ERROR".
@@ -87,6 +116,28 @@ SIGNATURES: Tuple[KernelSignature, ...] = (
             "The HCA firmware reported an internal error. Note the syndrome (synd/ext_synd "
             "lines), drain the node and reset the HCA; open a vendor case with the syndrome if "
             "it repeats."
+        ),
+    ),
+    KernelSignature(
+        id="mlx5.access_reg_restricted",
+        # info, never more: reading a restricted PF's port counters (DGX/HGX B200/B300 Fabric
+        # Manager-managed "Limited PFs"; node_exporter #3434, #3823; gpud #1164) makes mlx5_ib
+        # ask the firmware for the PPCNT register (ACCESS_REG, op_mod 1 = read), which that PF
+        # refuses: "ACCESS_REG(0x805) op_mod(0x1) failed, status bad operation(0x2), syndrome
+        # (0x9a6171), err(-22)", once per counter file read. The PF is fine; the reader is
+        # not allowed. A timeout of ACCESS_REG is not this (mlx5.cmd_timeout), nor is another
+        # status (mlx5.cmd_failed). NVSentinel ``access_reg_failed`` (non-fatal).
+        regex=(
+            r"ACCESS_REG\(0x805\)\s+op_mod\(0x[0-9a-fA-F]+\)\s+failed,\s+status bad operation"
+            r"\(0x2\)"
+        ),
+        severity="info",
+        title="restricted PF refused a register read (ACCESS_REG): not a fault",
+        hint=(
+            "A restricted (Fabric Manager-managed) PF refuses register reads; something read "
+            "its port counters (node_exporter, gpud, an older ibdiag). Not a fault. If this PF "
+            "carries no compute traffic, add it to ignore_hcas (config, or --ignore-hca): "
+            "ibdiag then reads none of its counters and its lines are left out."
         ),
     ),
     KernelSignature(
@@ -359,6 +410,22 @@ SIGNATURES: Tuple[KernelSignature, ...] = (
         hint="Informational.",
     ),
     # --- kernel bugs in the IB stack (multi-line) ----------------------------------------------
+    KernelSignature(
+        id="kernel.soft_lockup_mlx5",
+        # fail: a CPU stuck in the mlx5 driver (NAPI poll: mlx5e_napi_poll, mlx5e_poll_ico_cq)
+        # for tens of seconds: the queue it serves is wedged. NVSentinel
+        # ``mlx5_napi_soft_lockup``: "watchdog: BUG: soft lockup - CPU#94 stuck for 226906s!"
+        # then a non-speculative mlx5_core frame (not "? mlx5e_...": a leftover on the stack).
+        regex=r"\bBUG: soft lockup\b",
+        severity="fail",
+        title="CPU soft lockup in the mlx5 driver (NAPI poll)",
+        hint=(
+            "A CPU is stuck in the mlx5 driver's packet processing. Drain and reboot the node; "
+            "check the kernel / driver (OFED) and firmware versions for a known fix."
+        ),
+        context=MLX5_FRAME,
+        context_lines=60,
+    ),
     KernelSignature(
         id="kernel.null_deref_ib",
         # fail: an oops in the IB/mlx stack; the driver state is undefined until reboot.
