@@ -383,11 +383,12 @@ def read_devices(
 
     ``ignored``: whether a device (by its Snapshot name) is left out of grading (the thresholds'
     ``ignore_hcas``: ``Thresholds.ignores``). Such a device is still listed with its identity,
-    ports and PCI function, but none of its counters is read (``counters/``, ``counters_ext/``,
-    ``hw_counters/``, the port's and the device's): on a restricted PF (DGX/HGX B200/B300
-    Fabric Manager-managed PFs) each counter read makes mlx5_ib ask the firmware for the PPCNT
-    register, which it refuses, and the kernel log fills with ``mlx5_cmd_out_err ...
-    ACCESS_REG(0x805) ... failed`` (node_exporter #3434, #3823)."""
+    ports and PCI function, but no file whose read queries its firmware is read: its counters
+    (``counters/``, ``counters_ext/``, ``hw_counters/``, the port's and the device's: the
+    PPCNT register), its hwmon temperatures (the MTMP register) and its partition tables
+    (MAD_IFC). On a restricted PF (DGX/HGX B200/B300 Fabric Manager-managed PFs) the firmware
+    refuses such register reads, and each read adds ``mlx5_cmd_out_err ... ACCESS_REG(0x805)
+    ... failed`` to the kernel log (node_exporter #3434, #3823)."""
     entries, problem = reader.listdir(INFINIBAND_CLASS)
     node_problems: Problems = {}
     if problem is not None:
@@ -395,22 +396,22 @@ def read_devices(
     if ignored is None:
         return [read_device(reader, name) for name in entries], node_problems
     return [
-        read_device(reader, name, counters=not ignored(shown(name))) for name in entries
+        read_device(reader, name, queries=not ignored(shown(name))) for name in entries
     ], node_problems
 
 
-def read_device(reader: SysfsReader, name: str, counters: bool = True) -> Device:
+def read_device(reader: SysfsReader, name: str, queries: bool = True) -> Device:
     """The device listed as ``name`` (as ``os.listdir`` gave it). Its Snapshot name is
     ``shown(name)``; a name that may not go on a command line is one problem ("name"), and the
-    device is read and graded all the same. ``counters`` False: none of its counter files is
-    read (``read_devices``: an ignored HCA), its ``hw_counters`` and its ports' counters are
-    empty."""
+    device is read and graded all the same. ``queries`` False: no file whose read queries the
+    firmware is read (``read_devices``: an ignored HCA): its ``hw_counters`` and its ports'
+    counters are empty, and it has no hwmon or partition table facts."""
     path = f"{INFINIBAND_CLASS}/{name}"
     problems: Problems = {}
     attrs = _AttributeReader(reader, path, problems)
     node_type = attrs.get("node_type", parse.parse_enum)
     hw_counters: Dict[str, int] = {}
-    if counters:
+    if queries:
         attrs.counters("hw_counters", hw_counters)
     port_names, port_problem = reader.listdir(f"{path}/ports")
     if port_problem is not None:
@@ -422,7 +423,7 @@ def read_device(reader: SysfsReader, name: str, counters: bool = True) -> Device
             problems[f"ports/{shown(entry)}"] = names.NOT_A_PORT
         else:
             numbers.append(number)
-    ports = [read_port(reader, path, number, len(numbers), counters) for number in numbers]
+    ports = [read_port(reader, path, number, len(numbers), queries) for number in numbers]
     name_problem = names.device_name_problem(shown(name))
     if name_problem is not None:
         problems["name"] = name_problem
@@ -444,16 +445,19 @@ def read_device(reader: SysfsReader, name: str, counters: bool = True) -> Device
         ports=ports,
         hw_counters=hw_counters,
         # hwmon temperatures and the PCIe path (AER, IOMMU; ibdiag.sources.pcie): files only
-        facts={**device_facts(reader, path, numbers), **pcie_facts(reader, path)},
+        facts={
+            **(device_facts(reader, path, numbers) if queries else {}),
+            **pcie_facts(reader, path),
+        },
         problems=problems,  # last: every attribute above has had its say
     )
 
 
 def read_port(
-    reader: SysfsReader, device_path: str, number: int, port_count: int, counters: bool = True
+    reader: SysfsReader, device_path: str, number: int, port_count: int, queries: bool = True
 ) -> Port:
-    """Port ``number`` of the device at ``device_path``; ``counters`` False: its counter files
-    are not read (``read_devices``: an ignored HCA)."""
+    """Port ``number`` of the device at ``device_path``; ``queries`` False: its counter files
+    and partition table are not read (``read_devices``: an ignored HCA)."""
     path = f"{device_path}/ports/{number}"
     problems: Problems = {}
     attrs = _AttributeReader(reader, path, problems)
@@ -461,7 +465,7 @@ def read_port(
     phys_state = attrs.get("phys_state", parse.parse_enum)
     read: Dict[str, int] = {}
     hw_counters: Dict[str, int] = {}
-    if counters:
+    if queries:
         for subdir in _COUNTER_DIRS:
             attrs.counters(subdir, read)
         attrs.counters("hw_counters", hw_counters)
@@ -481,7 +485,7 @@ def read_port(
         netdev=read_port_netdev(
             reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)
         ),
-        facts=_present(pkeys=read_pkeys(reader, path)),  # the partition table: files only
+        facts=_present(pkeys=read_pkeys(reader, path) if queries else None),
         problems=problems,  # last: every attribute above has had its say
     )
 
