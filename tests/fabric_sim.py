@@ -92,6 +92,7 @@ from process_groups import terminate_group
 
 __all__ = [
     "SHIMMED_TOOLS",
+    "SIM_IB_MTU",
     "Cable",
     "Fabric",
     "FabricError",
@@ -102,6 +103,7 @@ __all__ = [
     "leftover_processes",
     "parse_dotted",
     "parse_pkeys",
+    "sim_mtu_config",
 ]
 
 T = TypeVar("T")
@@ -136,6 +138,26 @@ POSITIONAL_CA_TOOLS = frozenset({"ibstat"})
 
 #: Every simulated HCA is this CA to the tools, whichever node ``SIM_HOST`` attaches to.
 SIM_CA = "ibsim0"
+
+#: The MTU of every simulated link (PortInfo NeighborMTU and MtuCap, bytes): ibsim's own, which
+#: nothing the SM or the topology says changes. A standard run on the simulator fails
+#: ``link.mtu`` at its default 4096 unless the run's config says ``expect_ib_mtu = 2048``
+#: (``sim_mtu_config``).
+SIM_IB_MTU = 2048
+
+
+def sim_mtu_config(path: PathLike) -> Optional[Path]:
+    """Write an ibdiag config expecting the simulator's MTU (``expect_ib_mtu = 2048``) at
+    ``path`` and return it; None (nothing written) while ibdiag's Thresholds has no such
+    field."""
+    from ibdiag.thresholds import Thresholds
+
+    if "expect_ib_mtu" not in Thresholds.model_fields:
+        return None
+    target = Path(path)
+    target.write_text(f"expect_ib_mtu = {SIM_IB_MTU}\n")
+    return target
+
 
 WIDTHS = (1, 2, 4, 8, 12)
 SPEEDS = ("SDR", "DDR", "QDR")

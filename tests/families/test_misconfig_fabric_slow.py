@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 import pytest
-from fabric_sim import SIM_CA, Cable, Fabric, Hca, Switch, Topology, parse_dotted
+from fabric_sim import (
+    SIM_CA,
+    Cable,
+    Fabric,
+    Hca,
+    Switch,
+    Topology,
+    parse_dotted,
+    sim_mtu_config,
+)
 from sysfs_builder import mlx5_node, write_node
 
 pytestmark = pytest.mark.slow  # ibsim + opensm per fabric; also named in conftest.SLOW_MODULES
@@ -212,15 +221,12 @@ def test_link_mtu_fails_naming_the_switch_port_capped_below_4096(fabric, tmp_pat
 
 
 def test_link_mtu_passes_where_2048_is_the_expected_mtu(fabric, tmp_path):
-    from ibdiag.thresholds import Thresholds
-
-    if "expect_ib_mtu" not in Thresholds.model_fields:
+    config = sim_mtu_config(tmp_path / "ibdiag.toml")
+    if config is None:
         pytest.skip("Thresholds has no expect_ib_mtu yet (the lead adds it)")
     tree = node_tree(tmp_path, ["mlx5_3"])
     shims = fabric.shim_dir(tmp_path / "bin", DEVICES, tools=("smpquery", "perfquery"))
     env = dict(os.environ, PATH=f"{shims}{os.pathsep}{os.environ.get('PATH', '')}")
-    config = tmp_path / "ibdiag.toml"
-    config.write_text("expect_ib_mtu = 2048\n")
     found = results(ibdiag_check(tree, "standard", config, env=env), "link.mtu")
     assert [r["status"] for r in found.values()] == ["pass"], found
 
