@@ -64,6 +64,35 @@ How ibsim-utils 0.10 behaves, and what the harness does about it:
 * **One SM per subnet.** A back-to-back cable between two HCAs is a subnet of its own: without
   an SM its ports stay in Initialize with LID 0. ``Fabric`` starts an opensm for each connected
   group of cables, attached (``SIM_HOST``) at its first HCA cabled at port 1.
+* **MTU: always 2048.** Every port's PortInfo says NeighborMTU 2048 and MtuCap 2048 (a
+  switch's port 0: 256 and 1024): ibsim copies them from its PortInfo templates
+  (``sim_net.c``) and its Set(PortInfo) handler (``sim_mad.c do_portinfo``) stores LID, SMLid,
+  LMC, states, OperVLs, widths and speeds from the SM, never NeighborMTU; the NETFILE's port
+  options are width, speed and extended speed only. So no opensm option, partition ``mtu=`` or
+  topology text lowers or raises a link's MTU here: the simulated switch port *is* a port
+  capped at 2048, below the 4096 ``link.mtu`` expects (``SIM_IB_MTU``, ``sim_mtu_config``).
+  A partition's ``mtu=`` is its multicast groups' MTU only: ``hpc=0x8001,ipoib,mtu=5`` makes
+  the IPoIB broadcast group at 4096 (``saquery -g``: Mtu 0x85) over ports capped at 2048, and
+  the SA lists a group only to ports of its partition.
+* **Partitions.** opensm reads ``partitions.conf`` in the fabric's directory (never the
+  machine's /etc/opensm), ``DEFAULT_PARTITIONS`` unless the test gives its text, or a function
+  of the running fabric (called once ibsim is up, before opensm starts: ``port_guid`` works
+  without an SM). The P_Key tables (``pkeys``: 64 entries, ibsim's PartCap) then hold 0xffff
+  and each partition's key, full members with the 0x8000 bit, on the members' ports and the
+  switch ports facing them; a port left out holds 0xffff only. ``set_partitions`` restarts the
+  SM to apply a new file (opensm reads it at a heavy sweep; a restarted opensm that finds the
+  ports Active logs no ``SUBNET UP``: wait for the keys themselves).
+* **The SM stopped** (``stop_sm``): the ports keep what it set - Active, their LID, SMLid the
+  dead SM's - so nothing on a port says it is gone. A cable bounce (``unlink``/``relink``)
+  leaves the LID and SMLid as they were and the port in Initialize/LinkUp (no SM to arm it);
+  ``clear`` then ``relink`` (a reset port, as after a reboot) gives Initialize with LID 0 and
+  SMLid 0. ``sminfo`` tells nothing apart: with or without an SM it fails at once here
+  (exit 255, ``_do_madrpc failed``), as every unanswered MAD does. ``start_sm`` brings the
+  ports back to Active with a LID.
+* **The node's sysfs.** ``mirror_port`` writes a port's PortInfo and P_Key table into a fake
+  sysfs port directory as the kernel shows them (``lid``/``sm_lid`` ``0x%x``, ``state``
+  ``4: ACTIVE``, ``phys_state`` ``5: LinkUp``, ``pkeys/N`` ``0x%04x``, every entry), so the
+  checks that read sysfs see the simulated port "from the node".
 * **Orphans.** Daemons are started in their own session with PR_SET_PDEATHSIG: if the test
   process itself is killed, the kernel kills them too (so start a Fabric on the thread that
   will stop it, e.g. in a pytest fixture).
@@ -406,9 +435,12 @@ class Fabric:
 
     Use it as a context manager (or ``start()``/``stop()``). ``directory`` (created) holds
     ``net`` (the NETFILE), ``console`` (the FIFO), ``ibsim.console`` (what the console
-    printed), ``ibsim.stderr``, ``opensm.conf``, ``opensm-<n>.log`` and ``cache-<n>/``.
-    ``startup_timeout`` bounds the wait for the subnets (seconds); ``mad_timeout_ms`` is the
-    ``-t`` of the harness's own queries.
+    printed), ``ibsim.stderr``, ``opensm.conf``, ``partitions.conf``, ``opensm-<n>.log``
+    (``opensm-<n>.<k>.log`` for the k-th restart) and ``cache-<n>/``. ``startup_timeout``
+    bounds the wait for the subnets (seconds); ``mad_timeout_ms`` is the ``-t`` of the
+    harness's own queries. ``partitions``: opensm's partitions file, its text or a function of
+    the fabric giving it (called once ibsim is up); ``sm_host``: the HCA the SM of its subnet
+    runs on (default: the subnet's first HCA cabled at port 1).
     """
 
     def __init__(
