@@ -33,7 +33,9 @@ MAX_HISTORY_WINDOW_S = 30 * 86400  # the store keeps 7 days; a month is the most
 PROGRAM_PATH = r"^[A-Za-z0-9_./+][A-Za-z0-9_./+-]{0,4095}$"
 BYTE_COUNT = r"^\d{1,15}[KkMmGg]?$"
 NO_NUL = r"^[^\x00]*$"
+PKEY_TEXT = r"^0[xX][0-9a-fA-F]{1,4}$"
 PATTERN_MEANS = {
+    PKEY_TEXT: "a partition key like 0x8001 (0x and at most four hex digits)",
     PROGRAM_PATH: "a program path (letters, digits and _ . / + -, at most 4096, not starting "
     "with -)",
     BYTE_COUNT: "a byte count like 8, 1M or 8G (nccl-tests' K/M/G suffixes)",
@@ -45,6 +47,10 @@ LauncherArgument = Annotated[str, StringConstraints(min_length=1, pattern=NO_NUL
 Floor = Annotated[float, Field(gt=0)]  # a least bandwidth (Gb/s or GB/s, as the field says)
 Fraction = Annotated[float, Field(gt=0, le=1)]  # of a link rate, or of the peers' median
 NetdevMtu = Annotated[int, Field(ge=68, le=MAX_MTU)]  # an interface's MTU (68: IPv4's least)
+# An InfiniBand MTU: one of the five the specification defines (PortInfo's MTU codes 1-5).
+IbMtu = Literal[256, 512, 1024, 2048, 4096]
+# A partition key as configs write it: 0x plus up to four hex digits (16 bits; 0x8000 set: full).
+PKey = Annotated[str, StringConstraints(pattern=PKEY_TEXT)]
 
 
 class CounterRule(BaseModel):
@@ -252,6 +258,42 @@ class Thresholds(BaseModel):
         description="Corrected FEC counts (blocks, or RS-FEC symbols per lane) at or below "
         "this (or increase, with a baseline) are never an outlier: a quiet link's few "
         "corrections are noise.",
+    )
+    # -- the silent misconfigurations: SM, partitions, MTU, character devices, PCIe path ------
+    expect_ib_mtu: Optional[IbMtu] = Field(
+        default=4096,
+        description="The active MTU every InfiniBand port must run at, in bytes (link.mtu): "
+        "4096, the largest InfiniBand MTU, is what NCCL and MPI are tuned for. None: not graded.",
+    )
+    expect_pkeys: List[PKey] = Field(
+        default_factory=list,
+        max_length=128,
+        description="Partition keys every InfiniBand port's table must hold (partition.pkeys), "
+        "e.g. 0x8001 (Azure's style: full member of partition 1). The high bit is the "
+        "membership: 0x8001 full, 0x0001 limited.",
+    )
+    subnets_per_rail: bool = Field(
+        default=False,
+        description="The node's InfiniBand ports may sit on separate subnets, each with its own "
+        "subnet manager (multi-subnet rails): sm.address then does not require every port to "
+        "name the same SM LID.",
+    )
+    expect_issm: bool = Field(
+        default=False,
+        description="hca.char_devices also requires one issm device per InfiniBand port (only "
+        "where an SM runs on the node; GB300 images have none).",
+    )
+    expect_iommu: Optional[Literal["passthrough", "translated"]] = Field(
+        default=None,
+        description="The IOMMU domain of the HCAs' and GPUs' groups (pci.iommu): passthrough "
+        "(identity, what GPUDirect RDMA wants) or translated (DMA/DMA-FQ). None: reported only.",
+    )
+    aer_correctable_per_hour: float = Field(
+        default=100.0,
+        ge=0,
+        le=MAX_RATE_PER_HOUR,
+        description="Correctable PCIe AER errors on an HCA or a bridge above it rising faster "
+        "than this per hour since the baseline warn pci.aer (fatal or non-fatal: any rise fails).",
     )
     counters: Dict[str, CounterRule] = Field(
         default_factory=dict,

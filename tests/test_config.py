@@ -350,8 +350,9 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         ),
         (
             "zzz = 1\n",
-            "unknown key 'zzz'; known: ber_fail, ber_warn, counters, drop_fail_s, "
-            "expect_hca_names, expect_hcas, expect_ipoib_mtu, expect_rate_gbps, expect_roce_mtu, "
+            "unknown key 'zzz'; known: aer_correctable_per_hour, ber_fail, ber_warn, counters, "
+            "drop_fail_s, expect_hca_names, expect_hcas, expect_ib_mtu, expect_iommu, "
+            "expect_ipoib_mtu, expect_issm, expect_pkeys, expect_rate_gbps, expect_roce_mtu, "
             "fec_outlier_factor, fec_outlier_floor, flap_fail_count, "
             "flap_min_down_s, flap_window_s, ignore_ethernet, ignore_hcas, "
             "nccl_busbw_floor_gbytes, nccl_gpus, nccl_inspector_dir, nccl_inspector_floor_gbytes, "
@@ -359,7 +360,7 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
             "nccl_min_bytes, nccl_min_fraction, nccl_tests, nccl_timeout_s, perftest_base_port, "
             "perftest_duration_s, perftest_floor_gbps, perftest_gdr, perftest_gdr_floor_gbps, "
             "perftest_min_fraction, perftest_pairing, perftest_qps, perftest_size, "
-            "straggler_fraction, temperature_margin_c",
+            "straggler_fraction, subnets_per_rail, temperature_margin_c",
         ),
         (
             'description = "x"\n',
@@ -668,7 +669,7 @@ def test_render_show_of_the_defaults_round_trips():
         "expect_hca_names": [],
         "ignore_hcas": [],
         "ignore_ethernet": False,
-        **{  # level full's, the history's and the physical layer's: each default is shown
+        **{  # level full's, the history's, the physical layer's and the PCIe path's
             name: getattr(defaults, name)
             for name in Thresholds.model_fields
             if name.startswith(
@@ -681,9 +682,15 @@ def test_render_show_of_the_defaults_round_trips():
                     "temperature_",
                     "ber_",
                     "fec_",
+                    "aer_",
+                    "subnets_",
                 )
             )
             and getattr(defaults, name) is not None
+        },
+        **{  # the misconfiguration expectations: each default is shown
+            name: getattr(defaults, name)
+            for name in ("expect_ib_mtu", "expect_issm", "expect_pkeys")
         },
     }
     assert _round_trip(effective)["perftest_min_fraction"] == 0.9
