@@ -10,9 +10,8 @@ Two sources at level standard, both already collected for other checks:
   port supports); our own PortInfo too, where the chain read it (``local-portinfo``: the link
   runs below the switch port's MtuCap, ``ibdiag.facts.partner.mtu_below_cap``).
 
-The expected MTU is ``Thresholds.expect_ib_mtu`` (None: not graded), ``EXPECT_IB_MTU`` while
-the thresholds have no such field. Ethernet (RoCE) ports are not graded here: their MTU is the
-netdev's (the netdev checks).
+The expected MTU is ``Thresholds.expect_ib_mtu`` (4096; None: not graded). Ethernet (RoCE)
+ports are not graded here: their MTU is the netdev's (the netdev checks).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from ibdiag.roles import IBV_DEVINFO
 from ibdiag.targets import ACTIVE, graded_ports
 from ibdiag.thresholds import Thresholds
 
-EXPECT_IB_MTU = 4096  # until Thresholds has expect_ib_mtu
 _LINK_STEPS = ("nodeinfo", "portinfo")
 
 _HINT = (
@@ -36,11 +34,6 @@ _HINT = (
     "link up from both ends' MtuCap (opensm partitions.conf `mtu=5` is 4096 for a partition's "
     "multicast groups); fix it, then bounce the port or re-sweep the SM"
 )
-
-
-def expected_mtu(th: Thresholds) -> Optional[int]:
-    """The MTU every InfiniBand port should run (bytes); None: not graded."""
-    return getattr(th, "expect_ib_mtu", EXPECT_IB_MTU)
 
 
 @check(
@@ -64,7 +57,7 @@ def link_mtu(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
     (opensm partitions.conf ``mtu=5``, UFM) - fix it, then bounce the port or re-sweep the SM
     so the link is set up again. RoCE ports are graded by the netdev MTU checks.
     """
-    expected = expected_mtu(th)
+    expected = th.expect_ib_mtu
     listing = snap.inventory.ibv_devinfo if snap.inventory is not None else None
     verbs = _listed_ports(listing)
     for dev, port in graded_ports(snap, th):

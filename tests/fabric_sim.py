@@ -175,14 +175,9 @@ SIM_CA = "ibsim0"
 SIM_IB_MTU = 2048
 
 
-def sim_mtu_config(path: PathLike) -> Optional[Path]:
+def sim_mtu_config(path: PathLike) -> Path:
     """Write an ibdiag config expecting the simulator's MTU (``expect_ib_mtu = 2048``) at
-    ``path`` and return it; None (nothing written) while ibdiag's Thresholds has no such
-    field."""
-    from ibdiag.thresholds import Thresholds
-
-    if "expect_ib_mtu" not in Thresholds.model_fields:
-        return None
+    ``path`` and return it."""
     target = Path(path)
     target.write_text(f"expect_ib_mtu = {SIM_IB_MTU}\n")
     return target

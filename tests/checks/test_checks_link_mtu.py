@@ -62,14 +62,6 @@ def node(
     return snap.model_copy(update={"inventory": Inventory(ibv_devinfo=listed)})
 
 
-def expecting(mtu: Optional[int]) -> Thresholds:
-    """Thresholds with ``expect_ib_mtu`` = ``mtu`` (a copy with the value set, whether or not
-    the model has the field yet: the check reads it by name)."""
-    if "expect_ib_mtu" in Thresholds.model_fields:
-        return Thresholds(expect_ib_mtu=mtu)
-    return Thresholds().model_copy(update={"expect_ib_mtu": mtu})
-
-
 def one(results: List[Result]) -> Result:
     assert len(results) == 1, results
     return results[0]
@@ -162,10 +154,10 @@ def test_a_back_to_back_ca_is_called_the_far_ends_port():
 
 
 def test_the_expected_mtu_comes_from_the_thresholds():
-    th = expecting(2048)
+    th = Thresholds(expect_ib_mtu=2048)
     result = one(run("link.mtu", node(far(2048, 2048), verbs(2048, 4096)), th))
     assert result.status == Status.PASS, result
-    unset = one(run("link.mtu", node(far(2048, 2048), verbs(2048)), expecting(None)))
+    unset = one(run("link.mtu", node(far(2048, 2048), verbs(2048)), Thresholds(expect_ib_mtu=None)))
     assert unset.status == Status.SKIP and "expect_ib_mtu" in unset.message
     above = one(run("link.mtu", node(far(), verbs()), th))
     assert above.status == Status.WARN and above.subject == "MTU 4096>2048"

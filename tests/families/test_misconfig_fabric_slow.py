@@ -222,8 +222,6 @@ def test_link_mtu_fails_naming_the_switch_port_capped_below_4096(fabric, tmp_pat
 
 def test_link_mtu_passes_where_2048_is_the_expected_mtu(fabric, tmp_path):
     config = sim_mtu_config(tmp_path / "ibdiag.toml")
-    if config is None:
-        pytest.skip("Thresholds has no expect_ib_mtu yet (the lead adds it)")
     tree = node_tree(tmp_path, ["mlx5_3"])
     shims = fabric.shim_dir(tmp_path / "bin", DEVICES, tools=("smpquery", "perfquery"))
     env = dict(os.environ, PATH=f"{shims}{os.pathsep}{os.environ.get('PATH', '')}")
