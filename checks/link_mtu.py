@@ -77,9 +77,17 @@ def link_mtu(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
 
 
 def _listed_ports(listing: Optional[Listing]) -> Dict[Tuple[str, int], ListedPort]:
+    """ibv_devinfo's ports by (device, number), those it says are InfiniBand (or says nothing
+    of): the MTU of a port it calls Ethernet is a RoCE MTU, never graded as an IB one (sysfs
+    and verbs disagreeing is hca.driver_inventory's to say)."""
     if listing is None:
         return {}
-    return {(ca.name, p.number): p for ca in listing.cas for p in ca.ports}
+    return {
+        (ca.name, p.number): p
+        for ca in listing.cas
+        for p in ca.ports
+        if p.link_layer in (None, "InfiniBand")
+    }
 
 
 def _verbs_evidence(listing: Optional[Listing]) -> str:
@@ -94,7 +102,7 @@ def _why_no_verbs(dev: Device, port: Port, listing: Optional[Listing]) -> str:
         return f"ibv_devinfo: {listing.unusable}"
     if listing.error is not None:
         return f"ibv_devinfo: {listing.error}"
-    return f"ibv_devinfo listed no active_mtu for {dev.name} port {port.number}"
+    return f"ibv_devinfo listed no InfiniBand active_mtu for {dev.name} port {port.number}"
 
 
 def _why_no_far_end(partner: Optional[Partner]) -> str:

@@ -183,7 +183,21 @@ def test_not_collected_skips_saying_so():
 def test_a_port_ibv_devinfo_did_not_list_is_said():
     result = one(run("link.mtu", node(None, verbs(name="mlx5_9"))))
     assert result.status == Status.SKIP
-    assert "listed no active_mtu for mlx5_0 port 1" in result.message
+    assert "listed no InfiniBand active_mtu for mlx5_0 port 1" in result.message
+
+
+def test_an_mtu_ibv_devinfo_gives_for_an_ethernet_port_is_not_graded_as_ib():
+    """sysfs says InfiniBand, ibv_devinfo says Ethernet (a RoCE listing): its 1024 is no IB
+    MTU; the far end's alone is graded."""
+    text = (IBV_DEVINFO / "linux-rdma-2024-cx5-roce-two-pf-before-bonding.txt").read_text()
+    roce = listing(text)
+    assert any(p.link_layer == "Ethernet" for ca in roce.cas for p in ca.ports)
+    name = roce.cas[0].name
+    snap = snapshot([device(name, ports=[port(1)])])
+    snap = snap.model_copy(update={"inventory": Inventory(ibv_devinfo=roce)})
+    result = one(run("link.mtu", snap))
+    assert result.status == Status.SKIP, result
+    assert "listed no InfiniBand active_mtu" in result.message
 
 
 def test_roce_ports_are_not_graded():
