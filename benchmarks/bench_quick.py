@@ -81,9 +81,14 @@ IMPORT_PROBE = textwrap.dedent(
 )
 
 
+PKEY_TABLE = ("0xffff",) + ("0x0000",) * 127
+
+
 def build_tree(root: str, count: int) -> str:
-    """A healthy node of ``count`` ConnectX-6 HCAs; returns the directory that plays /sys."""
-    hcas = mlx5_node(count)
+    """A healthy node of ``count`` ConnectX-6 HCAs; returns the directory that plays /sys.
+    Each port's partition table has the 128 slots an mlx5 InfiniBand port lists (the default
+    key, then empty ones), as the quick check reads every slot."""
+    hcas = mlx5_node(count, port=dict(pkeys=PKEY_TABLE))
     sys_root = os.path.join(root, f"hca{count}", "sys")
     write_node(sys_root, hcas)
     return sys_root

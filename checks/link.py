@@ -90,6 +90,11 @@ def port_state(snap: Snapshot, th: Thresholds) -> Iterator[Result]:
         hint = hints.get(port.state, "port is not ACTIVE: check cable, peer port and SM")
         if port.state == 2 and port.is_infiniband and port.sm_lid == 0:
             hint += " (sm_lid is 0: no SM has ever reached it)"
+        elif port.state in (2, 3) and port.is_infiniband and port.sm_lid:
+            hint += (
+                f" (sm_lid 0x{port.sm_lid:x}: the SM there configured it once - is it still "
+                "running? sminfo, its log, UFM)"
+            )
         yield result(
             status=Status.FAIL,
             message=f"port state {observed}, expected 4: ACTIVE",

@@ -16,6 +16,7 @@ from ibdiag import __version__
 from ibdiag.model import CommandRun, Device, Pci, Problems, Snapshot
 from ibdiag.runner.watchdog import DEFAULT_READ_TIMEOUT_S, bounded_read
 from ibdiag.sources import FILE_SOURCE_LEVELS, drivers, procfs, sysfs, topology
+from ibdiag.sources.char_devices import read_char_devices
 from ibdiag.thresholds import Thresholds
 
 
@@ -116,6 +117,7 @@ class NodeFiles(NamedTuple):
     devices: List[Device]
     gpus: Optional[List[Pci]]
     kernel_modules: Optional[List[str]]
+    facts: Dict[str, Any]  # node facts read from files (the verbs and MAD devices)
     problems: Problems
 
     def snapshot(
@@ -156,10 +158,12 @@ def read_node(
         boot_time = procfs.read_boot_time(procfs_root, problems, proc_reader)
     devices: List[Device] = []
     driver_versions = None
+    facts: Dict[str, Any] = {}
     if "sysfs" in needs:
         devices, sysfs_problems = sysfs.read_devices(sys_reader)
         problems.update(sysfs_problems)
         driver_versions = drivers.read_driver_versions(sys_reader, problems)
+        facts["char_devices"] = read_char_devices(sys_reader)
     gpus = modules = None
     if "topology" in needs:
         gpus = topology.read_nvidia_gpus(sys_reader, problems)
@@ -173,6 +177,7 @@ def read_node(
         devices=devices,
         gpus=gpus,
         kernel_modules=modules,
+        facts=facts,
         problems=problems,
     )
 

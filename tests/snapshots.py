@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from typing import Dict, Iterable, List, Optional
 
 from ibdiag import __version__
+from ibdiag.facts.char_devices import CharDevice, CharDevices
+from ibdiag.facts.partitions import PKeyEntry, PKeyTable
 from ibdiag.grade import grade, run_check
 from ibdiag.model import CommandRun, Device, LinkRate, NetDev, Pci, Port, Report, Result, Snapshot
 from ibdiag.registry import Registry, load_registry
@@ -95,6 +97,9 @@ def netdev(
 _make_netdev = netdev  # port() and device() take arguments named like the factories
 
 
+DEFAULT_LID = 0x3A4
+
+
 def port(
     number: int = 1,
     *,
@@ -102,12 +107,13 @@ def port(
     phys_state: Optional[int] = 5,
     rate_text: Optional[str] = HDR,
     link_layer: Optional[str] = "InfiniBand",
-    lid: Optional[int] = 0x3A4,
+    lid: Optional[int] = DEFAULT_LID,  # device() makes it one per port
     sm_lid: Optional[int] = 1,
     netdev: object = DEFAULT,  # a NetDev, None for no netdev, or DEFAULT for a healthy one
     counters: Optional[Dict[str, int]] = None,
     problems: Optional[Dict[str, str]] = None,
     path: str = "",  # filled in by device() when left empty
+    pkeys: Optional[Iterable[int]] = (0xFFFF,),  # the partition table; None: none read
 ) -> Port:
     if netdev is DEFAULT:
         if link_layer == "Ethernet":
@@ -127,8 +133,26 @@ def port(
         sm_lid=sm_lid,
         counters=counters or {},
         netdev=netdev,
+        facts={"pkeys": pkey_table(*pkeys)} if pkeys is not None else {},
         problems=problems or {},
     )
+
+
+def pkey_table(*keys: int) -> PKeyTable:
+    """A 128-slot partition table holding ``keys`` from slot 0."""
+    entries = [PKeyEntry(index=index, value=value) for index, value in enumerate(keys)]
+    return PKeyTable(size=128, keys=entries)
+
+
+def char_devices_of(devices: Iterable[Device]) -> CharDevices:
+    """The verbs and MAD devices a healthy kernel makes for ``devices``: a uverbs per HCA, a
+    umad per port, numbered across them."""
+    verbs, mad = [], []
+    for index, dev in enumerate(devices):
+        verbs.append(CharDevice(name=f"uverbs{index}", ibdev=dev.name))
+        for p in dev.ports:
+            mad.append(CharDevice(name=f"umad{len(mad)}", ibdev=dev.name, port=p.number))
+    return CharDevices(verbs=verbs, mad=mad)
 
 
 def pci(
@@ -182,6 +206,12 @@ def device(
     built = [
         p if p.path else p.model_copy(update={"path": f"{path}/ports/{p.number}"}) for p in built
     ]
+    built = [  # the default LID made one per port (a subnet hands each LID out once)
+        p.model_copy(update={"lid": DEFAULT_LID + 0x10 * index + p.number - 1})
+        if p.lid == DEFAULT_LID
+        else p
+        for p in built
+    ]
     if pci is DEFAULT:
         pci = _make_pci(
             f"0000:{0x0C + index:02x}:00.0", device_id=_PCI_IDS.get(hca_type or "", "0x101b")
@@ -209,8 +239,12 @@ def snapshot(
     *,
     sysfs_root: str = "/sys",
     problems: Optional[Dict[str, str]] = None,
+    char_devices: object = DEFAULT,  # CharDevices, None for none read, DEFAULT: healthy ones
 ) -> Snapshot:
     """A node; ``devices`` defaults to one healthy mlx5_0 (pass ``[]`` for none at all)."""
+    built = [device()] if devices is None else list(devices)
+    if char_devices is DEFAULT:
+        char_devices = char_devices_of(built)
     return Snapshot(
         tool_version=__version__,
         host="node001",
@@ -219,7 +253,8 @@ def snapshot(
         sysfs_root=sysfs_root,
         procfs_root="/proc",
         sources=["sysfs"],
-        devices=[device()] if devices is None else list(devices),
+        devices=built,
+        facts={"char_devices": char_devices} if char_devices is not None else {},
         problems=problems or {},
     )
 

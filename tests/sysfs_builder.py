@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 # The IB port counters every mlx5 port exposes under counters/ (values: a quiet, healthy port).
 PORT_COUNTERS: Dict[str, int] = {
@@ -67,6 +67,8 @@ class PortSpec:
     netdev: Optional[str] = None  # IPoIB interface name; None: no netdev
     operstate: str = "up"
     mtu: str = "2044"
+    # The partition table, slot by slot (``pkeys/0``...): the default partition, full member.
+    pkeys: Tuple[str, ...] = ("0xffff",)
     counters: Dict[str, int] = dataclasses.field(default_factory=lambda: dict(PORT_COUNTERS))
     hw_counters: Dict[str, int] = dataclasses.field(default_factory=lambda: dict(HW_COUNTERS))
 
@@ -97,7 +99,8 @@ def mlx5_node(count: int, port: Optional[dict] = None, **hca: str) -> List[HcaSp
         # addresses however many HCAs (a real 8-HCA node looks like 0c, 12, 4b, 54, ...).
         domain, slot = divmod(index, 15)
         address = f"{domain:04x}:{0x10 * (slot + 1):02x}:00.0"
-        ports = [PortSpec(netdev=f"ib{index}", **(port or {}))]
+        # Each port its own LID (0x12, 0x13, ...): one subnet hands out each LID once.
+        ports = [PortSpec(netdev=f"ib{index}", **{"lid": f"0x{0x12 + index:x}", **(port or {})})]
         specs.append(HcaSpec(name=f"mlx5_{index}", pci_address=address, ports=ports, **hca))
     return specs
 
@@ -113,9 +116,13 @@ def _link(link: str, target: str) -> None:
     os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
 
 
-def write_node(sys_root: str, hcas: List[HcaSpec]) -> None:
-    """Write the HCAs under ``sys_root`` (the directory that plays /sys)."""
+def write_node(sys_root: str, hcas: List[HcaSpec], char_devices: bool = True) -> None:
+    """Write the HCAs under ``sys_root`` (the directory that plays /sys); with
+    ``char_devices``, each one's uverbs device and each port's umad device as well
+    (``write_char_devices``)."""
     sys_root = str(sys_root)
+    if char_devices:
+        write_char_devices(sys_root, hcas)
     for hca in hcas:
         pci = os.path.join(sys_root, "devices", "pci0000:00", hca.pci_address)
         for name, value in (
@@ -156,6 +163,8 @@ def _write_port(sys_root: str, pci: str, port_dir: str, number: int, port: PortS
         ("sm_lid", port.sm_lid),
     ):
         _write(os.path.join(port_dir, name), value)
+    for index, pkey in enumerate(port.pkeys):
+        _write(os.path.join(port_dir, "pkeys", str(index)), pkey)
     for name, value in port.counters.items():
         _write(os.path.join(port_dir, "counters", name), str(value))
     for name, value in port.hw_counters.items():
@@ -174,6 +183,34 @@ def _write_port(sys_root: str, pci: str, port_dir: str, number: int, port: PortS
             _write(os.path.join(net, name), value)
         _link(os.path.join(net, "device"), pci)
         _link(os.path.join(sys_root, "class", "net", port.netdev), net)
+
+
+def write_char_devices(
+    sys_root: str, hcas: List[HcaSpec], issm: bool = False, skip: Tuple[str, ...] = ()
+) -> None:
+    """The verbs and MAD devices the kernel makes for ``hcas`` (numbered across them, as
+    ib_uverbs and ib_umad number theirs): ``class/infiniband_verbs/uverbsN/ibdev`` per HCA,
+    ``class/infiniband_mad/umadN/{ibdev,port}`` per port (and ``issmN`` with ``issm``), each
+    class's ``abi_version``, and ``module/ib_uverbs`` and ``module/ib_umad``. ``skip``: entry
+    names to leave out (``uverbs2``, ``umad0``), as a half-failed registration would."""
+    verbs = os.path.join(sys_root, "class", "infiniband_verbs")
+    mad = os.path.join(sys_root, "class", "infiniband_mad")
+    _write(os.path.join(verbs, "abi_version"), "6")
+    _write(os.path.join(mad, "abi_version"), "5")
+    for module in ("ib_uverbs", "ib_umad"):
+        _write(os.path.join(sys_root, "module", module, "refcnt"), "2")
+    port_index = 0
+    for index, hca in enumerate(hcas):
+        if f"uverbs{index}" not in skip:
+            _write(os.path.join(verbs, f"uverbs{index}", "ibdev"), hca.name)
+        for number, _ in enumerate(hca.ports, start=1):
+            kinds = ("umad", "issm") if issm else ("umad",)
+            for kind in kinds:
+                entry = f"{kind}{port_index}"
+                if entry not in skip:
+                    _write(os.path.join(mad, entry, "ibdev"), hca.name)
+                    _write(os.path.join(mad, entry, "port"), str(number))
+            port_index += 1
 
 
 def bump_counter(

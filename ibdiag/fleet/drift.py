@@ -1,6 +1,8 @@
 """Drift: an attribute that should be the same on every node and is not.
 
-Per rail (HCA index): firmware (``fw_ver``), board (``board_id``), model (``hca_type``). Per
+Per rail (HCA index): firmware (``fw_ver``), board (``board_id``), model (``hca_type``), and
+the partition keys its InfiniBand ports hold (``pkeys``: a node left out of the job's
+partition, or given a stray one, is PKey drift - ClusterMAX's "PKey consistency"). Per
 node: how it was checked - the ibdiag version that wrote its report (``ibdiag_version``, the
 report's ``tool_version``) and the check ``level`` (a node checked at level quick among nodes
 at standard read no counters; an older ibdiag checks less, and otherwise) - then
@@ -26,7 +28,7 @@ from ibdiag.hostlist import compress
 
 UNKNOWN = "(unknown)"
 NOT_LOADED = "(not loaded)"
-HCA_ATTRIBUTES = ("hca_type", "board_id", "fw_ver")
+HCA_ATTRIBUTES = ("hca_type", "board_id", "fw_ver", "pkeys")
 IBDIAG_VERSION = "ibdiag_version"
 LEVEL = "level"
 CHECKED = (IBDIAG_VERSION, LEVEL)  # how each node was checked

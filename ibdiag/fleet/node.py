@@ -113,13 +113,16 @@ class PortSummary(_Frozen):
 
 class HcaSummary(_Frozen):
     """One InfiniBand HCA: its rail, and the inventory drift compares rail by rail
-    (``ibdiag.fleet.drift.HCA_ATTRIBUTES``: one model, board and firmware on every rail k)."""
+    (``ibdiag.fleet.drift.HCA_ATTRIBUTES``: one model, board, firmware and set of partition
+    keys on every rail k)."""
 
     name: str
     rail: int
     hca_type: Optional[str] = None
     board_id: Optional[str] = None
     fw_ver: Optional[str] = None
+    # The partition keys its InfiniBand ports hold ("0x8001 0xffff", sorted; None: not read)
+    pkeys: Optional[str] = None
     node_guid: Optional[str] = None
 
 
@@ -257,12 +260,27 @@ def _hcas(devices: Sequence[DeviceView], rails: Dict[str, int]) -> List[HcaSumma
             hca_type=dev.hca_type,
             board_id=dev.board_id,
             fw_ver=dev.fw_ver,
+            pkeys=_pkeys(dev),
             node_guid=dev.node_guid,
         )
         for dev in devices
         if dev.name is not None and dev.name in rails
     ]
     return sorted(found, key=lambda hca: hca.rail)
+
+
+def _pkeys(dev: DeviceView) -> Optional[str]:
+    """The partition keys the HCA's InfiniBand ports hold, as one sorted text ("0x8001
+    0xffff"); None when no port's table was read (a capture without one, an older ibdiag)."""
+    keys: Set[str] = set()
+    read = False
+    for port in dev.ports:
+        table = port.facts.pkeys if port.facts is not None else None
+        if table is None or not infiniband_port(port.link_layer, port.problems):
+            continue
+        read = True
+        keys.update(f"0x{key.value:04x}" for key in table.keys if key.value is not None)
+    return " ".join(sorted(keys)) if read else None
 
 
 def _guids(devices: Sequence[DeviceView]) -> List[str]:

@@ -164,10 +164,23 @@ class ModuleView(_View):
     identity: Maybe[CableIdentityView] = None
 
 
+class PKeyEntryView(_View):
+    """``PKeyEntry``: one non-empty slot of a port's partition table."""
+
+    value: Count = None
+
+
+class PKeyTableView(_View):
+    """``PKeyTable`` (the port's ``facts["pkeys"]``): the keys it holds."""
+
+    keys: Items[PKeyEntryView] = []
+
+
 class PortFactsView(_View):
     """A port's ``facts`` map: the families' facts the fleet reads."""
 
     module: Maybe[ModuleView] = None
+    pkeys: Maybe[PKeyTableView] = None
 
 
 class PortView(_View):

@@ -20,6 +20,7 @@ from ibdiag.facts import Fact, fact_fields
 from ibdiag.facts.history import PortKey, node_keys
 from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status
+from ibdiag.render.html_config import config_rows
 from ibdiag.render.html_phy import physical_rows
 from ibdiag.render.options import DEFAULT, RenderOptions
 
@@ -312,6 +313,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         matrix=port_matrix(report),
         history=history_strips(report),
         physical=physical_rows(report),
+        configuration=config_rows(report),
         counts=report.counts(),
         node_status=_worst([r for r in report.results if r.target == "node"]),
         counters=counters,

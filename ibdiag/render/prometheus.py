@@ -128,6 +128,7 @@ from ibdiag.hca_capabilities import model_key
 from ibdiag.model import Report, Status
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
+from ibdiag.render.prometheus_config import add_configuration
 from ibdiag.render.prometheus_history import add_history
 from ibdiag.render.prometheus_phy import add_physical
 
@@ -444,6 +445,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         loopback.add(labels, gbps * 1e9 / 8)
     add_history(out.family, report)
     add_physical(out.family, report)
+    add_configuration(out.family, report)
     if compat == "moneo":
         _add_moneo(out, report)
     return out.text()

@@ -6,6 +6,7 @@ Layout read (relative to the sysfs root, ``/sys`` unless ``--sysfs`` moves it):
     class/infiniband/<dev>/hw_counters/*                     device-level counters (mlx5)
     class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer,lid,sm_lid}
     class/infiniband/<dev>/ports/<n>/{counters,counters_ext,hw_counters}/*
+    class/infiniband/<dev>/ports/<n>/pkeys/*                 partition table (sources.partitions)
     class/infiniband/<dev>/ports/<n>/gid_attrs/ndevs/0       RoCE: the Ethernet netdev's name
     class/infiniband/<dev>/device -> the PCI function (numa_node, *_link_speed/width, net/<if>)
 
@@ -28,6 +29,7 @@ from ibdiag.sources import names
 from ibdiag.sources import sysfs_values as parse
 from ibdiag.sources.hwmon import device_facts
 from ibdiag.sources.names import shown
+from ibdiag.sources.partitions import read_pkeys
 
 T = TypeVar("T")
 
@@ -407,6 +409,8 @@ def read_device(reader: SysfsReader, name: str) -> Device:
     name_problem = names.device_name_problem(shown(name))
     if name_problem is not None:
         problems["name"] = name_problem
+    from ibdiag.sources.pcie import device_facts as pcie_facts  # here: one call's import
+
     return Device.model_construct(
         name=shown(name),
         path=shown(path),
@@ -422,7 +426,8 @@ def read_device(reader: SysfsReader, name: str) -> Device:
         pci=read_pci(reader, path, problems),
         ports=ports,
         hw_counters=hw_counters,
-        facts=device_facts(reader, path, numbers),  # hwmon temperatures: files only
+        # hwmon temperatures and the PCIe path (AER, IOMMU; ibdiag.sources.pcie): files only
+        facts={**device_facts(reader, path, numbers), **pcie_facts(reader, path)},
         problems=problems,  # last: every attribute above has had its say
     )
 
@@ -454,8 +459,14 @@ def read_port(reader: SysfsReader, device_path: str, number: int, port_count: in
         netdev=read_port_netdev(
             reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)
         ),
+        facts=_present(pkeys=read_pkeys(reader, path)),  # the partition table: files only
         problems=problems,  # last: every attribute above has had its say
     )
+
+
+def _present(**facts: Any) -> Dict[str, Any]:
+    """A ``facts`` map of those given that were read (not None)."""
+    return {name: fact for name, fact in facts.items() if fact is not None}
 
 
 def read_pci(reader: SysfsReader, device_path: str, problems: Problems) -> Optional[Pci]:

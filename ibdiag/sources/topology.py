@@ -6,9 +6,11 @@ GPUs are present: without it NCCL silently stages every transfer through host me
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional
 
+from ibdiag.facts._base import Fact
 from ibdiag.model import Pci, Problems
+from ibdiag.sources import pcie
 from ibdiag.sources import sysfs_values as parse
 from ibdiag.sources.names import shown
 from ibdiag.sources.sysfs import SysfsReader
@@ -47,3 +49,10 @@ def read_nvidia_gpus(reader: SysfsReader, problems: Problems) -> List[Pci]:
             )
         )
     return gpus
+
+
+def read_gpu_paths(reader: SysfsReader, gpus: Optional[List[Pci]]) -> Dict[str, Fact]:
+    """The node's ``facts`` entry for the GPUs' PCIe paths and IOMMU domains
+    (``{"pcie_gpus": GpuPaths}``, ``ibdiag.sources.pcie``): what ``pci.acs`` and ``pci.iommu``
+    read about the GPUs. Nothing when no GPU was found (or GPUs were not collected)."""
+    return pcie.gpu_facts(reader, [gpu.address for gpu in gpus or []])

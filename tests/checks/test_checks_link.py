@@ -108,6 +108,12 @@ def test_state_init_with_sm_lid_0_adds_a_note() -> None:
     assert "class/infiniband/mlx5_0/ports/1/sm_lid" in result.evidence
 
 
+def test_state_init_with_an_sm_lid_names_the_sm_that_configured_it() -> None:
+    result = only(run("link.state", snapshot([device(ports=[port(state=2, sm_lid=0x1F)])])))
+    assert result.status is Status.FAIL
+    assert "sm_lid 0x1f: the SM there configured it once" in (result.hint or "")
+
+
 def test_state_armed_fails_pointing_at_the_sm() -> None:
     result = only(run("link.state", snapshot([device(ports=[port(state=3, sm_lid=0)])])))
     assert result.status is Status.FAIL
