@@ -746,14 +746,24 @@ class Fabric:
             _terminate_group(process)
         self._opensm = []
 
-    def start_sm(self, wait: bool = True) -> None:
+    def start_sm(self, wait: bool = True, host: Optional[str] = None) -> None:
         """Start an opensm for each subnet that had one (after ``stop_sm``), on the same HCA,
-        with the same options and partitions file; ``wait``: until every HCA port is Active
-        with a LID again."""
+        with the same options, partitions file and LID cache (``guid2lid``: ports keep their
+        LIDs); ``host``: an HCA its subnet's SM moves to instead (a failover: every port's
+        SMLid becomes that HCA's LID). ``wait``: until every HCA port is Active with a LID."""
         if self._opensm:
             raise FabricError("opensm is running: stop_sm() first")
-        for index, host in list(self._sm_hosts):
-            self._start_opensm(index, host)
+        if host is not None:
+            if not isinstance(self.topology.node(host), Hca):
+                raise ValueError(f"{host}: the SM runs on an HCA")
+            subnet = next(
+                (i for i, group in enumerate(self.topology.subnets()) if (host, 1) in group), None
+            )
+            if subnet is None:
+                raise ValueError(f"{host} has no cable at port 1, where an SM attaches")
+            self._sm_hosts = [(i, host if i == subnet else h) for i, h in self._sm_hosts]
+        for index, where in list(self._sm_hosts):
+            self._start_opensm(index, where)
         if wait:
             self.wait_for(self._mastered, self.startup_timeout, "opensm's MASTER state")
             self.wait_until_up()

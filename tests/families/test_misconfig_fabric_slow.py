@@ -11,9 +11,11 @@ real smpquery/perfquery), each caught from the node:
   so the simulated switch port is a port capped at 2048: ``link.mtu`` fails at the default
   4096, naming the switch port;
 - **the subnet manager stopped**: the ports keep what it set (Active, LID, SMLid) until the link
-  bounces; a port reset (ibsim's ``Clear``, as a reboot) and plugged back with no SM stays in
-  Initialize with LID 0 and SMLid 0, mirrored into sysfs: ``sm.address`` and ``link.state``
-  fail. (``sminfo`` is no way to tell: under the simulator it fails at once either way.)
+  bounces; then the port stops at INIT, its LID and SMLid kept (or 0 and 0 after a port reset,
+  ibsim's ``Clear``, as a reboot), mirrored into sysfs: ``link.state`` fails, ``sm.address``
+  says which (the SM lost, or none ever) as a skip - one fault, one failure; the SM started on
+  another HCA (a failover) moves every SM LID: ``sm.address`` warns against the baseline.
+  (``sminfo`` is no way to tell: under the simulator it fails at once either way.)
 
 The checks read sysfs at level quick and the far end at level standard; everything else a
 report holds meets a machine without InfiniBand hardware and is not asserted.
@@ -26,7 +28,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import pytest
 from fabric_sim import (
@@ -45,6 +47,7 @@ pytestmark = pytest.mark.slow  # ibsim + opensm per fabric; also named in confte
 
 LEAF = "leaf07"
 SM_HOST = "sm01"
+SM_STANDBY = "sm02"  # an HCA a failed-over SM runs on (the SM-lost fabric only)
 DEVICES = {"mlx5_1": "node01-mlx5_1", "mlx5_3": "node01-mlx5_3"}
 SWITCH_PORT = {"mlx5_1": 20, "mlx5_3": 21}
 TOPOLOGY = Topology(
@@ -75,10 +78,14 @@ def port_dir(tree: Path, device: str) -> Path:
 
 
 def ibdiag_check(
-    tree: Path, level: str, config: Optional[Path] = None, env: Optional[Dict[str, str]] = None
+    tree: Path,
+    level: str,
+    config: Optional[Path] = None,
+    env: Optional[Dict[str, str]] = None,
+    extra: Sequence[str] = (),
 ) -> dict:
     argv = [sys.executable, "-m", "ibdiag", "check", "--level", level, "--json", "--no-history",
-            "--sysfs", str(tree), "--deadline", str(DEADLINE_S)]  # fmt: skip
+            "--sysfs", str(tree), "--deadline", str(DEADLINE_S), *extra]  # fmt: skip
     if config is not None:
         argv += ["--config", str(config)]
     done = subprocess.run(
@@ -95,15 +102,6 @@ def results(report: dict, check_id: str) -> Dict[str, dict]:
             assert result["target"] not in found, (result, found)
             found[result["target"]] = result
     return found
-
-
-def require(check_id: str) -> None:
-    """Skip until ``check_id`` is a built-in check (the lead's sm.address / partition.pkeys land
-    on main while this is written: merge main)."""
-    from ibdiag.registry import load_registry
-
-    if load_registry(entry_points=False).get(check_id) is None:
-        pytest.skip(f"{check_id} is not a built-in check on this branch yet (merge main)")
 
 
 def hpc_partitions(sim: Fabric) -> str:
@@ -162,7 +160,6 @@ def test_mirror_port_writes_the_port_as_the_kernel_shows_it(fabric, tmp_path):
 
 
 def test_partition_pkeys_fails_on_the_port_left_out(fabric, tmp_path):
-    require("partition.pkeys")
     tree = node_tree(tmp_path, list(DEVICES))
     for device, host in DEVICES.items():
         fabric.mirror_port(host, port_dir(tree, device))
@@ -237,22 +234,44 @@ def _state(fabric: Fabric, host: str) -> Dict[str, str]:
     return {key: info.get(key, "?") for key in ("Lid", "SMLid", "LinkState", "PhysLinkState")}
 
 
-def test_a_lost_subnet_manager_fails_sm_address_and_link_state(tmp_path):
+def test_a_lost_subnet_manager_fails_link_state_and_its_failover_warns_sm_address(tmp_path):
+    """opensm stopped: nothing changes on the ports until the link bounces; then the port stops
+    at INIT (link.state fails, naming the SM; sm.address says what the addressing shows: the
+    SM lost, or no SM ever, as a skip - one fault, one failure). An SM started elsewhere (a
+    failover: every port's SM LID moves) warns sm.address against the baseline."""
     host = DEVICES["mlx5_3"]
-    with Fabric(tmp_path / "fabric", TOPOLOGY, sm_host=SM_HOST) as fabric:
+    topology = Topology(
+        [*TOPOLOGY.nodes, Hca(SM_STANDBY, 1, "sm02 mlx5_0")],
+        [*TOPOLOGY.cables, Cable(SM_STANDBY, 1, LEAF, 2)],
+    )
+    tree = node_tree(tmp_path, ["mlx5_3"])
+    folder = port_dir(tree, "mlx5_3")
+    with Fabric(tmp_path / "fabric", topology, sm_host=SM_HOST) as fabric:
         sm_lid = fabric.portinfo(SM_HOST, 1)["Lid"]
         up = _state(fabric, host)
         assert up["LinkState"] == "Active" and up["Lid"] != "0" and up["SMLid"] == sm_lid
+        fabric.mirror_port(host, folder)
+        baseline = tmp_path / "baseline.json"
+        snapshot = subprocess.run(
+            [sys.executable, "-m", "ibdiag", "snapshot", "--sysfs", str(tree), "-o", str(baseline)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert snapshot.returncode == 0, snapshot.stderr
+        healthy = ibdiag_check(tree, "quick")
+
         fabric.stop_sm()
         assert not fabric.sm_running
         # nothing on the port says the SM is gone...
         assert _state(fabric, host) == up
-        # ... nor after a cable bounce: ibsim keeps the LID and SMLid, the link stops at Init
+        # ... until the cable bounces: ibsim keeps the LID and SMLid, the link stops at Init
         fabric.unlink(host, 1)
         assert _state(fabric, host)["LinkState"] == "Down"
         fabric.relink(host, 1)
         bounced = fabric.wait_port_state(host, 1, "Initialize")
         assert (bounced["Lid"], bounced["SMLid"]) == (up["Lid"], sm_lid)
+        assert fabric.mirror_port(host, folder)["state"] == "2: INIT"
+        lost = ibdiag_check(tree, "quick")
+
         # a port reset (a rebooted node) and plugged back: no SM gives it a LID
         fabric.clear(host, 1)
         fabric.relink(host, 1)
@@ -263,23 +282,33 @@ def test_a_lost_subnet_manager_fails_sm_address_and_link_state(tmp_path):
         # sminfo is no witness under the simulator: it fails at once
         sminfo = fabric.run(host, "sminfo", "-C", SIM_CA, "-P", "1", "-t", "200", timeout=30)
         assert sminfo.returncode != 0 and "failed" in sminfo.stderr, sminfo
-        tree = node_tree(tmp_path, ["mlx5_3"])
-        written = fabric.mirror_port(host, port_dir(tree, "mlx5_3"))
+        written = fabric.mirror_port(host, folder)
         assert (written["lid"], written["sm_lid"], written["state"]) == ("0x0", "0x0", "2: INIT")
-        lost = ibdiag_check(tree, "quick")
-        # the SM back: the port is Active with a LID again
-        fabric.start_sm()
+        never = ibdiag_check(tree, "quick")
+
+        # the standby takes over: Active again, its LID the port's SM LID
+        fabric.start_sm(host=SM_STANDBY)
+        standby_lid = fabric.portinfo(SM_STANDBY, 1)["Lid"]
         back = _state(fabric, host)
-        assert back["LinkState"] == "Active" and back["Lid"] != "0", back
-        fabric.mirror_port(host, port_dir(tree, "mlx5_3"))
-        recovered = ibdiag_check(tree, "quick")
-    state = results(lost, "link.state")["mlx5_3:1"]
-    assert state["status"] == "fail", state
-    assert results(recovered, "link.state")["mlx5_3:1"]["status"] == "pass"
-    require("sm.address")
-    address = results(lost, "sm.address")["mlx5_3:1"]
-    assert address["status"] == "fail", address
-    assert results(recovered, "sm.address")["mlx5_3:1"]["status"] == "pass"
+        assert back["LinkState"] == "Active" and back["Lid"] == up["Lid"], back
+        assert back["SMLid"] == standby_lid != sm_lid, (back, standby_lid)
+        fabric.mirror_port(host, folder)
+        failover = ibdiag_check(tree, "quick", extra=["--baseline", str(baseline)])
+
+    for report in (healthy, failover):
+        assert results(report, "link.state")["mlx5_3:1"]["status"] == "pass"
+    assert results(healthy, "sm.address")["mlx5_3:1"]["status"] == "pass"
+    for report, why in (
+        (lost, f"the SM at LID 0x{int(sm_lid):x} has not activated it (SM lost?)"),
+        (never, "no subnet manager has configured the port"),
+    ):
+        state = results(report, "link.state")["mlx5_3:1"]
+        assert state["status"] == "fail", state
+        address = results(report, "sm.address")["mlx5_3:1"]
+        assert address["status"] == "skip" and why in address["message"], address
+    moved = results(failover, "sm.address")["mlx5_3:1"]
+    assert moved["status"] == "warn", moved
+    assert f"from LID 0x{int(sm_lid):x} to 0x{int(standby_lid):x}" in moved["message"], moved
 
 
 def test_parse_dotted_reads_what_mirror_port_needs(fabric):
