@@ -64,6 +64,35 @@ How ibsim-utils 0.10 behaves, and what the harness does about it:
 * **One SM per subnet.** A back-to-back cable between two HCAs is a subnet of its own: without
   an SM its ports stay in Initialize with LID 0. ``Fabric`` starts an opensm for each connected
   group of cables, attached (``SIM_HOST``) at its first HCA cabled at port 1.
+* **MTU: always 2048.** Every port's PortInfo says NeighborMTU 2048 and MtuCap 2048 (a
+  switch's port 0: 256 and 1024): ibsim copies them from its PortInfo templates
+  (``sim_net.c``) and its Set(PortInfo) handler (``sim_mad.c do_portinfo``) stores LID, SMLid,
+  LMC, states, OperVLs, widths and speeds from the SM, never NeighborMTU; the NETFILE's port
+  options are width, speed and extended speed only. So no opensm option, partition ``mtu=`` or
+  topology text lowers or raises a link's MTU here: the simulated switch port *is* a port
+  capped at 2048, below the 4096 ``link.mtu`` expects (``SIM_IB_MTU``, ``sim_mtu_config``).
+  A partition's ``mtu=`` is its multicast groups' MTU only: ``hpc=0x8001,ipoib,mtu=5`` makes
+  the IPoIB broadcast group at 4096 (``saquery -g``: Mtu 0x85) over ports capped at 2048, and
+  the SA lists a group only to ports of its partition.
+* **Partitions.** opensm reads ``partitions.conf`` in the fabric's directory (never the
+  machine's /etc/opensm), ``DEFAULT_PARTITIONS`` unless the test gives its text, or a function
+  of the running fabric (called once ibsim is up, before opensm starts: ``port_guid`` works
+  without an SM). The P_Key tables (``pkeys``: 64 entries, ibsim's PartCap) then hold 0xffff
+  and each partition's key, full members with the 0x8000 bit, on the members' ports and the
+  switch ports facing them; a port left out holds 0xffff only. ``set_partitions`` restarts the
+  SM to apply a new file (opensm reads it at a heavy sweep; a restarted opensm that finds the
+  ports Active logs no ``SUBNET UP``: wait for the keys themselves).
+* **The SM stopped** (``stop_sm``): the ports keep what it set - Active, their LID, SMLid the
+  dead SM's - so nothing on a port says it is gone. A cable bounce (``unlink``/``relink``)
+  leaves the LID and SMLid as they were and the port in Initialize/LinkUp (no SM to arm it);
+  ``clear`` then ``relink`` (a reset port, as after a reboot) gives Initialize with LID 0 and
+  SMLid 0. ``sminfo`` tells nothing apart: with or without an SM it fails at once here
+  (exit 255, ``_do_madrpc failed``), as every unanswered MAD does. ``start_sm`` brings the
+  ports back to Active with a LID.
+* **The node's sysfs.** ``mirror_port`` writes a port's PortInfo and P_Key table into a fake
+  sysfs port directory as the kernel shows them (``lid``/``sm_lid`` ``0x%x``, ``state``
+  ``4: ACTIVE``, ``phys_state`` ``5: LinkUp``, ``pkeys/N`` ``0x%04x``, every entry), so the
+  checks that read sysfs see the simulated port "from the node".
 * **Orphans.** Daemons are started in their own session with PR_SET_PDEATHSIG: if the test
   process itself is killed, the kernel kills them too (so start a Fabric on the thread that
   will stop it, e.g. in a pytest fixture).
@@ -92,6 +121,7 @@ from process_groups import terminate_group
 
 __all__ = [
     "SHIMMED_TOOLS",
+    "SIM_IB_MTU",
     "Cable",
     "Fabric",
     "FabricError",
@@ -101,6 +131,8 @@ __all__ = [
     "dispatch_shims",
     "leftover_processes",
     "parse_dotted",
+    "parse_pkeys",
+    "sim_mtu_config",
 ]
 
 T = TypeVar("T")
@@ -136,6 +168,21 @@ POSITIONAL_CA_TOOLS = frozenset({"ibstat"})
 #: Every simulated HCA is this CA to the tools, whichever node ``SIM_HOST`` attaches to.
 SIM_CA = "ibsim0"
 
+#: The MTU of every simulated link (PortInfo NeighborMTU and MtuCap, bytes): ibsim's own, which
+#: nothing the SM or the topology says changes. A standard run on the simulator fails
+#: ``link.mtu`` at its default 4096 unless the run's config says ``expect_ib_mtu = 2048``
+#: (``sim_mtu_config``).
+SIM_IB_MTU = 2048
+
+
+def sim_mtu_config(path: PathLike) -> Path:
+    """Write an ibdiag config expecting the simulator's MTU (``expect_ib_mtu = 2048``) at
+    ``path`` and return it."""
+    target = Path(path)
+    target.write_text(f"expect_ib_mtu = {SIM_IB_MTU}\n")
+    return target
+
+
 WIDTHS = (1, 2, 4, 8, 12)
 SPEEDS = ("SDR", "DDR", "QDR")
 
@@ -146,6 +193,28 @@ _NODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,39}$")
 _DESCRIPTION_RE = re.compile(r"^[^\"'\\\n\r\t#]{1,63}$")
 _DEVICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _PROMPT = "sim> "
+#: opensm's partitions file unless the test gives one: its own default (every port a full member
+#: of the default partition, IPoIB on it), written out so that no /etc/opensm/partitions.conf
+#: of the machine running the tests is read.
+DEFAULT_PARTITIONS = "Default=0x7fff,ipoib : ALL=full;\n"
+# PortInfo's LinkState / PhysLinkState as smpquery prints them -> the kernel's sysfs text
+# (drivers/infiniband/core/sysfs.c: state_show "%d: %s", phys_state_show "%u: %s").
+SYSFS_STATES = {
+    "Down": "1: DOWN",
+    "Initialize": "2: INIT",
+    "Armed": "3: ARMED",
+    "Active": "4: ACTIVE",
+}
+SYSFS_PHYS_STATES = {
+    "Sleep": "1: Sleep",
+    "Polling": "2: Polling",
+    "Disabled": "3: Disabled",
+    "PortConfigurationTraining": "4: PortConfigurationTraining",
+    "LinkUp": "5: LinkUp",
+    "LinkErrorRecovery": "6: LinkErrorRecovery",
+    "PhyTest": "7: Phy Test",
+}
+_PKEY_ROW = re.compile(r"^\s*(\d+):((?:\s+0x[0-9a-fA-F]{1,4})+)\s*$")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -361,9 +430,12 @@ class Fabric:
 
     Use it as a context manager (or ``start()``/``stop()``). ``directory`` (created) holds
     ``net`` (the NETFILE), ``console`` (the FIFO), ``ibsim.console`` (what the console
-    printed), ``ibsim.stderr``, ``opensm.conf``, ``opensm-<n>.log`` and ``cache-<n>/``.
-    ``startup_timeout`` bounds the wait for the subnets (seconds); ``mad_timeout_ms`` is the
-    ``-t`` of the harness's own queries.
+    printed), ``ibsim.stderr``, ``opensm.conf``, ``partitions.conf``, ``opensm-<n>.log``
+    (``opensm-<n>.<k>.log`` for the k-th restart) and ``cache-<n>/``. ``startup_timeout``
+    bounds the wait for the subnets (seconds); ``mad_timeout_ms`` is the ``-t`` of the
+    harness's own queries. ``partitions``: opensm's partitions file, its text or a function of
+    the fabric giving it (called once ibsim is up); ``sm_host``: the HCA the SM of its subnet
+    runs on (default: the subnet's first HCA cabled at port 1).
     """
 
     def __init__(
@@ -372,9 +444,15 @@ class Fabric:
         topology: Topology,
         startup_timeout: float = 30.0,
         mad_timeout_ms: int = 200,
+        partitions: Union[str, Callable[[Fabric], str]] = DEFAULT_PARTITIONS,
+        sm_host: Optional[str] = None,
     ) -> None:
         self.directory = Path(directory).resolve()
         self.topology = topology
+        self.partitions = partitions
+        self.sm_host = sm_host
+        if sm_host is not None and not isinstance(topology.node(sm_host), Hca):
+            raise ValueError(f"sm_host {sm_host}: the SM runs on an HCA")
         self.startup_timeout = startup_timeout
         self.mad_timeout_ms = mad_timeout_ms
         self.socket_name = f"ibdiag-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -384,6 +462,8 @@ class Fabric:
         self.env: Dict[str, str] = {}
         self._ibsim: Optional[subprocess.Popen] = None
         self._opensm: List[subprocess.Popen] = []
+        self._sm_hosts: List[Tuple[int, str]] = []  # (index, SIM_HOST) of each subnet's SM
+        self._sm_log_names: List[Tuple[int, str]] = []  # (index, log file) of each SM start
         self._console_fd: Optional[int] = None
         self._console_lock = threading.Lock()
         self._programs: Dict[str, str] = {}
@@ -410,11 +490,17 @@ class Fabric:
             self.netfile.write_text(self.topology.netfile())
             (self.directory / "opensm.conf").write_text(
                 "force_link_speed 0\nforce_link_speed_ext 0\nforce_link_width 0\nsweep_interval 1\n"
+                f"partition_config_file {self.directory / 'partitions.conf'}\n"
             )
             self._start_ibsim()
+            if callable(self.partitions):  # it may ask the fabric (port_guid): ibsim is up
+                self.partitions = self.partitions(self)
+            (self.directory / "partitions.conf").write_text(self.partitions)
             for index, subnet in enumerate(self.topology.subnets()):
                 hcas = [name for name, port in subnet if isinstance(self.topology.node(name), Hca)]
                 attach = [name for name, port in subnet if name in hcas and port == 1]
+                if self.sm_host in attach:
+                    attach.insert(0, self.sm_host)
                 if hcas and not attach:
                     raise FabricError(
                         f"subnet {subnet} has no HCA cabled at port 1, where its SM would "
@@ -435,7 +521,7 @@ class Fabric:
         for process in [*self._opensm, self._ibsim]:
             if process is not None:
                 _terminate_group(process)
-        self._opensm, self._ibsim = [], None
+        self._opensm, self._ibsim, self._sm_hosts, self._sm_log_names = [], None, [], []
         if self._console_fd is not None:
             os.close(self._console_fd)
             self._console_fd = None
@@ -644,6 +730,118 @@ class Fabric:
             raise ValueError("percent is 0..100")
         return self.console(f'Error "{node}"[{port}] {percent}')
 
+    def clear(self, node: str, port: int) -> str:
+        """``Clear "node"[port]``: pull the cable and reset the port as a reboot would (PortInfo
+        back to ibsim's down template: LID 0, SMLid 0, LMC 0, Down/Polling); ``relink``
+        plugs it back, and only an SM brings it past Initialize and gives it a LID again."""
+        return self.console(f'Clear "{node}"[{port}]')
+
+    # ------------------------------------------------------------------ the subnet manager
+
+    def stop_sm(self) -> None:
+        """Stop every opensm (SIGTERM to its process group, SIGKILL after 3 s): the subnet
+        has no SM. The ports keep what the SM set (LID, SMLid, Active) until something
+        changes them; ``start_sm`` starts them again."""
+        for process in self._opensm:
+            _terminate_group(process)
+        self._opensm = []
+
+    def start_sm(self, wait: bool = True, host: Optional[str] = None) -> None:
+        """Start an opensm for each subnet that had one (after ``stop_sm``), on the same HCA,
+        with the same options, partitions file and LID cache (``guid2lid``: ports keep their
+        LIDs); ``host``: an HCA its subnet's SM moves to instead (a failover: every port's
+        SMLid becomes that HCA's LID). ``wait``: until every HCA port is Active with a LID."""
+        if self._opensm:
+            raise FabricError("opensm is running: stop_sm() first")
+        if host is not None:
+            if not isinstance(self.topology.node(host), Hca):
+                raise ValueError(f"{host}: the SM runs on an HCA")
+            subnet = next(
+                (i for i, group in enumerate(self.topology.subnets()) if (host, 1) in group), None
+            )
+            if subnet is None:
+                raise ValueError(f"{host} has no cable at port 1, where an SM attaches")
+            self._sm_hosts = [(i, host if i == subnet else h) for i, h in self._sm_hosts]
+        for index, where in list(self._sm_hosts):
+            self._start_opensm(index, where)
+        if wait:
+            self.wait_for(self._mastered, self.startup_timeout, "opensm's MASTER state")
+            self.wait_until_up()
+
+    def set_partitions(
+        self, text: str, settled: Optional[Callable[[], bool]] = None, timeout: float = 15.0
+    ) -> None:
+        """Write opensm's partitions file anew (``name=PKEY[,ipoib][,mtu=N] : GUID=full, ...;``
+        lines; ``port_guid`` gives the GUIDs) and restart the SMs: opensm reads the file at a
+        heavy sweep, which nothing here would trigger. Returns once each SM is master, every
+        HCA port Active with a LID and ``settled()`` (e.g. a member's ``pkeys`` holding the new
+        key) is true: the restarted SM logs no ``SUBNET UP`` to wait for."""
+        self.partitions = text
+        (self.directory / "partitions.conf").write_text(text)
+        self.stop_sm()
+        self.start_sm()
+        if settled is not None:
+            self.wait_for(settled, timeout, "the new partitions in the P_Key tables")
+
+    @property
+    def sm_running(self) -> bool:
+        return bool(self._opensm) and all(p.poll() is None for p in self._opensm)
+
+    # ------------------------------------------------------------------ what a port holds
+
+    def port_guid(self, host: str, port: int = 1) -> str:
+        """The port GUID of ``host``'s ``port`` (``0x`` and 16 hex digits), as nodeinfo says:
+        what opensm's partitions file names a port by."""
+        result = self.run(
+            host, "smpquery", *("-C", SIM_CA, "-P", str(port), "-t", str(self.mad_timeout_ms)),
+            *("-D", "nodeinfo", "0"),
+        )  # fmt: skip
+        guid = parse_dotted(result.stdout).get("PortGuid", "")
+        if result.returncode != 0 or not guid.startswith("0x"):
+            raise FabricError(f"no PortGuid for {host}[{port}]: {result.stdout}{result.stderr}")
+        return f"0x{int(guid, 16):016x}"
+
+    def pkeys(self, host: str, port: int = 1) -> List[int]:
+        """``host``'s ``port``'s P_Key table as its SMA holds it (``smpquery pkeys``), every
+        entry in order, 0 for an empty one (the kernel's ``ports/N/pkeys/*`` shows them all).
+        Raises ``FabricError`` when the query fails."""
+        result = self.run(
+            host, "smpquery", *("-C", SIM_CA, "-P", str(port), "-t", str(self.mad_timeout_ms)),
+            *("-D", "pkeys", "0", str(port)),
+        )  # fmt: skip
+        table = parse_pkeys(result.stdout)
+        if result.returncode != 0 or not table:
+            raise FabricError(f"smpquery pkeys on {host}[{port}]: {result.stdout}{result.stderr}")
+        return table
+
+    def mirror_port(self, host: str, port_dir: PathLike, port: int = 1) -> Dict[str, str]:
+        """Write ``host``'s ``port`` into a fake sysfs port directory (``.../ports/1``) the way
+        the kernel shows it (drivers/infiniband/core/sysfs.c): ``lid`` and ``sm_lid``
+        (``0x%x``), ``state`` (``4: ACTIVE``), ``phys_state`` (``5: LinkUp``) from its
+        PortInfo, and ``pkeys/0``..``pkeys/N-1`` (``0x%04x``, every entry) from its P_Key
+        table. Other files (rate, link_layer, counters) are left as they are. Returns what
+        was written, by file name."""
+        info = self.portinfo(host, port)
+        missing = [f for f in ("Lid", "SMLid", "LinkState", "PhysLinkState") if f not in info]
+        if missing:
+            raise FabricError(f"portinfo of {host}[{port}] lacks {missing}: {info}")
+        written = {
+            "lid": f"0x{int(info['Lid']):x}",
+            "sm_lid": f"0x{int(info['SMLid']):x}",
+            "state": SYSFS_STATES.get(info["LinkState"], f"0: {info['LinkState']}"),
+            "phys_state": SYSFS_PHYS_STATES.get(info["PhysLinkState"], "0: <unknown>"),
+        }
+        written.update({f"pkeys/{n}": f"0x{k:04x}" for n, k in enumerate(self.pkeys(host, port))})
+        directory = Path(port_dir)
+        pkeys = directory / "pkeys"
+        if pkeys.is_dir():
+            for stale in pkeys.iterdir():
+                stale.unlink()
+        pkeys.mkdir(parents=True, exist_ok=True)
+        for name, value in written.items():
+            (directory / name).write_text(value + "\n")
+        return written
+
     # ------------------------------------------------------------------ waiting, logs
 
     def wait_for(
@@ -743,17 +941,39 @@ class Fabric:
     def _start_opensm(self, index: int, host: str) -> None:
         cache = self.directory / f"cache-{index}"
         cache.mkdir(exist_ok=True)
+        # each start logs apart (opensm-0.log, then opensm-0.1.log, ...): "SUBNET UP" in the
+        # newest log is this SM's first sweep done
+        starts = sum(1 for i, _ in self._sm_log_names if i == index)
+        log = self.directory / (
+            f"opensm-{index}.log" if not starts else f"opensm-{index}.{starts}.log"
+        )
+        self._sm_log_names.append((index, log.name))
         argv = [
             self._programs["ibsim-run"],
             self._programs["opensm"],
             "-F",
             str(self.directory / "opensm.conf"),
             "-f",
-            str(self.directory / f"opensm-{index}.log"),
+            str(log),
         ]
         env = {**self.env, "SIM_HOST": host, "OSM_CACHE_DIR": str(cache)}
-        with open(self.directory / f"opensm-{index}.out", "wb") as out:
+        with open(self.directory / f"opensm-{index}.out", "ab") as out:
             self._opensm.append(self._spawn(argv, out, subprocess.STDOUT, subprocess.DEVNULL, env))
+        if (index, host) not in self._sm_hosts:
+            self._sm_hosts.append((index, host))
+
+    def _mastered(self) -> bool:
+        """Whether every running SM's newest log says ``Entering MASTER state``. (A restarted
+        opensm that finds the ports Active logs no ``SUBNET UP``: it sets what differs from
+        its configuration, P_Key tables included, and goes on sweeping.)"""
+        newest: Dict[int, str] = {}
+        for index, name in self._sm_log_names:
+            newest[index] = name
+        for name in newest.values():
+            path = self.directory / name
+            if not path.exists() or "Entering MASTER state" not in path.read_text(errors="replace"):
+                return False
+        return True
 
     def _prompts(self) -> int:
         return self.console_log.read_text(errors="replace").count(_PROMPT)
@@ -776,6 +996,17 @@ def parse_dotted(text: str) -> Dict[str, str]:
         if match:
             fields[match.group(1)] = match.group(2).strip()
     return fields
+
+
+def parse_pkeys(text: str) -> List[int]:
+    """``smpquery pkeys`` rows (``   0: 0xffff 0x8001 0x0000 ...``) as the table's entries in
+    order (the ``N pkeys capacity`` trailer and anything else is skipped)."""
+    table: List[int] = []
+    for line in text.splitlines():
+        match = _PKEY_ROW.match(line)
+        if match and int(match.group(1)) == len(table):
+            table.extend(int(value, 16) for value in match.group(2).split())
+    return table
 
 
 def dispatch_shims(

@@ -51,9 +51,11 @@ class PortInfo(Fact):
     Widths are ``1X 2X 4X 8X 12X``, speeds ``SDR DDR QDR FDR EDR HDR NDR XDR`` (``Port.rate``
     names them the same way; FDR10 reads QDR here). ``speed_active`` is the highest speed
     field in use (the extended ones override the base one); ``*_enabled`` and ``*_supported``
-    list every value the port enables / supports, slowest first. Values the tool printed that
-    are none of these are left out, with a problem. Parsed straight from the text by
-    ``ibdiag.families.partner.smpquery.parse_portinfo``.
+    list every value the port enables / supports, slowest first. ``neighbor_mtu`` (PortInfo's
+    NeighborMTU: the MTU the subnet manager set for the link, the same at both ends) and
+    ``mtu_cap`` (MtuCap: the largest MTU the port supports) are in bytes, 256 to 4096.
+    Values the tool printed that are none of these are left out, with a problem. Parsed
+    straight from the text by ``ibdiag.families.partner.smpquery.parse_portinfo``.
     """
 
     role: Optional[RoleField] = None  # the run it came from (ibdiag.roles.partner)
@@ -69,6 +71,10 @@ class PortInfo(Fact):
     speed_enabled: List[str] = Field(default_factory=list)
     speed_supported: List[str] = Field(default_factory=list)
     capabilities: List[str] = Field(default_factory=list)  # under CapMask/CapabilityMask2: IsSM..
+    # bytes (256..4096): the MTU the SM set for the link (both ends alike), and the largest
+    # this port supports
+    neighbor_mtu: Optional[int] = None
+    mtu_cap: Optional[int] = None
     problems: List[str] = Field(default_factory=list)
     mad_error: Optional[str] = None  # what the tool said when the query failed
 
@@ -282,9 +288,15 @@ def local_port_info_matters(
     and support is above the one the link runs at. That best value is in every non-empty
     enabled/supported list of the partner's, so when none of theirs goes above what runs, no
     "could be" is possible whatever ours says, and the check's verdict is the same without it.
+
+    And for ``link.mtu``, when the partner's port runs below what it can (``mtu_below_cap``):
+    only our own MtuCap says whether our end caps the link. A healthy link (NeighborMTU equal
+    to the far end's MtuCap) costs no run: ``ibv_devinfo``'s active_mtu gives ours.
     """
     if info is None or (info.link_state, info.phys_link_state) != ACTIVE_STATE:
         return False
+    if mtu_below_cap(info):
+        return True
     if info.width_active is None or info.speed_active is None:
         return False  # nothing of theirs to compare: the check skips
     if width is None or speed is None:
@@ -294,6 +306,15 @@ def local_port_info_matters(
     return _above(WIDTHS, width, (info.width_enabled, info.width_supported)) or _above(
         SPEEDS, speed, (info.speed_enabled, info.speed_supported)
     )
+
+
+def mtu_below_cap(info: Optional[PortInfo]) -> bool:
+    """Whether the link's MTU as the partner's PortInfo ``info`` shows it (NeighborMTU) is
+    below the largest the partner's port supports (MtuCap): our end, or the subnet manager,
+    holds the link below what the switch port can do."""
+    if info is None or info.neighbor_mtu is None or info.mtu_cap is None:
+        return False
+    return info.neighbor_mtu < info.mtu_cap
 
 
 def our_width_speed(rate) -> Tuple[Optional[str], Optional[str]]:

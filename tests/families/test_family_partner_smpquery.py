@@ -31,6 +31,8 @@ HDR_PORT = {
     "speed_active": "HDR",
     "speed_enabled": ["SDR", "FDR", "EDR", "HDR"],
     "speed_supported": ["SDR", "DDR", "QDR", "FDR", "EDR", "HDR"],
+    "neighbor_mtu": 2048,  # ibsim's PortInfo template: the SM's Set does not change it
+    "mtu_cap": 2048,
 }
 PORT0 = {  # the switch's port 0 (its management port): base speeds only
     "link_state": "Active",
@@ -38,6 +40,8 @@ PORT0 = {  # the switch's port 0 (its management port): base speeds only
     "speed_active": "SDR",
     "speed_enabled": ["SDR"],
     "speed_supported": ["SDR", "DDR", "QDR"],
+    "neighbor_mtu": 256,
+    "mtu_cap": 1024,
     "capabilities": [
         "IsSM",
         "IsTrapSupported",
@@ -209,6 +213,26 @@ def test_odd_values_are_problems_not_values():
     joined = "\n".join(parsed.problems)
     for name in ("Lid", "LinkState", "LinkWidthActive", "LinkSpeedActive", "Ext"):
         assert name in joined, joined
+
+
+@pytest.mark.parametrize("mtu", [256, 512, 1024, 2048, 4096])
+def test_every_mtu_libibmad_prints_is_read_in_bytes(mtu):
+    parsed = parse_portinfo(_portinfo(NeighborMTU=str(mtu), MtuCap="4096"))
+    assert (parsed.neighbor_mtu, parsed.mtu_cap) == (mtu, 4096)
+    assert not [p for p in parsed.problems if "MTU" in p or "Mtu" in p], parsed.problems
+
+
+@pytest.mark.parametrize("value", ["?(6)", "?(0)", "8192", "2048 bytes", ""])
+def test_an_mtu_libibmad_cannot_name_is_a_problem_not_a_value(value):
+    parsed = parse_portinfo(_portinfo(NeighborMTU=value, MtuCap=value))
+    assert parsed.neighbor_mtu is None and parsed.mtu_cap is None
+    joined = "\n".join(parsed.problems)
+    assert "NeighborMTU is not an MTU" in joined and "MtuCap is not an MTU" in joined, joined
+
+
+def test_a_portinfo_without_mtu_fields_leaves_them_none():
+    parsed = parse_portinfo(_portinfo(Lid="3", LinkState="Active"))
+    assert parsed.neighbor_mtu is None and parsed.mtu_cap is None
 
 
 def test_a_long_node_description_keeps_its_leading_dot_and_a_short_one_its_text():

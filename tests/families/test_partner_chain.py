@@ -10,6 +10,7 @@ step is recorded with its role, run or never started with the reason, within the
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Dict, Optional
 
@@ -108,6 +109,42 @@ def test_our_own_portinfo_is_read_when_the_far_end_could_do_more(tmp_path):
     local = runs[roles.partner("local-portinfo", "mlx5_0:1")]
     assert local.succeeded and local.argv[-3:] == ["portinfo", "0", "1"]
     assert roles.partner("perfquery-E", "mlx5_0:1") not in runs
+
+
+def _portinfo_with_mtu(tmp_path, neighbor: str, cap: str) -> str:
+    """The switch's port capture with NeighborMTU ``neighbor`` and MtuCap ``cap``."""
+    text = open(S.partner_capture("switch-hdr-portinfo.txt")).read()
+    for name in ("NeighborMTU", "MtuCap"):
+        assert f"{name}:" in text
+    text = re.sub(r"(?m)^NeighborMTU:(\.+)2048$", rf"NeighborMTU:\g<1>{neighbor}", text)
+    text = re.sub(r"(?m)^MtuCap:(\.+)2048$", rf"MtuCap:\g<1>{cap}", text)
+    path = tmp_path / f"mtu-{neighbor}-{cap}-portinfo.txt"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "neighbor, cap, read",
+    [("2048", "4096", True), ("1024", "2048", True), ("4096", "4096", False),
+     ("2048", "2048", False), ("?(7)", "4096", False)],
+)  # fmt: skip
+def test_our_own_portinfo_is_read_when_the_link_runs_below_the_far_ends_mtu_cap(
+    tmp_path, neighbor, cap, read
+):
+    """The switch port could carry a larger MTU than the link was set to: only our own MtuCap
+    says whether our end holds it down (link.mtu), so our PortInfo is read; a link at the
+    switch port's MtuCap (ibsim: 2048 both) costs no run."""
+    from ibdiag.facts.partner import mtu_below_cap
+
+    node = Node(tmp_path, count=1)
+    node.tools(smpquery={"* portinfo 0,1 *": S.prints(_portinfo_with_mtu(tmp_path, neighbor, cap))})
+    snap = node.collect()
+    runs = by_role(snap)
+    assert (roles.partner("local-portinfo", "mlx5_0:1") in runs) is read
+    found = snap.devices[0].ports[0].partner
+    assert mtu_below_cap(found.port_info) is read
+    if read:
+        assert found.local_port_info is not None and found.local_port_info.mtu_cap == 2048
 
 
 @pytest.mark.parametrize("rate", ["", "200 Gb/sec"])

@@ -37,7 +37,16 @@ from typing import Dict, List, Tuple
 import pytest
 import stubs as S
 from conftest import TESTS_DIR
-from fabric_sim import SIM_CA, Cable, Fabric, Hca, Switch, Topology, parse_dotted
+from fabric_sim import (
+    SIM_CA,
+    Cable,
+    Fabric,
+    Hca,
+    Switch,
+    Topology,
+    parse_dotted,
+    sim_mtu_config,
+)
 from sysfs_builder import mlx5_node, write_node
 
 LEAF = "leaf07"
@@ -70,6 +79,8 @@ class Node:
     def __init__(self, root: Path, fabric: Fabric) -> None:
         self.root = root
         self.fabric = fabric
+        # ibsim holds every link at MTU 2048: expected here, so link.mtu passes
+        self.config = sim_mtu_config(root / "sim-mtu.toml")
         # smpquery and perfquery only: ibstat & co. stay the real ones (no hardware: a skip),
         # so fewer tools attach to ibsim at once
         shims = fabric.shim_dir(root / "bin", DEVICES, tools=("smpquery", "perfquery"))
@@ -94,6 +105,7 @@ class Node:
         """``check``, and the report's verdict; ``env``: instead of the node's."""
         argv = [sys.executable, "-m", "ibdiag", "check", "--level", "standard", "--json"]
         argv += ["--sysfs", self.sysfs(device), "--deadline", str(DEADLINE_S), *args]
+        argv += ["--config", str(self.config)]
         done = subprocess.run(
             argv, env=env or self.env, capture_output=True, text=True, timeout=120, check=False
         )

@@ -17,8 +17,10 @@ one hop: whatever the cable plugs into), one chain of steps, each run recorded w
 3. only where it can matter, ``smpquery -D portinfo 0 PORT``: our own port's PortInfo (what it
    enables and supports, which sysfs does not say), needed for "could be 4X" only when the
    partner enables and supports more than the link runs at, or to know our width/speed when
-   sysfs's ``rate`` did not say (``ibdiag.facts.partner.local_port_info_matters``); beside the
-   next PMA step;
+   sysfs's ``rate`` did not say, or for ``link.mtu`` when the partner's NeighborMTU is below its
+   MtuCap (only our MtuCap says whether our end holds the link down; our active MTU itself
+   comes from ibv_devinfo, so a link at the switch port's cap costs no run)
+   (``ibdiag.facts.partner.local_port_info_matters``); beside the next PMA step;
 4. plain ``perfquery LID LOCALPORT`` when -x failed or printed no error counters (a PMA without
    the additional PortCountersExtended fields, e.g. the ibsim simulator's, or an older switch);
 5. ``perfquery -E LID LOCALPORT`` (PortRcvErrorDetails) only when the counters read say

@@ -32,7 +32,10 @@ capability name each. The values are libibmad's names (``libibmad/dump.c``):
   link speeds disabled`` (enabled);
 - ``LinkSpeedExt*2`` (newer libibmad, XDR): ``212.5 Gbps``; ``No Extended Speed 2`` or ``0``;
 - anything else reads ``undefined (N)`` or ``?(N)``: kept out of the typed values, with a
-  problem.
+  problem;
+- ``NeighborMTU`` and ``MtuCap`` (``mad_dump_mtu``): ``256 512 1024 2048 4096`` bytes, else
+  ``?(N)`` (a problem). ibsim answers ``2048`` for both on every port but a switch's port 0
+  (``256`` / ``1024``).
 
 The active speed is the highest field in use: the second extended one, else the extended one,
 else the base one, as the IBA defines LinkSpeedExtActive to override LinkSpeedActive when it
@@ -279,12 +282,26 @@ def parse_portinfo(text: Union[str, bytes, None]) -> PortInfo:
         speed_enabled=list(_union(speeds["enabled"])),
         speed_supported=list(_union(speeds["supported"])),
         capabilities=list(dump.capabilities),
+        neighbor_mtu=_mtu(dump, "NeighborMTU"),
+        mtu_cap=_mtu(dump, "MtuCap"),
         problems=cap(dump.problems),
         mad_error=dump.mad_error(),
     )
 
 
 _KINDS = (("", _BASE_SPEEDS), ("Ext", _EXT_SPEEDS), ("Ext2", _EXT2_SPEEDS))
+MTUS = (256, 512, 1024, 2048, 4096)  # libibmad's mad_dump_mtu: the IBA's MTU codes 1..5
+
+
+def _mtu(dump: _Dump, name: str) -> Optional[int]:
+    """An MTU field in bytes; None (a problem when it was printed) for anything else."""
+    value = dump.fields.get(name)
+    if value is None:
+        return None
+    if value.isdigit() and int(value) in MTUS:
+        return int(value)
+    dump.problems.append(f"{name} is not an MTU: {quote(value)}")
+    return None
 
 
 def _state(dump: _Dump, name: str) -> Optional[str]:
