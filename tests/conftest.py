@@ -164,6 +164,7 @@ SLOW_MODULES = frozenset(
         "test_grafana_fleet",
         "test_grafana_rate_class",
         "test_history_fabric",
+        "test_misconfig_fabric_slow",
         "test_nhc",
         "test_nhc_slurm",
         "test_packaging",

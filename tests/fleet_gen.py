@@ -524,6 +524,18 @@ def _ibstat(devices: Sequence[Device]) -> str:
     return "".join(blocks)
 
 
+def _devlink_health(devices: Sequence[Device]) -> str:
+    """``devlink -j health show``: each HCA's fw and fw_fatal reporters, healthy, no error (the
+    layout of tests/captures/devlink, hand-made from iproute2's devlink.c)."""
+    reporters = [
+        {"reporter": "fw", "state": "healthy", "error": 0, "recover": 0, "auto_dump": True},
+        {"reporter": "fw_fatal", "state": "healthy", "error": 0, "recover": 0,
+         "grace_period": 1200000, "auto_recover": True, "auto_dump": True},
+    ]  # fmt: skip
+    health = {f"pci/{dev.pci.address}": reporters for dev in devices if dev.pci is not None}
+    return json.dumps({"health": health})
+
+
 def _ibv_devinfo(devices: Sequence[Device]) -> str:
     blocks = []
     for dev in devices:
@@ -871,6 +883,8 @@ def _read_only_runs(
             stdout = _ibstat(devices)
         elif planned.role == roles.IBV_DEVINFO:
             stdout = _ibv_devinfo(devices)
+        elif role.family == "devlink_health":
+            stdout = _devlink_health(devices)
         else:
             raise AssertionError(f"no capture for {planned.role}")
         runs.append(

@@ -23,6 +23,7 @@ SLACK_SUBPROCESS = 6.0  # ... plus interpreter start-up and imports on a loaded 
 
 TOOLS = (
     "perfquery", "ethtool", "dmesg", "journalctl", "ibstat", "ibv_devinfo", "mlxlink", "mstlink",
+    "devlink",
 )  # fmt: skip
 COMMAND_CHECKS = {
     "perfquery.errors",
@@ -33,6 +34,13 @@ COMMAND_CHECKS = {
     "hca.driver_inventory",
 }
 KERNEL_LOG = ["dmesg", "--kernel", "--nopager"]
+# devlink -j health show of two healthy PFs (hand-made from iproute2: tests/captures/devlink)
+DEVLINK_HEALTHY = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)),
+    "captures",
+    "devlink",
+    "handmade-two-pfs-healthy.json",
+)
 
 # The qemu-devel capture: firmware internal error (synd 0x1) on 0000:0d:00.0 and its siblings.
 FW_SYNDROME_BDF = "0000:0d:00.0"
@@ -73,6 +81,7 @@ class Node:
         self.stubs.add("journalctl", S.fails("journalctl: the stub should not have run", 1))
         self.stubs.add("mlxlink", S.prints(MLXLINK_HEALTHY))
         self.stubs.add("mstlink", S.fails("mstlink: the stub should not have run", 1))
+        self.stubs.add("devlink", S.prints(DEVLINK_HEALTHY))
 
     def ibstat_listing(self, count: int) -> str:
         """A real ibstat capture (mlx5_0..mlx5_8) cut to its first ``count`` CAs."""

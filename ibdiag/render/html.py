@@ -21,6 +21,7 @@ from ibdiag.facts.history import PortKey, node_keys
 from ibdiag.facts.partner import short_name
 from ibdiag.model import CommandRun, Report, Result, Status
 from ibdiag.render.html_config import config_rows
+from ibdiag.render.html_fw import firmware_rows
 from ibdiag.render.html_pci import pci_rows
 from ibdiag.render.html_phy import physical_rows
 from ibdiag.render.options import DEFAULT, RenderOptions
@@ -316,6 +317,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         physical=physical_rows(report),
         configuration=config_rows(report),
         pcie=pci_rows(report),
+        firmware=firmware_rows(report),
         counts=report.counts(),
         node_status=_worst([r for r in report.results if r.target == "node"]),
         counters=counters,

@@ -73,18 +73,20 @@ def pkeys_text(port: Port) -> Optional[str]:
 
 
 def mtu_text(snap: Snapshot, dev: Device, port: Port) -> Optional[str]:
-    """The active MTU ibv_devinfo lists for the port (``4096 (max 4096)``)."""
+    """The active MTU ibv_devinfo lists for the port (``4096 (max 4096)``), and the far end's
+    PortInfo MTUs where the far end was read (``switch port 2048, cap 2048``)."""
+    parts = []
     listing = snap.inventory.ibv_devinfo if snap.inventory is not None else None
-    if listing is None:
-        return None
-    for ca in listing.cas:
-        if ca.name != dev.name:
-            continue
-        for listed in ca.ports:
+    for ca in listing.cas if listing is not None else ():
+        for listed in ca.ports if ca.name == dev.name else ():
             if listed.number == port.number and listed.active_mtu is not None:
                 best = f" (max {listed.max_mtu})" if listed.max_mtu is not None else ""
-                return f"{listed.active_mtu}{best}"
-    return None
+                parts.append(f"{listed.active_mtu}{best}")
+    info = port.partner.port_info if port.partner is not None else None
+    if info is not None and (info.neighbor_mtu is not None or info.mtu_cap is not None):
+        far = "switch port" if port.partner.node_type == "Switch" else "far end"  # type: ignore[union-attr]
+        parts.append(f"{far} {info.neighbor_mtu or '?'}, cap {info.mtu_cap or '?'}")
+    return "; ".join(parts) or None
 
 
 def devices_text(snap: Snapshot, dev: Device, port: Port) -> Optional[str]:

@@ -129,7 +129,9 @@ from ibdiag.model import Report, Status
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.options import DEFAULT, RenderOptions
 from ibdiag.render.prometheus_config import add_configuration
+from ibdiag.render.prometheus_fw import add_firmware
 from ibdiag.render.prometheus_history import add_history
+from ibdiag.render.prometheus_mtu import add_mtu
 from ibdiag.render.prometheus_pci import add_pci
 from ibdiag.render.prometheus_phy import add_physical
 
@@ -448,6 +450,8 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
     add_physical(out.family, report)
     add_configuration(out.family, report)
     add_pci(out.family, report)
+    add_firmware(out.family, report)
+    add_mtu(out.family, report)
     if compat == "moneo":
         _add_moneo(out, report)
     return out.text()

@@ -29,6 +29,7 @@ BUILTIN_FAMILY_LEVELS = {
     "ibv_devinfo": "standard",
     "gpu_topology": "standard",  # nvidia-smi topo -m
     "lspci": "standard",  # lspci -vvv -s BDF of the bridges between a GPU and its HCA (ACS)
+    "devlink_health": "standard",  # devlink -j health show (the firmware reporters)
     # ... and the far end of each cable (smpquery/perfquery over the direct route 0,1)
     "partner": "standard",
     "perfquery_fec": "standard",  # perfquery -T: FEC per lane (issue 24)

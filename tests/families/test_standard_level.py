@@ -57,7 +57,7 @@ def planned_commands(devices: Sequence[str], netdevs: Sequence[str]) -> List[str
         keys += [f"perfquery {flag}-C {device} -P 1" for flag in ("-x ", "-E ", "-X ", "-T ")]
     keys += [f"ethtool -S {netdev}" for netdev in netdevs]
     keys += [f"mlxlink -d {device} -p 1 -m -c --json" for device in devices]
-    return [*keys, " ".join(KERNEL_LOG), "ibstat", "ibv_devinfo"]
+    return [*keys, " ".join(KERNEL_LOG), "ibstat", "ibv_devinfo", "devlink -j health show"]
 
 
 # -- real captures, graded -------------------------------------------------------------------
@@ -567,7 +567,8 @@ def test_a_flood_of_binary_output_is_capped_per_command_and_in_all(tmp_path, run
         node.stubs.add(tool, S.prints(junk))
     run = node.check("--deadline", "60", "--command-timeout", "60")
     show = run.context
-    assert len(run.commands) == 39, sorted(run.commands)  # 33 + mlxlink on each of 6 ports
+    # 33 + mlxlink on each of 6 ports + devlink health
+    assert len(run.commands) == 40, sorted(run.commands)
     kept = 0
     for key, command in run.commands.items():
         assert command["rc"] == 0 and command["stdout_truncated"], (key, show)

@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Dict, List, NamedTuple, Tuple
 
 import pytest
-from fabric_sim import SIM_CA, Cable, Fabric, Hca, Switch, Topology, parse_dotted
+from fabric_sim import (
+    SIM_CA,
+    Cable,
+    Fabric,
+    Hca,
+    Switch,
+    Topology,
+    parse_dotted,
+    sim_mtu_config,
+)
 from sysfs_builder import mlx5_node, write_node
 
 from ibdiag.fleet.analyze import analyze
@@ -116,6 +125,8 @@ class SimNode:
         argv += ["--sysfs", str(self.sysfs), "--procfs", str(self.procfs)]
         argv += ["--state", str(self.state), "--expect-rate", "40"]
         argv += ["--deadline", str(DEADLINE_S)]
+        # the simulator's links all run at MTU 2048 (fabric_sim.SIM_IB_MTU): expect that
+        argv += ["--config", str(sim_mtu_config(self.state.parent / "sim-mtu.toml"))]
         done = subprocess.run(
             argv, env=self.env, capture_output=True, text=True, timeout=120, check=False
         )

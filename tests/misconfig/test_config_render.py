@@ -67,3 +67,14 @@ def test_no_infiniband_port_no_section():
     only_roce = snapshot([device("mlx5_0", ports=[port(link_layer="Ethernet")])])
     report = grade(only_roce, builtin_registry(), Thresholds())
     assert config_rows(report) == [] and "<h2>Configuration</h2>" not in html.render(report)
+
+
+def test_the_mtu_cell_shows_the_switch_ports_portinfo_mtus():
+    from partner_builders import partner
+    from partner_builders import port_info as far_info
+
+    far = partner(port_info=far_info(neighbor_mtu=2048, mtu_cap=2048))
+    ib = port(lid=0x12, sm_lid=1).model_copy(update={"partner": far})
+    report = grade(snapshot([device("mlx5_0", ports=[ib])]), builtin_registry(), Thresholds())
+    (row,) = config_rows(report)
+    assert row["mtu"] == "switch port 2048, cap 2048"

@@ -103,3 +103,16 @@ def test_html_rows_none_without_a_reading():
 
     snap = with_runs(snapshot([device("mlx5_0")]), ran(rc=None, not_found=True))
     assert firmware_rows(grade(snap, builtin_registry(), Thresholds(), "standard")) == []
+
+
+def test_the_html_report_has_the_firmware_section_with_those_rows():
+    from ibdiag.render import html
+
+    snap = with_runs(
+        snapshot([device("mlx5_0"), device("mlx5_1")]),
+        ran(capture("handmade-fw-fatal-error-state.json"), rc=0),
+    )
+    page = html.render(grade(snap, builtin_registry(), Thresholds(), "standard"))
+    section = page[page.index("<h2>Firmware health</h2>") :]
+    assert "<code>0000:0c:00.0</code>" in section and '<tr class="s-fail">' in section
+    assert "fw_fatal: error, 2 errors, 1 recover" in section
