@@ -163,8 +163,13 @@ def serve_command(
     sampler = None
     if path is not None and not _unwritable_default(path, settings["history_path"]):
         from ibdiag.cli.watch import BackgroundMonitor
+        from ibdiag.pipeline import effective_config
 
-        sampler = BackgroundMonitor(path, interval, settings["sysfs_root"], settings["procfs_root"])
+        thresholds = effective_config(pipeline_options(settings)).thresholds
+        ignored = thresholds.ignores if thresholds.ignore_hcas else None
+        sampler = BackgroundMonitor(
+            path, interval, settings["sysfs_root"], settings["procfs_root"], ignored
+        )
     make_report = _reporter(settings, history_sampled=sampler is not None)
     if sampler is not None:
         sampler.start()

@@ -141,22 +141,33 @@ def output_options(command):
     return command
 
 
+_PROFILE = click.option(
+    "--profile",
+    metavar="NAME|FILE",
+    help="Expectations for this kind of node (generic, azure-ndv5, dgx-h100, ...; "
+    "see 'ibdiag config profiles') or a TOML file.",
+)
+_CONFIG = click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml, or "
+    "$IBDIAG_CONFIG_DIR/ibdiag.toml, if present].",
+)
+_IGNORE_HCA = click.option(
+    "--ignore-hca",
+    "ignore_hcas",
+    multiple=True,
+    metavar="GLOB",
+    help="Also leave out matching devices (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
+)
+
+
 def expectation_options(command):
     """--profile, --config and the flags that override them; shared by check and config show."""
     options = [
-        click.option(
-            "--profile",
-            metavar="NAME|FILE",
-            help="Expectations for this kind of node (generic, azure-ndv5, dgx-h100, ...; "
-            "see 'ibdiag config profiles') or a TOML file.",
-        ),
-        click.option(
-            "--config",
-            "config_path",
-            metavar="FILE",
-            help="Site configuration over the profile [default: /etc/ibdiag/ibdiag.toml, or "
-            "$IBDIAG_CONFIG_DIR/ibdiag.toml, if present].",
-        ),
+        _PROFILE,
+        _CONFIG,
         click.option(
             "--expect-hcas",
             metavar="N|NAMES",
@@ -168,15 +179,17 @@ def expectation_options(command):
             metavar="GBPS",
             help="Rate every InfiniBand port must run at, in Gb/s (e.g. 400 for NDR).",
         ),
-        click.option(
-            "--ignore-hca",
-            "ignore_hcas",
-            multiple=True,
-            metavar="GLOB",
-            help="Also leave out matching devices (e.g. 'mlx5_an*', Azure's Ethernet NIC).",
-        ),
+        _IGNORE_HCA,
     ]
     for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def ignore_options(command):
+    """--profile, --config and --ignore-hca alone: for a command that grades nothing but must
+    leave the ignored devices alone (``ibdiag watch``: never read a restricted PF's counters)."""
+    for option in (_IGNORE_HCA, _CONFIG, _PROFILE):
         command = option(command)
     return command
 

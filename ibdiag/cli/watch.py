@@ -26,11 +26,17 @@ import select
 import signal
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Set, Tuple
 
 import click
 
-from ibdiag.cli.options import UsageFailure, history_options, seconds_option, source_options
+from ibdiag.cli.options import (
+    UsageFailure,
+    history_options,
+    ignore_options,
+    seconds_option,
+    source_options,
+)
 
 if TYPE_CHECKING:
     from ibdiag.facts.history import PortKey
@@ -60,6 +66,7 @@ _STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 )
 @history_options
 @source_options
+@ignore_options
 @click.option(
     "--count", type=click.IntRange(min=1), metavar="N", help="Stop after N passes (tests)."
 )
@@ -72,9 +79,17 @@ def watch_command(
     procfs_root: str,
     count: Optional[int],
     quiet: bool,
+    profile: Optional[str],
+    config_path: Optional[str],
+    ignore_hcas: Tuple[str, ...],
 ) -> int:
-    """Sample every port's state and link counters each --interval into the history store."""
+    """Sample every port's state and link counters each --interval into the history store
+    (devices the profile, config or --ignore-hca leave out are never read)."""
     from ibdiag.history import store_path
+    from ibdiag.pipeline import PipelineOptions, effective_config
+
+    site = PipelineOptions(profile=profile, config_path=config_path, ignore_hcas=ignore_hcas)
+    thresholds = effective_config(site).thresholds
 
     path = store_path(history_path, no_history, sysfs_root=sysfs_root)
     if path is None:
@@ -82,7 +97,8 @@ def watch_command(
             "watch needs a history store (--history PATH; not --no-history or "
             "IBDIAG_HISTORY=off; another --sysfs tree than /sys needs one named)"
         )
-    watcher = Watcher(path, interval, sysfs_root, procfs_root, quiet)
+    ignored = thresholds.ignores if thresholds.ignore_hcas else None
+    watcher = Watcher(path, interval, sysfs_root, procfs_root, quiet, ignored)
     try:
         with _Stopper() as stopper:
             try:
@@ -107,12 +123,19 @@ class Watcher:
     """The loop's state: each port's previous sample, what is waiting to be written, the store."""
 
     def __init__(
-        self, path: str, interval: float, sysfs_root: str, procfs_root: str, quiet: bool
+        self,
+        path: str,
+        interval: float,
+        sysfs_root: str,
+        procfs_root: str,
+        quiet: bool,
+        ignored: Optional[Callable[[str], bool]] = None,
     ) -> None:
         from ibdiag.history.sampler import read_ports
         from ibdiag.history.store import BUSY_S, HEARTBEAT_S
 
         self._read_ports = read_ports
+        self.ignored = ignored  # devices never read (ignore_hcas): Thresholds.ignores
         self._heartbeat_s = HEARTBEAT_S
         self.path = path
         self.interval = interval
@@ -148,7 +171,7 @@ class Watcher:
             stopper.wait(tick - now)
 
     def one_pass(self, mono: float) -> None:
-        samples = self._read_ports(self.sysfs_root, self.procfs_root)
+        samples = self._read_ports(self.sysfs_root, self.procfs_root, ignored=self.ignored)
         first = self.passes == 0
         self.passes += 1
         present = set()
@@ -368,10 +391,17 @@ class BackgroundMonitor:
     daemon thread beside the server, stopped by ``stop`` after the write in progress. A sysfs
     read that hangs holds this thread only, never a scrape."""
 
-    def __init__(self, path: str, interval: float, sysfs_root: str, procfs_root: str) -> None:
+    def __init__(
+        self,
+        path: str,
+        interval: float,
+        sysfs_root: str,
+        procfs_root: str,
+        ignored: Optional[Callable[[str], bool]] = None,
+    ) -> None:
         import threading
 
-        self.watcher = Watcher(path, interval, sysfs_root, procfs_root, quiet=True)
+        self.watcher = Watcher(path, interval, sysfs_root, procfs_root, True, ignored)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ibdiag-monitor", daemon=True)
 

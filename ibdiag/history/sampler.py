@@ -24,7 +24,7 @@ import errno
 import os
 import stat
 from datetime import datetime, timezone
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ibdiag.facts.history import node_keys
 from ibdiag.history.timeline import PortSample
@@ -41,8 +41,13 @@ def read_ports(
     procfs_root: str = "/proc",
     at: Optional[datetime] = None,
     source: str = "watch",
+    ignored: Optional[Callable[[str], bool]] = None,
 ) -> List[PortSample]:
     """Every port's sample at ``at`` (now, UTC, when None), by device name then port number.
+
+    ``ignored``: devices (by name) left out of the reading altogether (the thresholds'
+    ``ignore_hcas``, ``Thresholds.ignores``): reading a restricted PF's counters every second
+    would fill the kernel log with ``ACCESS_REG(0x805) ... failed`` (node_exporter #3434).
 
     A device whose ``node_guid`` cannot be read (or reads all zeros, as an HCA not yet set up
     does, or is the same as another device's in this reading) is keyed ``"name:<dev>"``
@@ -56,6 +61,8 @@ def read_ports(
         devices = sorted(os.listdir(base))
     except OSError:
         return []  # no RDMA devices at all (no driver loaded yet): nothing to sample
+    if ignored is not None:
+        devices = [device for device in devices if not ignored(device)]
     # the store's key of each device (its GUID; by name where it has none or shares one)
     keys = node_keys(
         (device, _text(os.path.join(base, device, "node_guid"))[0]) for device in devices

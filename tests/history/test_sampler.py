@@ -95,6 +95,13 @@ def test_every_port_is_read_into_one_sample(tmp_path):
     assert read_ports(sys_root, proc, at=AT, source="check")[0].source == "check"
 
 
+def test_an_ignored_device_is_not_read_at_all(tmp_path):
+    sys_root, proc = node(tmp_path)
+    assert [s.device for s in read_ports(sys_root, proc, at=AT)] == ["mlx5_0", "mlx5_1"]
+    samples = read_ports(sys_root, proc, at=AT, ignored=lambda name: name == "mlx5_1")
+    assert [s.device for s in samples] == ["mlx5_0"]
+
+
 def test_without_a_time_the_reading_is_now_in_utc(tmp_path):
     sys_root, proc = node(tmp_path, count=1)
     before = datetime.now(timezone.utc)

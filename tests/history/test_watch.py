@@ -304,6 +304,33 @@ def test_count_stops_after_that_many_passes(tmp_path):
     assert {s.node_guid for s in node.last_samples()} == {GUID0, GUID1}
 
 
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_an_ignored_hca_is_never_sampled(tmp_path, how):
+    node = Node(tmp_path)
+    if how == "flag":
+        extra = ["--ignore-hca", "mlx5_1"]
+    else:
+        config = tmp_path / "site.toml"
+        config.write_text('ignore_hcas = ["mlx5_1"]\n')
+        extra = ["--config", str(config)]
+    done = subprocess.run(
+        [sys.executable, "-m", "ibdiag", "watch", "--interval", "0.05", "--count", "2", "-q",
+         "--history", node.db, "--sysfs", node.sys, "--procfs", str(node.proc), *extra],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert {s.node_guid for s in node.last_samples()} == {GUID0}
+
+
+def test_a_bad_config_is_one_line_and_exit_3(run_cli, tmp_path):
+    node = Node(tmp_path)
+    config = tmp_path / "site.toml"
+    config.write_text("ignore_hcas = 3\n")
+    result = run_cli("watch", "--sysfs", node.sys, "--history", node.db, "--config", str(config))
+    assert result.exit_code == 3 and result.stdout == ""
+    assert result.stderr.startswith("ibdiag: error: ") and len(result.stderr.splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     "args, env",
     [(["--no-history"], {}), ([], {"IBDIAG_HISTORY": "off"})],
