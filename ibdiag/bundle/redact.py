@@ -10,8 +10,10 @@ original's shape, so the parsers that re-grade a redacted bundle still read it:
   documentation prefix), any spelling.
 - ``guids``: ``0xa088c20300e3142a`` (11-16 digits) -> ``0xfeed000000000001`` (guid-1),
   ``b859:9f03:00d4:0a10`` -> ``feed:0000:0000:0001``, ibnetdiscover ``S-0002c90200e07e58`` and
-  ``(2c903000f3a9b)``, bare 16 hex digits ``b8599f0300d40a10`` (with a letter among them: 16
-  decimal digits are a number, ``1748030377748202``); in link-local IPv6 / IB GIDs
+  ``(2c903000f3a9b)``, lspci's PCIe Device Serial Number ``b8-59-9f-03-00-d4-0a-10`` (an
+  EUI-64: a ConnectX's is its node GUID), bare 16 hex digits ``b8599f0300d40a10`` (with a
+  letter among them: 16 decimal digits are a number, ``1748030377748202``); in link-local
+  IPv6 / IB GIDs
   (``fe80:0000:0000:0000:0002:c903:00f9:bfa1``, ``fe80::b859:...``, perftest ``254:128:...``,
   the IPoIB 20-byte hardware address ``00:00:10:87:fe:80:...``) the fe80::/64 prefix is kept
   and the interface id (the port GUID) is mapped like a GUID.
@@ -286,6 +288,9 @@ class Redactor:
             branches += [
                 r"(?<![0-9a-z:.])(?P<gcolon>[0-9a-f]{4}(?::[0-9a-f]{4}){3})(?![0-9a-z:]|\.\d)",
                 r"(?<![0-9a-z])0x(?P<g0x>[0-9a-f]{11,16})(?![0-9a-z])",
+                # lspci's "Device Serial Number b8-59-9f-03-00-d4-0a-10": the PCIe DSN, an
+                # EUI-64 (a ConnectX's is its node GUID)
+                r"(?<![0-9a-z:-])(?P<gdsn>[0-9a-f]{2}(?:-[0-9a-f]{2}){7})(?![0-9a-z:-])",
                 r"(?<![0-9a-z])(?P<ghs>[hsr])-(?P<ghsv>[0-9a-f]{16})(?![0-9a-z])",
                 r"\((?P<gparen>[0-9a-f]{11,16})\)",
                 # a bare GUID has a hex letter: 16 decimal digits are a number (a data
@@ -331,7 +336,7 @@ class Redactor:
             replacement, kind = self._ipoib(original)
         elif group == "decgid":
             replacement, kind = self._decgid(original)
-        elif group in ("gcolon", "g0x", "ghsv", "gparen", "gbare"):
+        elif group in ("gcolon", "g0x", "ghsv", "gparen", "gbare", "gdsn"):
             replacement = self._guid_text(match, group)
         elif group == "ip4":
             replacement, kind = self._ip4_text(original), "ips"
@@ -430,13 +435,16 @@ class Redactor:
     def _guid_text(self, match: re.Match, group: str) -> str:
         original = match.group(0)
         digits = match.group(group)
-        value = int(digits.replace(":", ""), 16)
+        plain = digits.replace(":", "").replace("-", "")
+        value = int(plain, 16)
         token = self._guid_value(value)
         if token == value:
             return original
-        text = f"{token:016x}" if len(digits.replace(":", "")) == 16 else f"{token:x}"
+        text = f"{token:016x}" if len(plain) == 16 else f"{token:x}"
         if group == "gcolon":
             text = ":".join(text[i : i + 4] for i in range(0, 16, 4))
+        elif group == "gdsn":
+            text = "-".join(text[i : i + 2] for i in range(0, 16, 2))
         if _has_upper(digits):
             text = text.upper()
         start, end = match.span(group)

@@ -162,6 +162,17 @@ def test_perftest_decimal_gid_and_peer_address():
     assert "VAddr 0x007f10cb874000" in out  # a user-space pointer, not a GUID
 
 
+def test_lspci_device_serial_number_is_the_guid_in_dashes():
+    red = Redactor()
+    guid = red.text("b859:9f03:00d4:0a10")
+    dsn = red.text("\tCapabilities: [1c0 v1] Device Serial Number B8-59-9F-03-00-D4-0A-10\n")
+    assert guid == "feed:0000:0000:0001"
+    assert dsn == "\tCapabilities: [1c0 v1] Device Serial Number FE-ED-00-00-00-00-00-01\n"
+    # a MAC (6 bytes) or a longer dash run is not a serial number
+    assert red.text("b8-59-9f-03-00-d4") == "b8-59-9f-03-00-d4"
+    assert red.text("01-02-03-04-05-06-07-08-09") == "01-02-03-04-05-06-07-08-09"
+
+
 def test_ibnetdiscover_guids_and_node_descriptions():
     raw = capture("ibnetdiscover/infiniband_exporter-ibnetdiscover-p-hdr.txt")
     red = Redactor(hostnames=["worker20"])
