@@ -18,7 +18,7 @@ from __future__ import annotations
 from ibdiag.facts.char_devices import CharDevices
 from ibdiag.facts.partitions import PKeyTable
 from ibdiag.model import Report
-from ibdiag.render.prometheus_phy import Family, Labels
+from ibdiag.render.prometheus_family import Family, Labels
 
 _CHAR_KINDS = (("verbs", "uverbs"), ("mad", "umad"), ("issm", "issm"))
 

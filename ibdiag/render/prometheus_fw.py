@@ -22,22 +22,10 @@ Pure functions of the Report: no I/O, nothing decided.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Tuple
-
 from ibdiag.facts.devlink import DevlinkHealth
 from ibdiag.model import Report
 from ibdiag.render.inert import inert
-
-Labels = Tuple[Tuple[str, str], ...]
-
-
-class _Samples(Protocol):
-    """A metric family being written: one sample per ``add``."""
-
-    def add(self, labels: Labels, value: float) -> None: ...
-
-
-Family = Callable[[str, str, str], _Samples]
+from ibdiag.render.prometheus_family import Family, Labels
 
 
 def add_firmware(family: Family, report: Report) -> None:

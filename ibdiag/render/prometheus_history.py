@@ -18,25 +18,17 @@ Pure functions of the Report: no I/O, nothing decided (the flapping gauge is the
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Set, Tuple
+from typing import Set
 
 from ibdiag.facts.history import PortKey, node_keys
 from ibdiag.model import Report, Status
-
-Labels = Tuple[Tuple[str, str], ...]
-
-
-class _Samples(Protocol):
-    """A metric family being written: one sample per ``add``."""
-
-    def add(self, labels: Labels, value: float) -> None: ...
-
+from ibdiag.render.prometheus_family import Family, Labels
 
 _FLAP_CHECKS = ("link.flaps", "link.drop")
 _FLAPPING = (Status.WARN, Status.FAIL)
 
 
-def add_history(family: Callable[[str, str, str], _Samples], report: Report) -> None:
+def add_history(family: Family, report: Report) -> None:
     """Add the families above through ``family(name, kind, help)`` (``_Exposition.family``)."""
     snapshot = report.snapshot
     history = snapshot.history

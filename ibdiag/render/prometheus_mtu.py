@@ -17,21 +17,9 @@ Pure functions of the Report: no I/O, nothing decided.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Tuple
-
 from ibdiag.model import Report
 from ibdiag.render import prometheus_partner as far_end
-
-Labels = Tuple[Tuple[str, str], ...]
-
-
-class _Samples(Protocol):
-    """A metric family being written: one sample per ``add``."""
-
-    def add(self, labels: Labels, value: float) -> None: ...
-
-
-Family = Callable[[str, str, str], _Samples]
+from ibdiag.render.prometheus_family import Family, Labels
 
 
 def add_mtu(family: Family, report: Report) -> None:

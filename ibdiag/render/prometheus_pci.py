@@ -13,20 +13,10 @@ read is no sample (never a 0). Pure functions of the Report: no I/O, nothing dec
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Tuple
-
 from ibdiag.facts.pcie import SEVERITIES, GpuPaths, PcieChain, PcieFunction
 from ibdiag.model import Report
 from ibdiag.render.inert import inert
-
-Labels = Tuple[Tuple[str, str], ...]
-
-
-class _Samples(Protocol):
-    def add(self, labels: Labels, value: float) -> None: ...
-
-
-Family = Callable[[str, str, str], _Samples]
+from ibdiag.render.prometheus_family import Family, Labels, Samples
 
 
 def add_pci(family: Family, report: Report) -> None:
@@ -66,7 +56,7 @@ def add_pci(family: Family, report: Report) -> None:
                 _iommu(iommu, "gpu", gpu.function)
 
 
-def _iommu(samples: _Samples, device: str, function: PcieFunction) -> None:
+def _iommu(samples: Samples, device: str, function: PcieFunction) -> None:
     if function.iommu_group is None:
         return
     labels: Labels = (

@@ -33,25 +33,13 @@ Pure functions of the Report: no I/O, nothing decided.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Tuple
-
 from ibdiag.facts.fec import RS_FEC, PortFec
 from ibdiag.facts.hwmon import HcaSensors
 from ibdiag.facts.module import ModuleReading
 from ibdiag.model import Report
 from ibdiag.render import prometheus_partner as far_end
 from ibdiag.render.inert import inert
-
-Labels = Tuple[Tuple[str, str], ...]
-
-
-class _Samples(Protocol):
-    """A metric family being written: one sample per ``add``."""
-
-    def add(self, labels: Labels, value: float) -> None: ...
-
-
-Family = Callable[[str, str, str], _Samples]
+from ibdiag.render.prometheus_family import Family, Labels, Samples
 
 
 def add_physical(family: Family, report: Report) -> None:
@@ -205,7 +193,7 @@ def _add_fec(family: Family, report: Report) -> None:
                 _add_port_fec(corrected["partner"], uncorrectable["partner"], labels, partner.fec)
 
 
-def _add_port_fec(corrected: _Samples, uncorrectable: _Samples, base: Labels, fec: PortFec) -> None:
+def _add_port_fec(corrected: Samples, uncorrectable: Samples, base: Labels, fec: PortFec) -> None:
     if not fec.read:
         return
     unit = "symbols" if fec.layout == RS_FEC else "blocks"
