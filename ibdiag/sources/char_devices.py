@@ -1,6 +1,7 @@
 """Read the verbs and MAD character devices' class entries from sysfs (files only):
 ``class/infiniband_verbs/uverbsN/ibdev`` and ``class/infiniband_mad/{umadN,issmN}/{ibdev,port}``
-(``ibdiag.facts.char_devices`` says why they matter)."""
+(``ibdiag.facts.char_devices`` says why they matter). Facts are built with ``model_construct``
+(typed here; no schema built on the prolog's path)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def read_char_devices(reader) -> CharDevices:
     modules = None
     if missing and reader.exists("module"):  # only then does it matter: one look per module
         modules = {name: reader.exists(f"module/{name}") for name in CLASS_MODULE.values()}
-    return CharDevices(**found, missing=missing, modules=modules, problems=problems)
+    return CharDevices.model_construct(**found, missing=missing, modules=modules, problems=problems)
 
 
 def _entry(reader, path: str, name: str, kind: str, problems: List[str]) -> CharDevice:
@@ -57,7 +58,9 @@ def _entry(reader, path: str, name: str, kind: str, problems: List[str]) -> Char
             problems.append(f"{name}/port: {problem}")
         else:
             port = _port_number(text.strip(), f"{name}/port", problems)
-    return CharDevice(name=name, ibdev=shown(ibdev.strip()) if ibdev else None, port=port)
+    return CharDevice.model_construct(
+        name=name, ibdev=shown(ibdev.strip()) if ibdev else None, port=port
+    )
 
 
 def _port_number(text: str, where: str, problems: List[str]):

@@ -1,5 +1,8 @@
 """Read a port's partition key table from sysfs ``ports/<n>/pkeys/<index>`` (files only).
 
+Facts are built with ``model_construct``: every value is typed here, and validating would
+build the models' schemas on the prolog's path.
+
 Cost: one file per slot, and each read is one query of the HCA (the kernel's
 ``ib_query_pkey``; on mlx5 InfiniBand ports a MAD_IFC firmware command): 128 files a port.
 ``benchmarks/bench_quick.py`` measures it with the rest of level quick.
@@ -22,7 +25,7 @@ def read_pkeys(reader, port_path: str) -> Optional[PKeyTable]:
     if problem == "missing":
         return None
     if problem is not None:
-        return PKeyTable(problems=[f"pkeys: {problem}"])
+        return PKeyTable.model_construct(problems=[f"pkeys: {problem}"])
     slots = sorted(int(name) for name in entries if _index(name) and int(name) < MAX_SLOTS)
     problems: List[str] = [
         f"pkeys/{shown(name)}: not a table index" for name in entries if not _index(name)
@@ -37,8 +40,8 @@ def read_pkeys(reader, port_path: str) -> Optional[PKeyTable]:
         if value is None:
             problems.append(f"pkeys/{index}: not a partition key: '{shown(text.strip()[:20])}'")
         elif value:
-            keys.append(PKeyEntry(index=index, value=value))
-    return PKeyTable(size=len(slots), keys=keys, problems=problems)
+            keys.append(PKeyEntry.model_construct(index=index, value=value))
+    return PKeyTable.model_construct(size=len(slots), keys=keys, problems=problems)
 
 
 def _index(name: str) -> bool:
