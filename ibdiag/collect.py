@@ -64,9 +64,10 @@ def collect(
     limits, the output budget, the sysfs reader and ``progress``, which hears which traffic
     test starts (for a terminal status line).
 
-    ``thresholds``' ``ignore_hcas``: the HCAs whose counters are not read at all (listed with
-    their identity, never graded): reading a restricted PF's counters floods the kernel log
-    with firmware errors (``sysfs.read_devices``).
+    ``thresholds``' ``ignore_hcas``: the HCAs none of whose firmware-querying files (counters,
+    hwmon, partition table) is read (listed with their identity, never graded): reading a
+    restricted PF's counters floods the kernel log with firmware errors
+    (``sysfs.read_devices``).
 
     ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.runner.watchdog``): a
     read that has not answered after this many seconds (a hung HCA) is named on its device and
@@ -159,9 +160,9 @@ def read_node(
     Shared by ``collect`` (live readers) and ``ibdiag.bundle.replay.replay`` (readers over a
     bundle), so a replayed bundle is parsed by exactly the code a live run uses.
 
-    ``ignored``: the HCAs (by name) whose counters are not read (``sysfs.read_devices``): the
-    thresholds' ``ignore_hcas``, when ``collect`` has them. A bundle replays without it: what
-    was not read then is not in it.
+    ``ignored``: the HCAs (by name) whose firmware-querying files are not read
+    (``sysfs.read_devices``): the thresholds' ``ignore_hcas``, when ``collect`` has them. A
+    bundle replays without it: what was not read then is not in it.
     """
     problems: Problems = {}
     procfs_root = proc_reader.root
