@@ -33,8 +33,8 @@ def _unicast(lid: Optional[int]) -> bool:
 @check("sm.address", title="Port has a valid LID from a reachable subnet manager", needs={"sysfs"})
 def sm_address(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> Iterator[Result]:
     """Healthy: every InfiniBand port with its link up reads a unicast ``lid`` (0x1-0xbfff) and
-    the ``sm_lid`` of the subnet manager that configured it; the node's ports name one SM (or,
-    with ``subnets_per_rail``, one per subnet); no two of the node's ports share a LID; and
+    the ``sm_lid`` of the subnet manager that configured it; the node's ports name one SM and
+    no two of them share a LID (unless ``subnets_per_rail``: each rail its own subnet); and
     neither changed since the baseline.
 
     Why it matters: only the SM moves a port from INIT to ACTIVE and hands out the LIDs every
@@ -46,7 +46,8 @@ def sm_address(snap: Snapshot, th: Thresholds, baseline: Optional[Snapshot]) -> 
     that cached the old one. Ports of one node naming different SMs sit on different subnets:
     either by design (multi-subnet rails: set ``subnets_per_rail``) or a cable in the wrong
     switch. Two ports with one LID on one subnet is an SM fault (UFM's fabric validation
-    reports duplicate LIDs too).
+    reports duplicate LIDs too); it warns, as separate subnets whose SMs all sit at LID 1
+    cannot be told apart from sysfs.
 
     What to do: LID or SM LID 0, or stuck in INIT: check the SM (`sminfo`, opensm's log, UFM)
     and that it reaches this rail; a failover: read both SMs' logs for why; different SMs:
@@ -137,28 +138,33 @@ def _graded(result, port: Port, old: Optional[Port]) -> Result:
 
 
 def _node_wide(active: List[Tuple[Device, Port]], th: Thresholds) -> Iterator[Result]:
-    """Across the node's ACTIVE InfiniBand ports: one SM (unless ``subnets_per_rail``), and
-    no LID twice on one subnet (ports naming the same SM)."""
+    """Across the node's ACTIVE InfiniBand ports: one SM, and no LID twice - unless
+    ``subnets_per_rail`` (each rail its own subnet: separate SMs, each free to hand out the
+    same LIDs, and from sysfs one subnet cannot be told from another: their SMs all sit at
+    LID 1 as often as not)."""
+    if th.subnets_per_rail:
+        return
     by_sm: Dict[int, List[str]] = defaultdict(list)
-    by_address: Dict[Tuple[int, int], List[str]] = defaultdict(list)
+    by_lid: Dict[int, List[str]] = defaultdict(list)
     for dev, port in active:
         if _unicast(port.lid) and _unicast(port.sm_lid):
             by_sm[port.sm_lid].append(dev.target(port))  # type: ignore[index]
-            by_address[(port.sm_lid, port.lid)].append(dev.target(port))  # type: ignore[index]
-    for (_, lid), targets in sorted(by_address.items()):
+            by_lid[port.lid].append(dev.target(port))  # type: ignore[index]
+    for lid, targets in sorted(by_lid.items()):
         if len(targets) > 1:
             yield Result(
                 target="node",
-                status=Status.FAIL,
-                message=f"LID {lid_text(lid)} is held by {len(targets)} ports of one subnet: "
-                f"{', '.join(targets)}",
+                status=Status.WARN,
+                message=f"LID {lid_text(lid)} is held by {len(targets)} ports: "
+                f"{', '.join(targets)} (one subnet expected: subnets_per_rail is false)",
                 observed=", ".join(targets),
                 expected="one port per LID",
                 subject=f"duplicate LID {lid_text(lid)}",
-                hint="the SM handed one LID out twice: restart it with a clean guid2lid file "
-                "and check for a second SM on the subnet",
+                hint="on one subnet the SM handed one LID out twice: restart it with a clean "
+                "guid2lid file and check for a second SM; rails that are separate subnets by "
+                "design: set subnets_per_rail = true",
             )
-    if len(by_sm) > 1 and not th.subnets_per_rail:
+    if len(by_sm) > 1:
         groups = "; ".join(
             f"{lid_text(sm)}: {', '.join(targets)}" for sm, targets in sorted(by_sm.items())
         )

@@ -275,8 +275,8 @@ class Thresholds(BaseModel):
     subnets_per_rail: bool = Field(
         default=False,
         description="The node's InfiniBand ports may sit on separate subnets, each with its own "
-        "subnet manager (multi-subnet rails): sm.address then does not require every port to "
-        "name the same SM LID.",
+        "subnet manager (multi-subnet rails): sm.address then does not require one SM LID for "
+        "the node nor a different LID on each port, and partition.pkeys compares ports per SM.",
     )
     expect_issm: bool = Field(
         default=False,

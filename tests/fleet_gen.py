@@ -116,6 +116,7 @@ NCCL_PROGRAM = "/opt/nccl-tests/build/all_reduce_perf"
 # fleet view is what names it.
 SITE_THRESHOLDS = Thresholds(
     expect_hcas=RAILS,
+    subnets_per_rail=True,  # each rail its own subnet and SM (_lid): the same LID on each
     expect_rate_gbps=400,
     perftest_floor_gbps=300,
     nccl_tests=NCCL_PROGRAM,

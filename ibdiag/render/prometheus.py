@@ -59,6 +59,10 @@ description), has none.
   ``ibdiag_partner_rate_bytes_per_second`` (lanes x the speed's per-lane rate as sysfs counts
   it: 4X HDR is 200 Gb/s, as ``ibdiag_port_rate_bytes_per_second`` says for our end). A value
   that was not read, or a word that is not one of libibmad's, has no sample.
+- ``ibdiag_partner_neighbor_mtu_bytes`` and ``ibdiag_partner_mtu_cap_bytes``: the far end's
+  PortInfo NeighborMTU (the MTU it runs the link at) and MtuCap, in bytes
+  (``ibdiag.render.prometheus_mtu``, beside our ``ibdiag_port_active_mtu_bytes`` and
+  ``ibdiag_port_max_mtu_bytes`` from ibv_devinfo).
 - ``ibdiag_partner_status{...}`` (the far end's labels without peer_type/description): the
   worst result naming the cable (``mlx5_3:1<->leaf07/21``: link.partner, counters.partner, a
   site check naming it so) in ``ibdiag_check_status``'s numbers, worst as the verdict ranks

@@ -221,8 +221,8 @@ def test_reports_are_ibdiag_reports(fleet):
         # perfquery -x -E -X -T and mlxlink per port; the far end per port: nodeinfo,
         # nodedesc, portinfo, portinfo0, perfquery -x, -T (no width or speed beyond 4X NDR
         # enabled there, no receive errors: neither our own PortInfo nor -E is needed,
-        # ibdiag.families.partner.chain)
-        assert len(report.snapshot.commands) == 8 * 5 + 8 + 4 + 8 * 6 + 8 * 2 + 1
+        # ibdiag.families.partner.chain); devlink health once for the node
+        assert len(report.snapshot.commands) == 8 * 5 + 8 + 4 + 8 * 6 + 8 * 2 + 1 + 1
         assert report.counter_increases is not None
     assert truth["bytes"] / NODES > 500_000  # level standard's size (bench_standard's captures)
 

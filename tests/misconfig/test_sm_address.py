@@ -51,17 +51,23 @@ def test_a_multicast_sm_lid_fails():
     assert result.status is Status.FAIL and result.subject == "sm_lid 0xc001"
 
 
-def test_two_ports_with_one_lid_on_one_subnet_fail_on_the_node():
+def test_two_ports_with_one_lid_warn_on_the_node():
     results = run("sm.address", _node(port(lid=0x40, sm_lid=1), port(lid=0x40, sm_lid=1)))
     node = [r for r in results if r.target == "node"]
     assert [(r.status, r.message) for r in node] == [
-        (Status.FAIL, "LID 0x40 is held by 2 ports of one subnet: mlx5_0:1, mlx5_1:1")
+        (
+            Status.WARN,
+            "LID 0x40 is held by 2 ports: mlx5_0:1, mlx5_1:1 (one subnet expected: "
+            "subnets_per_rail is false)",
+        )
     ]
+    assert node[0].subject == "duplicate LID 0x40"
 
 
-def test_one_lid_on_two_subnets_is_not_a_duplicate():
+def test_rails_on_separate_subnets_may_share_lids_and_sm_lids():
+    # each rail its own opensm, each at LID 1, each handing out LID 0x40 to this node's port
     th = Thresholds(subnets_per_rail=True)
-    results = run("sm.address", _node(port(lid=0x40, sm_lid=1), port(lid=0x40, sm_lid=2)), th)
+    results = run("sm.address", _node(port(lid=0x40, sm_lid=1), port(lid=0x40, sm_lid=1)), th)
     assert {r.status for r in results} == {Status.PASS}
 
 

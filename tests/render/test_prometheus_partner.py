@@ -77,6 +77,8 @@ GAUGES = (
     "ibdiag_partner_phys_state",
     "ibdiag_partner_width_active",
     "ibdiag_partner_rate_bytes_per_second",
+    "ibdiag_partner_neighbor_mtu_bytes",  # ibdiag.render.prometheus_mtu
+    "ibdiag_partner_mtu_cap_bytes",
 )
 HOSTILE = 'MF0;sw"7\\x:MQM9700/U1\nline two "quoted" \\ back\\\\slash\ttab'
 ODD = 'Odd counter, "x"\\y'
@@ -146,6 +148,8 @@ def test_a_switch_partner_has_exactly_these_samples(node: Snapshot) -> None:
         ("ibdiag_partner_phys_state", peer): 5,  # LinkUp
         ("ibdiag_partner_width_active", peer): 4,  # 4X
         ("ibdiag_partner_rate_bytes_per_second", peer): HDR_4X,
+        ("ibdiag_partner_neighbor_mtu_bytes", peer): 2048,  # ibsim's PortInfo: MTU 2048
+        ("ibdiag_partner_mtu_cap_bytes", peer): 2048,
         ("ibdiag_partner_status", peer): 0,  # link.partner and counters.partner pass
     }
     for stem, value in SWITCH_COUNTERS.items():
