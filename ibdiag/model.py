@@ -30,10 +30,18 @@ import enum
 import re
 from typing import Annotated, Dict, List, Optional, Union
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    WrapSerializer,
+)
 
 from ibdiag.exit_codes import ExitCode
-from ibdiag.facts._base import Fact, FactsMapSchema, typed_facts
+from ibdiag.facts._base import Fact, FactsMapSchema, built_facts, typed_facts
 from ibdiag.facts.ethtool import EthtoolStats
 from ibdiag.facts.history import LinkHistory
 from ibdiag.facts.inventory import Inventory
@@ -56,7 +64,10 @@ Problems = Dict[str, str]
 # The facts of families without a named field here, by the name their Fact class declares
 # (``ibdiag.facts._base``; a new family: ``ibdiag.families``), each validated as that class.
 FamilyFacts = Annotated[
-    Dict[str, SerializeAsAny[Fact]], BeforeValidator(typed_facts), FactsMapSchema()
+    Dict[str, SerializeAsAny[Fact]],
+    BeforeValidator(typed_facts),
+    WrapSerializer(built_facts),
+    FactsMapSchema(),
 ]
 # The InfiniBand class directory, relative to ``Snapshot.sysfs_root``: where the HCAs are read
 # from, and the key of ``Snapshot.problems`` when it cannot be listed.

@@ -566,3 +566,22 @@ def test_every_field_the_files_give_is_a_snapshot_field():
     from ibdiag.collect import NodeFiles
 
     assert set(NodeFiles._fields) <= set(Snapshot.model_fields)
+
+
+def test_a_facts_map_builds_each_constructed_facts_class_before_serialising_it():
+    """File readers make facts with model_construct (no schema on the prolog's path); pydantic
+    before 2.14 cannot serialise a class that was never built (MockValSer), so the facts map
+    builds each one first (``ibdiag.facts._base.built_facts``)."""
+    from pydantic import ConfigDict
+
+    from ibdiag.facts._base import Fact, built_facts
+
+    class NeverBuilt(Fact):
+        model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+        value: int = 0
+
+    fact = NeverBuilt.model_construct(value=3)
+    assert not NeverBuilt.__pydantic_complete__
+    assert built_facts({"never_built": fact}, lambda facts: facts) == {"never_built": fact}
+    assert NeverBuilt.__pydantic_complete__
+    assert NeverBuilt.__pydantic_serializer__.to_python(fact) == {"value": 3}

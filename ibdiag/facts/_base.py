@@ -93,6 +93,20 @@ class FactsMapSchema:
         }
 
 
+def built_facts(value: Any, handler: Any) -> Any:
+    """Serialise a ``facts`` map (the serialising side of ``typed_facts``) once each entry's
+    class is built. A reader of files makes its facts with ``model_construct`` (no schema built
+    on the prolog's path), and a class that was never validated has no serializer of its own
+    yet: pydantic before 2.14 then fails on it (``'MockValSer' object is not an instance of
+    'SchemaSerializer'``). Building it here costs only the runs that write JSON."""
+    if isinstance(value, dict):
+        for item in value.values():
+            kind = type(item)
+            if isinstance(item, Fact) and not kind.__pydantic_complete__:
+                kind.model_rebuild()
+    return handler(value)
+
+
 def typed_facts(value: Any) -> Any:
     """A ``facts`` map read from JSON: each entry validated as its family's Fact."""
     if not isinstance(value, dict):
