@@ -93,6 +93,8 @@ def write_far_end(dest: Path, far: FarEnd) -> Dict[str, str]:
     port_info = _set_field(port_info, "LocalPort", str(far.port))
     port_info = _set_field(port_info, "LinkState", far.link_state)
     port_info = _set_field(port_info, "LinkWidthActive", far.width)
+    for field in ("NeighborMTU", "MtuCap"):  # a real HDR switch port (ibsim's are at 2048)
+        port_info = _set_field(port_info, field, "4096")
 
     def asked_port(name: str) -> str:
         """A captured perfquery of the switch's port 1, answering for ``far.port`` (its header
