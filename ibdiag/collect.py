@@ -233,14 +233,18 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
     collectors = families.collectors(needs)
     with ThreadPoolExecutor(max_workers=len(chained) + len(collectors) + 1) as pool:
-        chains: List[Future[Dict[str, CommandRun]]] = [
-            pool.submit(_with_fallback, runner, item) for item in chained
-        ]
-        chains += [pool.submit(collect, snap, runner) for collect in collectors]
-        runs.update(runner.run_planned(alone))
-        for chain in chains:
-            done: Dict[str, CommandRun] = interruptible.result(chain)
-            runs.update(done)
+        try:
+            chains: List[Future[Dict[str, CommandRun]]] = [
+                pool.submit(_with_fallback, runner, item) for item in chained
+            ]
+            chains += [pool.submit(collect, snap, runner) for collect in collectors]
+            runs.update(runner.run_planned(alone))
+            for chain in chains:
+                done: Dict[str, CommandRun] = interruptible.result(chain)
+                runs.update(done)
+        except BaseException:  # a stop signal while a chain is awaited: kill every command
+            runner.stop()  # first, or leaving the pool would wait for each one to end
+            raise
     return runs
 
 
