@@ -82,9 +82,10 @@ def mtu_text(snap: Snapshot, dev: Device, port: Port) -> Optional[str]:
             if listed.number == port.number and listed.active_mtu is not None:
                 best = f" (max {listed.max_mtu})" if listed.max_mtu is not None else ""
                 parts.append(f"{listed.active_mtu}{best}")
-    info = port.partner.port_info if port.partner is not None else None
-    if info is not None and (info.neighbor_mtu is not None or info.mtu_cap is not None):
-        far = "switch port" if port.partner.node_type == "Switch" else "far end"  # type: ignore[union-attr]
+    partner = port.partner
+    info = partner.port_info if partner is not None else None
+    if partner is not None and info is not None and (info.neighbor_mtu or info.mtu_cap):
+        far = "switch port" if partner.is_switch else "far end"
         parts.append(f"{far} {info.neighbor_mtu or '?'}, cap {info.mtu_cap or '?'}")
     return "; ".join(parts) or None
 
