@@ -8,14 +8,12 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from ibdiag.check_results import about
 from ibdiag.counters.deltas import compare
+from ibdiag.facts.partner_ranges import UNICAST_LID_MAX
 from ibdiag.model import Device, Port, Result, Snapshot, Status
 from ibdiag.registry import check
 from ibdiag.targets import ACTIVE, LINK_UP, evidence, graded_ports
 from ibdiag.thresholds import Thresholds
 
-# A unicast LID is 0x0001-0xBFFF; 0xC000-0xFFFE are multicast, 0xFFFF the permissive LID, and
-# 0 means "not assigned" (InfiniBand Architecture Specification, vol. 1, 4.1.3 Local IDs).
-LAST_UNICAST = 0xBFFF
 NO_SM_HINT = (
     "no subnet manager has configured this port: check that opensm/UFM runs and reaches this "
     "rail (sminfo, or `systemctl status opensm` on the SM host); then the port's cable"
@@ -27,7 +25,7 @@ def lid_text(lid: Optional[int]) -> str:
 
 
 def _unicast(lid: Optional[int]) -> bool:
-    return lid is not None and 0 < lid <= LAST_UNICAST
+    return lid is not None and 0 < lid <= UNICAST_LID_MAX  # 0: none assigned; above: multicast
 
 
 @check("sm.address", title="Port has a valid LID from a reachable subnet manager", needs={"sysfs"})
