@@ -18,16 +18,16 @@ from ibdiag.counters.catalogue import lookup
 from ibdiag.durations import span
 from ibdiag.facts import Fact, fact_fields
 from ibdiag.facts.history import PortKey, node_keys
-from ibdiag.facts.partner import short_name
+from ibdiag.facts.partner import CABLE, short_name
 from ibdiag.model import CommandRun, Report, Result, Status
 from ibdiag.render.html_config import config_rows
 from ibdiag.render.html_fw import firmware_rows
 from ibdiag.render.html_pci import pci_rows
 from ibdiag.render.html_phy import physical_rows
+from ibdiag.render.html_status import SEVERITY, worst
 from ibdiag.render.options import DEFAULT, RenderOptions
 
 # For colouring a cell: a skip (not applicable) never hides that the rest passed.
-_SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.WARN)
 ALTERED_SHOWN = 10  # altered bundle files named in the banner; the rest as a count
 # Characters of a far end's node description shown in the matrix; the whole is in the title
@@ -70,15 +70,6 @@ WARNING_SIGNS: Tuple[Tuple[str, str, str], ...] = (
 )
 
 
-def _worst(results: List[Result]) -> str:
-    if not results:
-        return "none"
-    return max((r.status for r in results), key=_SEVERITY.index).value
-
-
-CABLE = "<->"  # how results name a cable by both ends: mlx5_3:1<->leaf07/21 (checks/partner.py)
-
-
 def port_matrix(report: Report) -> List[Dict[str, Any]]:
     """One row per HCA: each port's worst status and its far end's (``far_end``), for the
     colour of each cell, and the HCA's: the worst of its own results, its ports' and their
@@ -98,11 +89,11 @@ def port_matrix(report: Report) -> List[Dict[str, Any]]:
             ports.append(
                 {
                     "port": port,
-                    "status": _worst(local),
+                    "status": worst(local),
                     "far_end": far_end(port, cable, local),
                 }
             )
-        own = _worst(by_target.get(dev.name, []))
+        own = worst(by_target.get(dev.name, []))
         cells = [cell["status"] for cell in ports]
         cells += [cell["far_end"]["status"] for cell in ports if cell["far_end"] is not None]
         rows.append({"device": dev, "status": _worst_status([own, *cells]), "ports": ports})
@@ -158,9 +149,9 @@ def history_strips(report: Report) -> Optional[Dict[str, Any]]:
 
 
 def _worst_status(statuses: List[str]) -> str:
-    """The worst of cell statuses (``_worst``'s values; "none" below all)."""
+    """The worst of cell statuses (``html_status.worst``'s values; "none" below all)."""
     known = [Status(status) for status in statuses if status != "none"]
-    return max(known, key=_SEVERITY.index).value if known else "none"
+    return max(known, key=SEVERITY.index).value if known else "none"
 
 
 def bounded(text: Optional[str], limit: int = DESCRIPTION_SHOWN) -> Optional[Dict[str, str]]:
@@ -191,12 +182,12 @@ def far_end(port, cable: List[Result], local: List[Result]) -> Optional[Dict[str
     if name is None and partner.description is not None:  # as the checks would name it
         name = f"{short_name(partner)}/{partner.port if partner.port is not None else '?'}"
     own = [r for r in local if r.check_id in PARTNER_CHECKS and r.status != Status.PASS]
-    unread = max(own, key=lambda r: _SEVERITY.index(r.status)) if own else None
+    unread = max(own, key=lambda r: SEVERITY.index(r.status)) if own else None
     info = partner.port_info
     return {
         "name": name,
         "partner": partner,
-        "status": _worst(cable + own),
+        "status": worst(cable + own),
         "link": info,
         "description": bounded(partner.description),
         "unread": (f"{unread.observed}: {unread.message}" if unread is not None else None),
@@ -319,7 +310,7 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         pcie=pci_rows(report),
         firmware=firmware_rows(report),
         counts=report.counts(),
-        node_status=_worst([r for r in report.results if r.target == "node"]),
+        node_status=worst([r for r in report.results if r.target == "node"]),
         counters=counters,
         alarm_count=sum(len(table["alarms"]) for table in counters),
         commands=_commands(report),

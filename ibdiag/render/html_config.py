@@ -16,11 +16,11 @@ from typing import Any, Dict, List, Optional
 
 from ibdiag.facts.char_devices import CharDevices
 from ibdiag.facts.partitions import PKeyTable
-from ibdiag.model import Device, Port, Report, Result, Snapshot, Status
+from ibdiag.facts.partner import CABLE
+from ibdiag.model import Device, Port, Report, Result, Snapshot
+from ibdiag.render.html_status import findings, worst
 
-_SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 CONFIG_CHECKS = ("sm.address", "partition.pkeys", "link.mtu", "hca.char_devices")
-CABLE = "<->"
 
 
 def config_rows(report: Report) -> List[Dict[str, Any]]:
@@ -42,8 +42,8 @@ def config_rows(report: Report) -> List[Dict[str, Any]]:
             rows.append(
                 {
                     "target": target,
-                    "status": _worst(found),
-                    "findings": [r.message for r in found if r.status in _SEVERITY[2:]],
+                    "status": worst(found),
+                    "findings": findings(found),
                     "address": address_text(port),
                     "pkeys": pkeys_text(port),
                     "mtu": mtu_text(snap, dev, port),
@@ -99,9 +99,3 @@ def devices_text(snap: Snapshot, dev: Device, port: Port) -> Optional[str]:
     names += [d.name for d in found.serving("mad", dev.name, port.number)]
     names += [d.name for d in found.serving("issm", dev.name, port.number)]
     return ", ".join(names) or "none"
-
-
-def _worst(results: List[Result]) -> str:
-    if not results:
-        return "none"
-    return max((r.status for r in results), key=_SEVERITY.index).value

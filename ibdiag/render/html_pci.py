@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ibdiag.facts.pcie import SEVERITIES, GpuPaths, PcieChain, PcieFunction
-from ibdiag.model import Report, Result, Status
+from ibdiag.model import Report, Result
+from ibdiag.render.html_status import findings, worst
 
 PCI_PREFIX = "pci."
-_SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 
 
 def pci_rows(report: Report) -> List[Dict[str, Any]]:
@@ -35,8 +35,8 @@ def pci_rows(report: Report) -> List[Dict[str, Any]]:
         rows.append(
             {
                 "target": target,
-                "status": _worst(found),
-                "findings": [r.message for r in found if r.status in _SEVERITY[2:]],
+                "status": worst(found),
+                "findings": findings(found),
                 "path": " > ".join(chain.path()),
                 "aer": aer_text(chain),
                 "iommu": iommu_text(chain.function),
@@ -63,9 +63,3 @@ def iommu_text(function: Optional[PcieFunction]) -> Optional[str]:
     if function is None or function.iommu_group is None:
         return None
     return f"group {function.iommu_group}: {function.iommu_type or 'type not read'}"
-
-
-def _worst(found: List[Result]) -> str:
-    if not found:
-        return "none"
-    return max((r.status for r in found), key=_SEVERITY.index).value

@@ -17,11 +17,11 @@ from typing import Any, Dict, List, Optional
 from ibdiag.facts.fec import RS_FEC, PortFec
 from ibdiag.facts.hwmon import HcaSensors
 from ibdiag.facts.module import CableIdentity, ModuleReading
-from ibdiag.model import Device, Report, Result, Status
+from ibdiag.facts.partner import CABLE
+from ibdiag.model import Device, Report, Result
+from ibdiag.render.html_status import findings, worst
 
-_SEVERITY = [Status.SKIP, Status.PASS, Status.WARN, Status.ERROR, Status.FAIL]
 PHYSICAL_PREFIX = "phy."
-CABLE = "<->"
 
 
 def physical_rows(report: Report) -> List[Dict[str, Any]]:
@@ -53,8 +53,8 @@ def physical_rows(report: Report) -> List[Dict[str, Any]]:
             rows.append(
                 {
                     "target": target,
-                    "status": _worst(found),
-                    "findings": [r.message for r in found if r.status in _SEVERITY[2:]],
+                    "status": worst(found),
+                    "findings": findings(found),
                     **cells,
                 }
             )
@@ -145,9 +145,3 @@ def fec_text(fec: PortFec) -> Optional[str]:
     if fec.uncorrected_blocks is not None:
         text += f"; uncorrectable {fec.uncorrected_blocks}"
     return text
-
-
-def _worst(results: List[Result]) -> str:
-    if not results:
-        return "none"
-    return max((r.status for r in results), key=_SEVERITY.index).value
