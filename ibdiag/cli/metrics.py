@@ -36,16 +36,17 @@ def _unwritable_default(path: str, named: Optional[str]) -> bool:
     return not named and path == DEFAULT_PATH and not_writable(path) is not None
 
 
-def _reporter(settings, history_sampled: bool = False):
-    """A function making a fresh report of the node ``settings`` name at their level, and how
-    long it took: the node re-read (and, at level standard, its commands re-run) every time;
-    thresholds and checks settled once."""
-    import time
-
+def _pipeline(settings, history_sampled: bool = False):
+    """The grading run ``settings`` name (thresholds and checks settled once)."""
     from ibdiag.pipeline import Pipeline
 
-    options = pipeline_options(settings, history_sampled=history_sampled)
-    pipeline = Pipeline.prepare(options)
+    return Pipeline.prepare(pipeline_options(settings, history_sampled=history_sampled))
+
+
+def _reporter(pipeline):
+    """A function making a fresh report of the node ``pipeline`` reads at its level, and how
+    long it took: the node re-read (and, at level standard, its commands re-run) every time."""
+    import time
 
     def make_report():
         start = time.monotonic()
@@ -77,7 +78,7 @@ def export_command(textfile, compat, **settings) -> int:
     from ibdiag.render import prometheus
     from ibdiag.render.options import RenderOptions
 
-    report, duration = _reporter(settings)()
+    report, duration = _reporter(_pipeline(settings))()
     options = RenderOptions(duration_s=duration, compat=compat)
     # atomically, mode 0644: node_exporter's textfile collector never reads half a file
     write_file(textfile, prometheus.render(report, options), mode=0o644)
@@ -160,17 +161,18 @@ def serve_command(
     path = store_path(
         settings["history_path"], settings["no_history"], sysfs_root=settings["sysfs_root"]
     )
+    sampled = path is not None and not _unwritable_default(path, settings["history_path"])
+    pipeline = _pipeline(settings, history_sampled=sampled)
     sampler = None
-    if path is not None and not _unwritable_default(path, settings["history_path"]):
+    if sampled and path is not None:
         from ibdiag.cli.watch import BackgroundMonitor
-        from ibdiag.pipeline import effective_config
 
-        thresholds = effective_config(pipeline_options(settings)).thresholds
+        thresholds = pipeline.thresholds  # the sampler leaves the ignored HCAs alone too
         ignored = thresholds.ignores if thresholds.ignore_hcas else None
         sampler = BackgroundMonitor(
             path, interval, settings["sysfs_root"], settings["procfs_root"], ignored
         )
-    make_report = _reporter(settings, history_sampled=sampler is not None)
+    make_report = _reporter(pipeline)
     if sampler is not None:
         sampler.start()
     try:

@@ -469,6 +469,7 @@ def read_port(
         for subdir in _COUNTER_DIRS:
             attrs.counters(subdir, read)
         attrs.counters("hw_counters", hw_counters)
+    pkeys = read_pkeys(reader, path) if queries else None
     return Port.model_construct(
         number=number,
         path=shown(path),
@@ -485,14 +486,9 @@ def read_port(
         netdev=read_port_netdev(
             reader, device_path, find_netdev_name(reader, device_path, number, port_count, problems)
         ),
-        facts=_present(pkeys=read_pkeys(reader, path) if queries else None),
+        facts={"pkeys": pkeys} if pkeys is not None else {},  # the partition table
         problems=problems,  # last: every attribute above has had its say
     )
-
-
-def _present(**facts: Any) -> Dict[str, Any]:
-    """A ``facts`` map of those given that were read (not None)."""
-    return {name: fact for name, fact in facts.items() if fact is not None}
 
 
 def read_pci(reader: SysfsReader, device_path: str, problems: Problems) -> Optional[Pci]:
