@@ -425,6 +425,19 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         ),
         ("profile = 5\n", "profile: expected a profile name or a path to a TOML file, got 5"),
         ('profile = ""\n', 'profile: expected a profile name or a path to a TOML file, got ""'),
+        (
+            'expect_pkeys = ["8001"]\n',
+            "expect_pkeys[0]: expected a partition key like 0x8001 (0x and at most four hex "
+            'digits), got "8001"',
+        ),
+        (
+            "expect_ib_mtu = 4000\n",
+            "expect_ib_mtu: expected one of 256, 512, 1024, 2048 or 4096, got 4000",
+        ),
+        (
+            'expect_iommu = "pt"\n',
+            "expect_iommu: expected one of 'passthrough' or 'translated', got \"pt\"",
+        ),
     ],
 )
 def test_bad_config_value(tmp_path, text, expected):
