@@ -39,6 +39,7 @@ def collect(
     thresholds: Optional[Thresholds] = None,
     progress: Optional[Callable[[str], None]] = None,
     read_timeout: Optional[float] = DEFAULT_READ_TIMEOUT_S,
+    rootfs: Optional[str] = None,
 ) -> Snapshot:
     """Read what ``needs`` names into a Snapshot. Identity is always read.
 
@@ -69,6 +70,10 @@ def collect(
     restricted PF's counters floods the kernel log with firmware errors
     (``sysfs.read_devices``).
 
+    ``rootfs``: where the node's root file system is (``/``; a host's, mounted in a container),
+    for the support catalogue's files outside sysfs and procfs (``support_files`` in ``needs``:
+    ``ibdiag collect``: /etc's configuration); recorded under ``rootfs/``. None: not read.
+
     ``read_timeout``: the bound on reading sysfs and procfs (``ibdiag.runner.watchdog``): a
     read that has not answered after this many seconds (a hung HCA) is named on its device and
     the node is graded on the rest; all reading ends by twice this. None: unbounded.
@@ -76,15 +81,18 @@ def collect(
     if recording is None:
         sys_reader = sysfs.SysfsReader(sysfs_root)
         proc_reader = sysfs.SysfsReader(procfs_root)
+        rootfs_reader = sysfs.SysfsReader(rootfs) if rootfs else None
     else:
         sys_reader = sysfs.RecordingReader(sysfs_root, recording, "sys")
         proc_reader = sysfs.RecordingReader(procfs_root, recording, "proc")
+        rootfs_reader = sysfs.RecordingReader(rootfs, recording, "rootfs") if rootfs else None
+    readers = tuple(reader for reader in (sys_reader, proc_reader, rootfs_reader) if reader)
     started = time.monotonic()
     options = dict(runner_options or {})
     ignored = thresholds.ignores if thresholds is not None and thresholds.ignore_hcas else None
     node = bounded_read(
-        lambda: read_node(sys_reader, proc_reader, needs, ignored),
-        (sys_reader, proc_reader),
+        lambda: read_node(sys_reader, proc_reader, needs, ignored, rootfs_reader),
+        readers,
         read_timeout,
     )
     snap = node.snapshot(
@@ -92,6 +100,7 @@ def collect(
         collected_at=datetime.now(timezone.utc),
         sysfs_root=sysfs_root,
         procfs_root=procfs_root,
+        rootfs=rootfs if rootfs_reader is not None else None,
         sources=sorted({"procfs"} | (set(needs) - {"history"})),  # history: ibdiag.history.record
     )
     full = _family_sources(needs, "full") if thresholds is not None else frozenset()
@@ -136,6 +145,7 @@ class NodeFiles(NamedTuple):
         sysfs_root: str,
         procfs_root: str,
         sources: List[str],
+        rootfs: Optional[str] = None,
     ) -> Snapshot:
         """The Snapshot of these files, with no runs yet. Built without validation: every
         value here is what ibdiag's own readers built, typed (``model_construct``)."""
@@ -144,6 +154,7 @@ class NodeFiles(NamedTuple):
             collected_at=collected_at,
             sysfs_root=sysfs_root,
             procfs_root=procfs_root,
+            rootfs=rootfs,
             sources=sources,
             **self._asdict(),
         )
@@ -154,6 +165,7 @@ def read_node(
     proc_reader: sysfs.SysfsReader,
     needs: AbstractSet[str],
     ignored: Optional[Callable[[str], bool]] = None,
+    rootfs_reader: Optional[sysfs.SysfsReader] = None,
 ) -> NodeFiles:
     """The Snapshot fields that come from files, read through the two readers.
 
@@ -163,6 +175,9 @@ def read_node(
     ``ignored``: the HCAs (by name) whose firmware-querying files are not read
     (``sysfs.read_devices``): the thresholds' ``ignore_hcas``, when ``collect`` has them. A
     bundle replays without it: what was not read then is not in it.
+
+    ``rootfs_reader``: the node's root file system, for the support catalogue's files outside
+    sysfs and procfs (``support_files`` in ``needs``); None: none of them is read.
     """
     problems: Problems = {}
     procfs_root = proc_reader.root
@@ -184,6 +199,11 @@ def read_node(
         gpus = topology.read_nvidia_gpus(sys_reader, problems)
         facts.update(topology.read_gpu_paths(sys_reader, gpus))  # their PCIe paths, IOMMU groups
         modules = procfs.read_modules(procfs_root, problems, proc_reader)
+    if "support_files" in needs:
+        from ibdiag.sources.support_files import read_support_files
+
+        trees = {"sys": sys_reader, "proc": proc_reader, "rootfs": rootfs_reader}
+        facts["support_files"] = read_support_files(trees)
     return NodeFiles(
         host=host,
         boot_id=boot_id,
@@ -230,7 +250,7 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
     runs = {str(item.role): families.refused_run(item) for item in planned if item.refused}
     runnable = [item for item in planned if not item.refused]
     chained = [item for item in runnable if item.fallback is not None]
-    alone = [(item.role, item.argv) for item in runnable if item.fallback is None]
+    alone = [(item.role, item.argv, item.timeout_s) for item in runnable if item.fallback is None]
     collectors = families.collectors(needs)
     with ThreadPoolExecutor(max_workers=len(chained) + len(collectors) + 1) as pool:
         try:
@@ -249,10 +269,10 @@ def _run_commands(snap, needs, runner_options, budget) -> Dict[str, CommandRun]:
 
 
 def _with_fallback(runner: Any, item: Any) -> Dict[str, CommandRun]:
-    run = runner.run(item.argv, item.role)
+    run = runner.run(item.argv, item.role, item.timeout_s)
     runs = {run.key: run}
     if not (run.succeeded and run.stdout.strip()):
-        second = runner.run(item.fallback.argv, item.fallback.role)
+        second = runner.run(item.fallback.argv, item.fallback.role, item.fallback.timeout_s)
         runs[second.key] = second
     return runs
 

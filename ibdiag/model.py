@@ -283,6 +283,7 @@ class Snapshot(_Model):
     collected_at: AwareDatetime  # with a timezone: baselines are compared across runs
     sysfs_root: str
     procfs_root: str
+    rootfs: Optional[str] = None  # where collect read /etc from (the root fs); None: not read
     sources: List[str] = Field(default_factory=list)  # which sources were collected ("sysfs", ...)
     devices: List[Device] = Field(default_factory=list)
     gpus: Optional[List[Pci]] = None  # NVIDIA GPUs on the PCI bus (None: not collected)

@@ -74,6 +74,10 @@ class PipelineOptions(NamedTuple):
     no_history: bool = False  # neither read nor write it
     # a monitor in this process (serve's sampler) records the samples: a run only reads the window
     history_sampled: bool = False
+    # ibdiag collect: the support catalogue too (its files at every level, its commands from
+    # level standard on), and the node's root file system for its files under /etc
+    support: bool = False
+    rootfs: str = "/"
 
     @property
     def expectations_given(self) -> bool:
@@ -138,9 +142,12 @@ class Pipeline:
         self.thresholds = thresholds
         self.registry = registry
         # what the level's checks read: only those sources are collected
-        self.needs: AbstractSet[str] = frozenset(
-            need for spec in registry.for_level(options.level) for need in spec.needs
-        )
+        needs = {need for spec in registry.for_level(options.level) for need in spec.needs}
+        if options.support:  # files at every level; commands (and the GPUs) from standard on
+            needs |= {"sysfs", "support_files"}
+            if options.level != "quick":
+                needs |= {"support", "topology"}
+        self.needs: AbstractSet[str] = frozenset(needs)
 
     @classmethod
     def prepare(cls, options: PipelineOptions) -> Pipeline:
@@ -175,6 +182,7 @@ class Pipeline:
             thresholds=self.thresholds,
             progress=progress,
             read_timeout=self.options.read_timeout_s,
+            rootfs=self.options.rootfs if self.options.support else None,
         )
 
     def with_history(self, snapshot: Snapshot, source: str = "run") -> Snapshot:

@@ -154,6 +154,7 @@ class SnapshotHeader(_Entry):
     collected_at: AwareDatetime
     sysfs_root: str
     procfs_root: str
+    rootfs: Optional[str] = None
     sources: List[str] = Field(default_factory=list)
     nccl_inspector_dir: Optional[str] = None
 

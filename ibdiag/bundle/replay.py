@@ -27,7 +27,9 @@ if TYPE_CHECKING:  # annotations only
 
 # What the replayed Snapshot takes from the manifest's header as it is recorded (what the
 # readers build from the stored files gives the rest).
-_FROM_HEADER = ("schema_version", "tool_version", "collected_at", "sysfs_root", "procfs_root")
+_FROM_HEADER = (
+    "schema_version", "tool_version", "collected_at", "sysfs_root", "procfs_root", "rootfs"
+)  # fmt: skip
 
 
 class BundleReader(SysfsReader):
@@ -148,7 +150,8 @@ def replay(opened: OpenedBundle) -> Snapshot:
     sources = list(header.sources)
     sys_reader = BundleReader(opened, "sys", header.sysfs_root)
     proc_reader = BundleReader(opened, "proc", header.procfs_root)
-    node = read_node(sys_reader, proc_reader, set(sources) - {"procfs"})
+    rootfs_reader = BundleReader(opened, "rootfs", header.rootfs or "/")
+    node = read_node(sys_reader, proc_reader, set(sources) - {"procfs"}, rootfs_reader=rootfs_reader)
     commands: Dict[str, CommandRun] = {}
     for entry in manifest.commands:
         data = {name: getattr(entry, name) for name in RUN_FIELDS}

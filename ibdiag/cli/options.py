@@ -228,6 +228,7 @@ _PIPELINE_PARAMS = {
     "read_timeout": "read_timeout_s",
     "history_path": "history_path",
     "no_history": "no_history",
+    "rootfs": "rootfs",
 }
 
 

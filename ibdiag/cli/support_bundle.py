@@ -58,25 +58,49 @@ from ibdiag.cli.output import status_line
     "it with this run's, as 'ibdiag check --state' does.",
 )
 @click.option(
+    "--rootfs",
+    "rootfs",
+    type=click.Path(exists=True, file_okay=False, dir_okay=True),
+    default="/",
+    show_default=True,
+    help="Where the node's root file system is (the host's, mounted in a container): the "
+    "RDMA, SM, NCCL and limits configuration files under its /etc go into the bundle.",
+)
+@click.option(
+    "--list",
+    "list_items",
+    is_flag=True,
+    help="Print what a bundle collects (the catalogue: each command and file, why a vendor "
+    "asks for it, and what ibdiag never runs) and exit.",
+)
+@click.option(
     "--exit-verdict",
     is_flag=True,
     help="Once the bundle is written, exit with the verdict's code (0 OK, 1 WARNING, "
     "2 CRITICAL) instead of 0.",
 )
 def collect_command(
-    tarball, output_dir, redact, baseline_path, state_path, exit_verdict, **settings
+    tarball, output_dir, redact, baseline_path, state_path, list_items, exit_verdict, **settings
 ) -> int:
-    """Gather everything for a support ticket into one bundle, graded, with an HTML report.
+    """Gather everything for a support ticket into one bundle, graded, with an HTML report:
+    what the checks read, and what NVIDIA's sysinfo-snapshot and sos report gather for a
+    vendor (--list prints the catalogue), each command under --command-timeout and all of
+    them inside --deadline.
 
     Exits 0 once the bundle is written, whatever the verdict (the first line says it); with
     --exit-verdict, with the verdict's code. 3: nothing could be written, or a bad setting.
     """
+    if list_items:
+        from ibdiag.families.support.catalogue import load
+
+        click.echo(load().text(), nl=False)
+        return 0
     from ibdiag.bundle.write import write_bundle
     from ibdiag.pipeline import Pipeline
     from ibdiag.sources.sysfs import Recording
 
     redact_kinds = _redact_kinds(redact)
-    pipeline = Pipeline.prepare(pipeline_options(settings))
+    pipeline = Pipeline.prepare(pipeline_options(settings, support=True))
     baseline = _collect_baseline(baseline_path, state_path)
     thresholds = pipeline.thresholds
     recording = Recording()

@@ -81,13 +81,15 @@ class FamilyError(Exception):
 
 class Planned(NamedTuple):
     """One command a family plans: what it is for, its argv, the command to try at once when it
-    gives nothing usable (``fallback``), and why it may not run at all (``refused``: recorded
-    as never started with this reason, so the check says why its port has no data)."""
+    gives nothing usable (``fallback``), why it may not run at all (``refused``: recorded
+    as never started with this reason, so the check says why its port has no data), and its
+    own timeout (``timeout_s``: at most the run's ``--command-timeout``; None: that one)."""
 
     role: Role
     argv: List[str]
     fallback: Optional[Planned] = None
     refused: Optional[str] = None
+    timeout_s: Optional[float] = None
 
 
 @dataclass(frozen=True)

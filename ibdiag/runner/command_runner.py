@@ -445,25 +445,26 @@ class Runner:
         """Run every command (each distinct argv once) concurrently; results by command_key."""
         if isinstance(commands, (str, bytes, bytearray)):
             raise TypeError(f"run_all takes a list of argv lists, not a string: {commands!r}")
-        unique: Dict[str, Tuple[Optional[Role], List[str]]] = {}
+        unique: Dict[str, Tuple[Optional[Role], List[str], Optional[float]]] = {}
         for argv in commands:
             args = _argv_list(argv)
-            unique.setdefault(command_key(args), (None, args))
+            unique.setdefault(command_key(args), (None, args, None))
         return self._run_concurrently(unique)
 
-    def run_planned(self, planned: Sequence[Tuple[Role, Sequence[str]]]) -> Dict[str, CommandRun]:
-        """Run every (role, argv) concurrently, each recorded with its role; results by role
-        (``CommandRun.key``). A role planned twice runs once."""
-        unique: Dict[str, Tuple[Optional[Role], List[str]]] = {}
-        for role, argv in planned:
-            unique.setdefault(str(role), (role, _argv_list(argv)))
+    def run_planned(self, planned: Sequence[Tuple[Any, ...]]) -> Dict[str, CommandRun]:
+        """Run every (role, argv) or (role, argv, timeout_s) concurrently, each recorded with
+        its role; results by role (``CommandRun.key``). A role planned twice runs once.
+        ``timeout_s``: that command's own timeout, at most the Runner's (None: the Runner's)."""
+        unique: Dict[str, Tuple[Optional[Role], List[str], Optional[float]]] = {}
+        for role, argv, *timeout in planned:
+            unique.setdefault(str(role), (role, _argv_list(argv), timeout[0] if timeout else None))
         return self._run_concurrently(unique)
 
     def _run_concurrently(
-        self, unique: Dict[str, Tuple[Optional[Role], List[str]]]
+        self, unique: Dict[str, Tuple[Optional[Role], List[str], Optional[float]]]
     ) -> Dict[str, CommandRun]:
         if len(unique) <= 1 or self.max_workers == 1:
-            return {key: self.run(args, role) for key, (role, args) in unique.items()}
+            return {key: self.run(args, role, timeout) for key, (role, args, timeout) in unique.items()}
 
         from concurrent.futures import ThreadPoolExecutor
 
@@ -472,7 +473,8 @@ class Runner:
         )
         try:
             futures = {
-                key: pool.submit(self.run, args, role) for key, (role, args) in unique.items()
+                key: pool.submit(self.run, args, role, timeout)
+                for key, (role, args, timeout) in unique.items()
             }
             return {key: interruptible.result(future) for key, future in futures.items()}
         except BaseException:  # KeyboardInterrupt: start nothing more, kill what runs, re-raise
@@ -485,13 +487,17 @@ class Runner:
         """Start nothing more and kill every command this Runner is running (their trees)."""
         self._interrupt()
 
-    def run(self, argv: Sequence[str], role: Optional[Role] = None) -> CommandRun:
+    def run(
+        self, argv: Sequence[str], role: Optional[Role] = None, timeout_s: Optional[float] = None
+    ) -> CommandRun:
         """Run one command to completion, timeout or refusal; never raises (but TypeError).
-        ``role``: what the run is for (``ibdiag.roles``), recorded on it."""
+        ``role``: what the run is for (``ibdiag.roles``), recorded on it; ``timeout_s``: its own
+        timeout, at most the Runner's ``timeout_s`` (None: the Runner's)."""
         args = _argv_list(argv)
         started = time.monotonic()
+        limit = self.timeout_s if timeout_s is None else min(float(timeout_s), self.timeout_s)
         try:
-            run = self._run(args, started)
+            run = self._run(args, started, limit)
         except Exception as exc:  # noqa: BLE001 - a runner failure is data, never a traceback
             run = self._record(args, started, error=_one_line(f"runner failed: {exc!r}"))
         return run if role is None else run.model_copy(update={"role": role})
@@ -502,7 +508,7 @@ class Runner:
         duration = round(time.monotonic() - started, 6)
         return CommandRun.model_construct(argv=args, duration_s=duration, **fields)
 
-    def _run(self, args: List[str], started: float) -> CommandRun:
+    def _run(self, args: List[str], started: float, limit: float) -> CommandRun:
         if not args:
             return self._record(args, started, error="empty command line")
         if self._interrupted.is_set():
@@ -511,7 +517,7 @@ class Runner:
         if left <= 0:
             why = f"{self.deadline_name} of {self.deadline_s:g} s had passed"
             return self._record(args, started, skipped=why)
-        timeout = min(self.timeout_s, left)
+        timeout = min(limit, left)
 
         executable = self._which(args[0])
         if executable is None:

@@ -19,6 +19,8 @@ FILE_SOURCE_LEVELS = {
     "topology": "standard",
     # each port's past (ibdiag.history): the store is read and this run's sample appended
     "history": "quick",
+    # the support catalogue's files (ibdiag collect only): cmdline, module parameters, GIDs...
+    "support_files": "quick",
 }
 BUILTIN_FAMILY_LEVELS = {
     # level standard: read-only commands, run concurrently under the run's deadline ...
@@ -34,6 +36,8 @@ BUILTIN_FAMILY_LEVELS = {
     "partner": "standard",
     "perfquery_fec": "standard",  # perfquery -T: FEC per lane (issue 24)
     "module": "standard",  # mlxlink/mstlink -m -c --json: BER, optics, cable identity (issue 24)
+    # the support catalogue's commands (ibdiag collect only: no check needs them, issue 26)
+    "support": "standard",
     # level full: tests that move traffic, after the read-only commands; and NCCL Inspector
     "perftest": "full",
     "nccl_tests": "full",
