@@ -84,7 +84,7 @@ from ibdiag.families.perfquery import reading
 from ibdiag.grade import grade
 from ibdiag.model import CommandRun, Device, Pci, Report, Snapshot
 from ibdiag.render.json import render as render_json
-from ibdiag.sources import SOURCE_LEVELS
+from ibdiag.sources import BUNDLE_ONLY, SOURCE_LEVELS
 from ibdiag.thresholds import Thresholds
 
 RAILS = 8
@@ -673,8 +673,14 @@ def _clipped(rng: random.Random, mean: float, sd: float, low: float, high: float
 
 @functools.cache
 def _needs() -> frozenset:
+    """Every source a check of the level may read (what ``ibdiag check`` collects at most: the
+    support catalogue is ``ibdiag collect``'s alone)."""
     order = ("quick", "standard", "full")
-    return frozenset(s for s, at in SOURCE_LEVELS.items() if order.index(at) <= order.index(LEVEL))
+    return frozenset(
+        s
+        for s, at in SOURCE_LEVELS.items()
+        if order.index(at) <= order.index(LEVEL) and s not in BUNDLE_ONLY
+    )
 
 
 def node_report(fleet: FleetPlan, index: int) -> str:

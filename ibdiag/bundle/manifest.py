@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ibdiag.bundle import limits
+from ibdiag.facts.support import ItemRow
 from ibdiag.roles import RoleField
 
 MANIFEST = "manifest.json"
@@ -217,6 +218,9 @@ class Manifest(_Entry):
     redaction: Optional[Dict[str, Any]] = None
     baseline: Optional[BaselineEntry] = None  # absent: graded without a baseline
     history: Optional[str] = None  # HISTORY_FILE when the run read the history; absent: it did not
+    # The support catalogue, item by item and target (ibdiag.facts.support): collected, absent,
+    # no permission, timed out, failed, not started, not applicable; absent: not gathered
+    items: Optional[List[ItemRow]] = None
 
     @field_validator("level")
     @classmethod

@@ -151,7 +151,9 @@ def replay(opened: OpenedBundle) -> Snapshot:
     sys_reader = BundleReader(opened, "sys", header.sysfs_root)
     proc_reader = BundleReader(opened, "proc", header.procfs_root)
     rootfs_reader = BundleReader(opened, "rootfs", header.rootfs or "/")
-    node = read_node(sys_reader, proc_reader, set(sources) - {"procfs"}, rootfs_reader=rootfs_reader)
+    node = read_node(
+        sys_reader, proc_reader, set(sources) - {"procfs"}, rootfs_reader=rootfs_reader
+    )
     commands: Dict[str, CommandRun] = {}
     for entry in manifest.commands:
         data = {name: getattr(entry, name) for name in RUN_FIELDS}

@@ -9,12 +9,15 @@ Layout of ``ibdiag-<host>-<UTC %Y%m%dT%H%M%SZ>/`` (a directory, or that director
                      (size, sha256); every command (argv, rc, role, duration_s, timed_out,
                      *_truncated, ... and its stdout/stderr files); links (symlinks resolved),
                      unreadable (files that could not be read and why),
-                     listings/listing_errors, exists; render_failures
+                     listings/listing_errors, exists; render_failures; items (the
+                     support catalogue's rows: each item on each target, collected, absent,
+                     no permission, timed out, failed, not started or not applicable)
     report.json      the Report (JSON renderer)
     report.html      the Report (HTML renderer) - absent when that renderer failed
     summary.txt      the Report (text renderer)
     root/sys/...     every sysfs file read, at the logical path the reader used (no symlinks:
     root/proc/...    link targets are in the manifest)
+    root/rootfs/...  the catalogue's files under the root file system (etc/...: --rootfs)
     commands/NNN-<argv>.stdout|.stderr
     nccl_inspector/NNN-<dump file name>   (level full)
     baseline/snapshot.json   the baseline the run graded counters against (collect
@@ -230,6 +233,7 @@ def _fill(
             failures[filename] = f"{type(exc).__name__}: {exc}"
             continue
         stage.write(filename, _encode(text))
+    items = _catalogue_rows(snapshot)
     redaction = {}
     if stage.redactor is not None:  # what was replaced, never the mapping itself
         redaction["redaction"] = {"replaced": stage.redactor.summary()}
@@ -255,6 +259,7 @@ def _fill(
         **redaction,
         **stored_baseline,
         **history,
+        **items,
     )
     # exclude_unset: "redaction" only in a redacted bundle. Python mode and json.dumps, not
     # pydantic's JSON: a name read from the node that is not UTF-8 (a lone surrogate, in a
@@ -262,6 +267,19 @@ def _fill(
     fields = manifest.model_dump(exclude_unset=True)
     text = json.dumps(fields, indent=1, default=_iso) + "\n"
     stage.write(MANIFEST, _encode(text), listed=False)
+
+
+def _catalogue_rows(snapshot: Snapshot) -> Dict[str, list]:
+    """The manifest's ``items``: the support catalogue's rows (its files', then its commands'),
+    so that a tool that was absent, timed out or not permitted is a line of the manifest;
+    nothing when the catalogue was not gathered."""
+    rows = [
+        row
+        for name in ("support_files", "support")
+        if name in snapshot.facts
+        for row in getattr(snapshot.facts[name], "rows", [])
+    ]
+    return {"items": rows} if rows else {}
 
 
 def _store_baseline(

@@ -27,10 +27,14 @@ def snapshot_command(sysfs_root, procfs_root, level, deadline, command_timeout, 
     """Save this node's state (counters included) as JSON, for a later --baseline."""
     from ibdiag.collect import collect
     from ibdiag.registry import LEVELS
-    from ibdiag.sources import SOURCE_LEVELS
+    from ibdiag.sources import BUNDLE_ONLY, SOURCE_LEVELS
 
     upto = LEVELS.index(level)
-    needs = {source for source, at in SOURCE_LEVELS.items() if LEVELS.index(at) <= upto}
+    needs = {
+        source
+        for source, at in SOURCE_LEVELS.items()
+        if LEVELS.index(at) <= upto and source not in BUNDLE_ONLY
+    }
     snapshot = collect(
         sysfs_root, procfs_root, needs, {"timeout_s": command_timeout, "deadline_s": deadline}
     )

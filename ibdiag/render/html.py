@@ -25,6 +25,7 @@ from ibdiag.render.html_fw import firmware_rows
 from ibdiag.render.html_pci import pci_rows
 from ibdiag.render.html_phy import physical_rows
 from ibdiag.render.html_status import SEVERITY, worst
+from ibdiag.render.html_system import hca_rows, manifest_rows, system_facts
 from ibdiag.render.options import DEFAULT, RenderOptions
 
 # For colouring a cell: a skip (not applicable) never hides that the rest passed.
@@ -309,6 +310,9 @@ def render(report: Report, options: RenderOptions = DEFAULT) -> str:
         configuration=config_rows(report),
         pcie=pci_rows(report),
         firmware=firmware_rows(report),
+        system=system_facts(report),
+        system_hcas=hca_rows(report),
+        manifest=manifest_rows(report),
         counts=report.counts(),
         node_status=worst([r for r in report.results if r.target == "node"]),
         counters=counters,

@@ -464,7 +464,9 @@ class Runner:
         self, unique: Dict[str, Tuple[Optional[Role], List[str], Optional[float]]]
     ) -> Dict[str, CommandRun]:
         if len(unique) <= 1 or self.max_workers == 1:
-            return {key: self.run(args, role, timeout) for key, (role, args, timeout) in unique.items()}
+            return {
+                key: self.run(args, role, timeout) for key, (role, args, timeout) in unique.items()
+            }
 
         from concurrent.futures import ThreadPoolExecutor
 

@@ -43,6 +43,9 @@ BUILTIN_FAMILY_LEVELS = {
     "nccl_tests": "full",
     "nccl_inspector": "full",
 }
+# What only a support bundle gathers (``ibdiag collect``: ``PipelineOptions.support``), never a
+# check's run nor ``ibdiag snapshot`` of "every source of the level": the support catalogue.
+BUNDLE_ONLY = frozenset({"support", "support_files"})
 
 
 class _SourceLevels(MutableMapping):

@@ -81,9 +81,12 @@ def plan(snap: Snapshot) -> List[Planned]:
                 )  # fmt: skip
             planned.append(
                 Planned(
-                    role(item, target.name), item.argv(target.fill), second,
-                    refused=target.refused, timeout_s=item.timeout_s,
-                )  # fmt: skip
+                    role(item, target.name),
+                    item.argv(target.fill),
+                    second,
+                    refused=target.refused,
+                    timeout_s=item.timeout_s,
+                )
             )
     return planned
 
@@ -116,9 +119,10 @@ def targets(item: Item, snap: Snapshot) -> List[Target]:
     if per == "active_ib_port":
         return [
             Target(
-                dev.target(port), {"hca": dev.name, "port": str(port.number)},
+                dev.target(port),
+                {"hca": dev.name, "port": str(port.number)},
                 _hca_problem(dev.name),
-            )  # fmt: skip
+            )
             for dev in snap.devices
             for port in dev.ports
             if port.is_infiniband and port.state == 4

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache
+import sys
+from functools import cache
 from typing import Dict, List, Literal, Optional, Tuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python < 3.11
+else:  # pragma: no cover - exercised on Python 3.9/3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 CATALOGUE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "catalogue.toml")
@@ -182,7 +183,7 @@ def parse(text: str, source: str = "catalogue.toml") -> Catalogue:
     return catalogue
 
 
-@lru_cache(maxsize=None)
+@cache
 def load() -> Catalogue:
     """The shipped catalogue (read once)."""
     with open(CATALOGUE_FILE, encoding="utf-8") as handle:
