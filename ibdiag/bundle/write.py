@@ -273,8 +273,8 @@ def _catalogue_rows(snapshot: Snapshot) -> Dict[str, list]:
     """The manifest's ``items``: the support catalogue's rows (its files', then its commands'),
     so that a tool that was absent, timed out or not permitted is a line of the manifest;
     nothing when the catalogue was not gathered."""
-    rows = [
-        row
+    rows = [  # as dicts: the manifest, written exclude_unset, then holds every field of each
+        row.model_dump(mode="json")
         for name in ("support_files", "support")
         if name in snapshot.facts
         for row in getattr(snapshot.facts[name], "rows", [])
