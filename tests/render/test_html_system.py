@@ -8,6 +8,8 @@ import glob
 import json
 import os
 
+from chromium_pages import assert_renders_in_chromium, assert_self_contained
+from chromium_pages import HOSTILE as INERT
 from snapshots import device, report_for, snapshot
 
 from ibdiag.facts.support import (
@@ -121,6 +123,39 @@ def test_the_page_shows_the_system_first_and_the_manifest_table_escaped():
     assert "2 collected, 1 no permission, 1 not applicable" in table
     assert "mstflint -d 0000:0c:00.0 q" in table
     assert "Never run by default" in table and "mstdump" in table
+
+
+def test_hostile_catalogue_text_renders_inert_in_chromium(chromium, tmp_path):
+    """Every text the catalogue brings in (a distribution's name, the kernel command line, a
+    module parameter, a row's source and reason, a PSID) is shown as text in a real browser."""
+    snap = _support_snapshot()
+    files = snap.facts["support_files"].model_copy(
+        update={
+            "os_release": {"PRETTY_NAME": f"os{INERT}"},
+            "cmdline": f"cmdline{INERT}",
+            "module_parameters": {"mlx5_core": {"prof_sel": f"param{INERT}"}},
+            "platform": {"sys_vendor": f"vendor{INERT}"},
+        }
+    )
+    inventory = snap.facts["support"]
+    inventory = inventory.model_copy(
+        update={
+            "rows": [*inventory.rows, ItemRow(item="modinfo", target=f"t{INERT}",
+                     status=ItemStatus.FAILED, source=f"src{INERT}", reason=f"why{INERT}")],
+            "firmware": [inventory.firmware[0].model_copy(update={"security": f"sec{INERT}"})],
+        }
+    )  # fmt: skip
+    snap = snap.model_copy(update={"facts": {"support_files": files, "support": inventory}})
+    report = report_for(snap)
+    text = html.render(report)
+    assert_self_contained(text)
+    page = tmp_path / "system.html"
+    page.write_text(text, encoding="utf-8")
+    dom = assert_renders_in_chromium(chromium, page, tmp_path, f"IBDIAG {report.verdict.value}")
+    assert "<script" not in dom.lower()
+    for where in ("os", "cmdline", "param", "vendor", "t", "src", "why", "sec"):
+        shown = f"{where}{INERT}".replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert shown.split('"')[0] in dom, where
 
 
 def test_a_report_without_the_catalogue_has_no_manifest_table():
