@@ -8,8 +8,8 @@ import glob
 import json
 import os
 
-from chromium_pages import assert_renders_in_chromium, assert_self_contained
 from chromium_pages import HOSTILE as INERT
+from chromium_pages import assert_renders_in_chromium, assert_self_contained
 from snapshots import device, report_for, snapshot
 
 from ibdiag.facts.support import (
