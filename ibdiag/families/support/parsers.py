@@ -8,7 +8,8 @@ gives less, never an exception. Formats, from the tools' sources and real captur
 
 - ``ofed_info -s``: one line ``MLNX_OFED_LINUX-23.10-1.1.9.0:`` (the colon is optional).
 - ``modinfo m1 m2``: ``key:   value`` lines, one block per module, each starting at
-  ``filename:``; a module it cannot find is a line on stderr.
+  ``filename:`` (a module built into the kernel: ``name:`` first, then ``filename: (builtin)``);
+  a module it cannot find is a line on stderr.
 - ``mstflint -d BDF q`` / ``flint``: ``Key:   value`` lines; ``FW Version`` is what is on flash
   and ``FW Version(Running)`` appears only when the running one differs.
 - ``devlink -j dev info``: ``{"info": {"pci/BDF": {"driver", "serial_number",
@@ -16,6 +17,10 @@ gives less, never an exception. Formats, from the tools' sources and real captur
   "stored": {"fw.version"}}}}}``.
 - ``ethtool -i NETDEV``: ``firmware-version: 22.28.1002 (MT_0000000430)`` and
   ``bus-info: 0000:07:00.1``.
+
+A version of all ones (``255.255.65535``) is what mlx5 reports when its firmware query failed
+(devlink's ``stored``): no version, never a pending update. A line longer than ``MAX_LINE`` is
+no field (and never reaches a regular expression).
 """
 
 from __future__ import annotations
@@ -28,12 +33,14 @@ from typing import Any, Dict, List, Optional
 from ibdiag.facts.support import ModuleInfo
 
 MAX_VALUE = 200  # a field longer than this is not the field
+MAX_LINE = 1024  # a line longer than this holds no field
+_FAILED_QUERY = "255.255.65535"  # mlx5's answer when the firmware version query failed
 _OFED = re.compile(r"^(?P<release>[A-Za-z][A-Za-z0-9_.+-]{0,100}-\d[A-Za-z0-9_.+-]{0,60}):?$")
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ._()/-]{0,60}?)\s*:\s*(?P<value>.*)$")
 _VERSION = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,4}$")
 _PSID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 _BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_ETHTOOL_FW = re.compile(r"^(?P<version>\d{1,4}(?:\.\d{1,6}){1,4})(?:\s+\((?P<psid>[^()\s]+)\))?")
+_ETHTOOL_FW = re.compile(r"(?P<version>\d{1,4}(?:\.\d{1,6}){1,4})(?:\s+\((?P<psid>[^()\s]+)\))?")
 
 
 def _clean(value: str) -> Optional[str]:
@@ -46,7 +53,7 @@ def _clean(value: str) -> Optional[str]:
 def _fields(text: str) -> Dict[str, str]:
     """``Key: value`` lines -> {key: value} (the first of a repeated key)."""
     found: Dict[str, str] = {}
-    for line in (text or "").splitlines():
+    for line in _lines(text):
         match = _KEY_VALUE.match(line.strip())
         if match:
             value = _clean(match["value"])
@@ -55,9 +62,14 @@ def _fields(text: str) -> Dict[str, str]:
     return found
 
 
+def _lines(text: Optional[str]) -> List[str]:
+    """The lines of ``text`` short enough to hold a field."""
+    return [line for line in (text or "").splitlines() if len(line) <= MAX_LINE]
+
+
 def parse_ofed_info(text: str) -> Optional[str]:
     """The release ``ofed_info -s`` printed (``MLNX_OFED_LINUX-23.10-1.1.9.0``), or None."""
-    for line in (text or "").splitlines():
+    for line in _lines(text):
         match = _OFED.match(line.strip())
         if match:
             return match["release"]
@@ -65,15 +77,23 @@ def parse_ofed_info(text: str) -> Optional[str]:
 
 
 def parse_modinfo(text: str) -> List[ModuleInfo]:
-    """One ``ModuleInfo`` per ``filename:`` block of ``modinfo``'s output."""
+    """One ``ModuleInfo`` per module block of ``modinfo``'s output: a block starts at
+    ``filename:``, or at a ``name:`` the current block cannot take (a built-in module's, which
+    kmod prints before its ``filename: (builtin)``)."""
     blocks: List[Dict[str, str]] = []
-    for line in (text or "").splitlines():
+    opened_by_name = False  # the last block began at a name: line, its filename: is to come
+    for line in _lines(text):
         match = _KEY_VALUE.match(line)
         if not match:
             continue
         key, value = match["key"].strip(), _clean(match["value"])
         if key == "filename":
+            if not opened_by_name:
+                blocks.append({})
+            opened_by_name = False
+        elif key == "name" and (not blocks or "name" in blocks[-1]):
             blocks.append({})
+            opened_by_name = True
         if value is not None and blocks:
             blocks[-1].setdefault(key, value)
     modules = []
@@ -105,13 +125,16 @@ def _module_name(filename: Optional[str]) -> Optional[str]:
 
 def _inbox(filename: Optional[str]) -> Optional[bool]:
     """Built with the kernel (``/kernel/`` tree, or built in) or not (``updates/``,
-    ``extra/``: OFED, DKMS); None when the path says neither."""
+    ``weak-updates/``, ``extra/``: OFED, DKMS, kmod packages); None when the path says
+    neither."""
     if not filename:
         return None
-    if filename == "(builtin)" or "/kernel/" in filename:
+    if filename == "(builtin)":
         return True
-    if "/updates/" in filename or "/extra/" in filename:
+    if any(part in filename for part in ("/updates/", "/weak-updates/", "/extra/")):
         return False
+    if "/kernel/" in filename:
+        return True
     return None
 
 
@@ -158,21 +181,21 @@ def parse_devlink_dev_info(text: str) -> Dict[str, Dict[str, Optional[str]]]:
 def parse_ethtool_driver(text: str) -> Dict[str, Optional[str]]:
     """``ethtool -i``: {driver, running, psid, bdf}."""
     fields = _fields(text)
-    firmware = _ETHTOOL_FW.match(fields.get("firmware-version", ""))
+    firmware = _ETHTOOL_FW.fullmatch(fields.get("firmware-version", ""))
     bus = fields.get("bus-info", "")
     return {
         "driver": fields.get("driver"),
-        "running": firmware["version"] if firmware else None,
+        "running": _version(firmware["version"]) if firmware else None,
         "psid": _psid(firmware["psid"]) if firmware and firmware["psid"] else None,
         "bdf": bus.lower() if _BDF.match(bus) else None,
     }
 
 
-def _get(doc: Dict[str, Any], *keys: str) -> Any:
+def _get(doc: Any, *keys: str) -> Any:
     for key in keys:
         if not isinstance(doc, dict):
             return None
-        doc = doc.get(key)  # type: ignore[assignment]
+        doc = doc.get(key)
     return doc
 
 
@@ -184,7 +207,7 @@ def _version(value: Optional[str]) -> Optional[str]:
     if value is None:
         return None
     head = value.split()[0] if value.split() else ""
-    return head if _VERSION.match(head) else None
+    return head if _VERSION.match(head) and head != _FAILED_QUERY else None
 
 
 def _psid(value: Optional[str]) -> Optional[str]:
