@@ -268,6 +268,20 @@ def test_devlink_dev_info_other_shapes_are_left_out(doc):
     assert P.parse_devlink_dev_info(json.dumps(doc)) == {}
 
 
+def test_devlink_dev_info_a_handle_with_a_newline_is_no_pci_function():
+    text = json.dumps({"info": {"pci/0000:08:00.0\n": {"driver": "mlx5_core"}}})
+    assert P.parse_devlink_dev_info(text) == {}
+
+
+def test_versions_in_look_alike_digits_are_none():
+    arabic = "".join(chr(0x660 + int(c)) if c.isdigit() else c for c in "20.35.1012")
+    assert P.parse_flint_query(f"FW Version:   {arabic}\n")["stored"] is None
+    assert (
+        P.parse_ethtool_driver(f"firmware-version: {arabic} (MT_0000000430)\n")["running"] is None
+    )
+    assert P.parse_ofed_info(f"MLNX_OFED_LINUX-{arabic}:\n") is None
+
+
 def test_devlink_dev_info_odd_values_are_none():
     entry = {
         "driver": 5,

@@ -35,12 +35,16 @@ from ibdiag.facts.support import ModuleInfo
 MAX_VALUE = 200  # a field longer than this is not the field
 MAX_LINE = 1024  # a line longer than this holds no field
 _FAILED_QUERY = "255.255.65535"  # mlx5's answer when the firmware version query failed
-_OFED = re.compile(r"^(?P<release>[A-Za-z][A-Za-z0-9_.+-]{0,100}-\d[A-Za-z0-9_.+-]{0,60}):?$")
+_OFED = re.compile(
+    r"^(?P<release>[A-Za-z][A-Za-z0-9_.+-]{0,100}-\d[A-Za-z0-9_.+-]{0,60}):?\Z", re.ASCII
+)
 _KEY_VALUE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 ._()/-]{0,60}?)\s*:\s*(?P<value>.*)$")
-_VERSION = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,4}$")
-_PSID = re.compile(r"^[A-Za-z0-9_]{1,32}$")
-_BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_ETHTOOL_FW = re.compile(r"(?P<version>\d{1,4}(?:\.\d{1,6}){1,4})(?:\s+\((?P<psid>[^()\s]+)\))?")
+_VERSION = re.compile(r"^\d{1,4}(?:\.\d{1,6}){1,4}\Z", re.ASCII)
+_PSID = re.compile(r"^[A-Za-z0-9_]{1,32}\Z")
+_BDF = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
+_ETHTOOL_FW = re.compile(
+    r"(?P<version>\d{1,4}(?:\.\d{1,6}){1,4})(?:\s+\((?P<psid>[^()\s]+)\))?", re.ASCII
+)
 
 
 def _clean(value: str) -> Optional[str]:
