@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import random
+import re
 from typing import Any, Dict, List
 
 import hostile_outputs as H
@@ -133,6 +134,17 @@ def test_ethtool_driver_parser_on_hostile_outputs():
         parsed = P.parse_ethtool_driver(text)
         _check_fields(parsed, ["driver", "running", "psid", "bdf"])
         assert parsed["bdf"] is None or P._BDF.match(parsed["bdf"])
+
+
+def test_os_release_reader_on_hostile_files():
+    from ibdiag.sources.support_files import _os_release
+
+    for _kind, text in _cases("os_release", 6):
+        found = _os_release(text)
+        assert isinstance(found, dict)
+        for key, value in found.items():
+            assert re.fullmatch(r"[A-Z0-9_]{1,40}", key), key
+            assert isinstance(value, str) and len(value) <= 200 and value.isprintable()
 
 
 # -- interpret on a Snapshot --------------------------------------------------------------------

@@ -358,3 +358,38 @@ def test_ethtool_driver_bus_info_is_lower_case():
 def test_ethtool_driver_of_another_ethtool_output_is_nothing():
     parsed = P.parse_ethtool_driver(capture("ethtool", "ice-qsfp28-mellanox-dac-module.txt"))
     assert parsed == {"driver": None, "running": None, "psid": None, "bdf": None}
+
+
+# -- the files the system section reads (ibdiag.sources.support_files) --------------------------
+
+
+def _files(tmp_path, os_release: str, cmdline: str):
+    from ibdiag.sources.support_files import read_support_files
+    from ibdiag.sources.sysfs import SysfsReader
+
+    trees = {name: tmp_path / name for name in ("sys", "proc", "rootfs")}
+    for tree in trees.values():
+        tree.mkdir()
+    (trees["rootfs"] / "etc").mkdir()
+    (trees["rootfs"] / "etc" / "os-release").write_text(os_release)
+    (trees["proc"] / "cmdline").write_text(cmdline)
+    return read_support_files({name: SysfsReader(str(tree)) for name, tree in trees.items()})
+
+
+def test_os_release_of_rhel_9_and_the_cmdline(tmp_path):
+    cmdline = capture("proc", "rocm-ubuntu-iommu-pt-cmdline.txt")
+    found = _files(tmp_path, capture("os_release", "rhel-9.3.txt"), cmdline)
+    assert found.os_release["NAME"] == "Red Hat Enterprise Linux"
+    assert found.os_release["ID"] == "rhel" and found.os_release["VERSION_ID"] == "9.3"
+    assert found.os_release["PRETTY_NAME"] == "Red Hat Enterprise Linux 9.3 (Plow)"
+    assert found.os_release["REDHAT_BUGZILLA_PRODUCT_VERSION"] == "9.3"  # unquoted
+    assert len(found.os_release) == 17  # every KEY=value line; the blank line is none
+    assert found.cmdline == cmdline.rstrip("\n")  # the reader drops the final newline
+
+
+def test_os_release_of_ubuntu_22_04(tmp_path):
+    found = _files(tmp_path, capture("os_release", "ubuntu-22.04.5.txt"), "ro\n")
+    assert found.os_release["ID"] == "ubuntu" and found.os_release["VERSION_ID"] == "22.04"
+    assert found.os_release["VERSION_CODENAME"] == "jammy"
+    assert found.os_release["PRETTY_NAME"] == "Ubuntu 22.04.5 LTS"
+    assert len(found.os_release) == 12
