@@ -73,6 +73,12 @@ def test_the_harness_reaches_every_kind_of_mutation():
     assert any("\x1b[" in t for t in texts) and any("\ufffd" in t for t in texts)
 
 
+def test_the_harness_is_reproducible_from_its_seed():
+    seeds = captures("ethtool")
+    assert H.cases(random.Random(7), seeds, 40) == H.cases(random.Random(7), seeds, 40)  # noqa: S311
+    assert H.cases(random.Random(7), seeds, 40) != H.cases(random.Random(8), seeds, 40)  # noqa: S311
+
+
 def test_ofed_info_parser_on_hostile_outputs():
     for kind, text in _cases("ofed_info", 1):
         release = P.parse_ofed_info(text)

@@ -403,6 +403,15 @@ def test_plan_refuses_a_hostile_netdev_name():
     assert row.status is ItemStatus.NOT_STARTED
 
 
+def test_plan_refuses_a_hostile_hca_name_for_every_hca_and_port_item():
+    evil = "mlx5_0 --help"
+    snap = snapshot([device(evil, pci=pci("0000:08:00.0"))])
+    found = planned(snap)
+    for role in (f"support-mstflint_query {evil}", f"support-sminfo {evil}:1"):
+        assert found[role][2] is not None and "not safe on a command line" in found[role][2]
+    assert found["support-lspci 0000:08:00.0"][2] is None  # a BDF is no name
+
+
 def _chain(kind: str, bdf: str, *bridges: str) -> PcieChain:
     """A function and its bridges, nearest first (the root port last)."""
     return PcieChain(
