@@ -55,6 +55,13 @@ class SupportFiles(Fact, fact_name="support_files"):
     cmdline: Optional[str] = None  # /proc/cmdline
     platform: Dict[str, str] = Field(default_factory=dict)  # dmi: sys_vendor, product_name...
     module_parameters: Dict[str, Dict[str, str]] = Field(default_factory=dict)
+    # the collector's effective uid (/proc/self/status): 0 is root; any other leaves the
+    # catalogue's root-only items (mstflint, mstconfig, sminfo...) without their data
+    collector_uid: Optional[int] = None
+
+    @property
+    def as_root(self) -> Optional[bool]:
+        return None if self.collector_uid is None else self.collector_uid == 0
 
 
 class ModuleInfo(Fact):

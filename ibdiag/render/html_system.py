@@ -51,7 +51,20 @@ def system_facts(report: Report) -> List[Tuple[str, str]]:
         rows.append(("Module parameters", parameters_text(files.module_parameters)))
     if snap.gpus is not None:
         rows.append(("NVIDIA GPUs", str(len(snap.gpus))))
+    if files is not None and files.as_root is not None:
+        rows.append(("Collected as", collector_text(files.collector_uid)))
     return rows
+
+
+def collector_text(uid: Optional[int]) -> str:
+    """``root`` or ``uid 1000: not root, so the root-only items (mstflint, mstconfig, lspci's
+    capabilities, ethtool -m, sminfo, saquery) have no data``."""
+    if uid == 0:
+        return "root"
+    return (
+        f"uid {uid}: not root, so the root-only items (mstflint, mstconfig, lspci's "
+        "capabilities, ethtool -m, sminfo, saquery) have no data"
+    )
 
 
 def platform_text(platform: Dict[str, str]) -> str:

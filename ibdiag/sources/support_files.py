@@ -25,6 +25,7 @@ from ibdiag.sources.sysfs import SysfsReader
 MAX_MATCHES = 4096  # names one pattern may match (a port's GID table has 256)
 ABSENT = "missing"
 _ZERO_GID = re.compile(r"^[0:]+$")
+_UID = re.compile(r"^Uid:\s+\d+\s+(?P<effective>\d{1,10})\b", re.M)
 _OS_RELEASE = re.compile(r"^(?P<key>[A-Z0-9_]{1,40})=(?P<value>.{0,200})$")
 _DMI = ("sys_vendor", "product_name", "product_version", "board_vendor", "board_name",
         "bios_vendor", "bios_version", "bios_date")  # fmt: skip
@@ -71,7 +72,18 @@ def read_support_files(readers: Mapping[str, Optional[SysfsReader]]) -> SupportF
             if ("sys", f"class/dmi/id/{key}") in texts
         },
         module_parameters=_module_parameters(texts),
+        collector_uid=_collector_uid(readers.get("proc")),
     )
+
+
+def _collector_uid(proc: Optional[SysfsReader]) -> Optional[int]:
+    """The effective uid of the process reading (``/proc/self/status``: recorded, so a replay
+    reads the collector's, never its own); None when it cannot be read."""
+    if proc is None:
+        return None
+    text, _ = proc.read_text("self/status")
+    match = _UID.search(text or "")
+    return int(match["effective"]) if match else None
 
 
 def expand(reader: SysfsReader, pattern: str) -> Iterator[str]:

@@ -27,7 +27,13 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag.facts.outcome import NoData, RunOutcome
 from ibdiag.facts.pcie import PcieChain
-from ibdiag.facts.support import HcaFirmware, ItemRow, ItemStatus, SupportInventory
+from ibdiag.facts.support import (
+    HcaFirmware,
+    ItemRow,
+    ItemStatus,
+    SupportFiles,
+    SupportInventory,
+)
 from ibdiag.families import Planned, Runs, Update, outcome_of
 from ibdiag.families.support import parsers
 from ibdiag.families.support.catalogue import Item, load
@@ -177,6 +183,8 @@ def interpret(snap: Snapshot, runs: Runs) -> Update:
 
 def _command_rows(item: Item, snap: Snapshot, runs: Runs) -> Iterator[ItemRow]:
     found = targets(item, snap)
+    files = snap.facts.get("support_files")
+    uid = files.collector_uid if isinstance(files, SupportFiles) else None
     if not found:
         yield ItemRow(
             item=item.id, status=ItemStatus.NOT_APPLICABLE, source=" ".join(item.command or []),
@@ -186,14 +194,14 @@ def _command_rows(item: Item, snap: Snapshot, runs: Runs) -> Iterator[ItemRow]:
     for target in found:
         if target.elsewhere is not None:
             run = runs.get(target.elsewhere)
-            yield _row(item, target.name, run, f"left to the run {target.elsewhere}")
+            yield _row(item, target.name, run, f"left to the run {target.elsewhere}", uid=uid)
             continue
         run = runs.get(role(item, target.name))
         second = runs.get(role(item, target.name, fallback=True))
         if second is not None and (_usable(second, item) or run is None or run.not_found):
-            yield _row(item, target.name, second, None, first=run)
+            yield _row(item, target.name, second, None, first=run, uid=uid)
         else:  # the first tool's own failure says more than its fallback's absence
-            yield _row(item, target.name, run, "was not run")
+            yield _row(item, target.name, run, "was not run", uid=uid)
 
 
 _NOT_APPLICABLE = {
@@ -223,13 +231,19 @@ def _row(
     run: Optional[CommandRun],
     missing: Optional[str],
     first: Optional[CommandRun] = None,
+    uid: Optional[int] = None,
 ) -> ItemRow:
     """The row of one run: collected when it exited 0 with output (or, for an item with
-    ``partial_output``, any output: modinfo naming one module it lacks, the exit noted)."""
+    ``partial_output``, any output: modinfo naming one module it lacks, the exit noted). A
+    root-only item (``root``) that failed when the collector was not root (``uid``) is "no
+    permission": what it printed (mstflint's "cannot open device", sminfo's "can't open UMAD
+    port") is what a tool that may not reach the device says."""
     if run is None:
         return ItemRow(item=item.id, target=target, status=ItemStatus.NOT_STARTED, reason=missing)
     outcome = outcome_of(run)
     status, reason = _status(run, outcome, item.partial_output)
+    if item.root and status is ItemStatus.FAILED and uid not in (None, 0):
+        status, reason = ItemStatus.NO_PERMISSION, f"needs root (collected as uid {uid}): {reason}"
     if first is not None and status is ItemStatus.ABSENT:
         first_outcome = outcome_of(first)
         if first_outcome.no_data is NoData.NOT_INSTALLED:
