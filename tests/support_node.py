@@ -7,39 +7,41 @@ under its own root port and PCIe switch (``0000:00:0N.0/0000:X0:00.0/0000:X1:00.
 AER files, IOMMU groups), one ACTIVE InfiniBand port each with its IPoIB netdev ``ib0..7``, and an
 NVIDIA H100 beside each HCA under the same switch (``0000:X4:00.0``): 8 GPUs.
 **procfs**: hostname, boot_id, stat, modules (tests/stubs.write_procfs), version, cmdline.
-**rootfs**: etc/os-release, etc/modprobe.d/mlnx.conf, etc/security/limits.conf.
+**rootfs**: etc/os-release, etc/modprobe.d/mlnx.conf, etc/security/limits.conf, etc/nccl.conf
+(no opensm.conf: this node runs no subnet manager). The catalogue's other sysfs files too:
+module parameters, DMI identity, NUMA nodes' cpulists, each port's GIDs with gid_attrs.
 
 **Tools** (``StubBin``, alone on PATH). Real captures where the repository has them, else a real
 capture from /work/research-26.md (its §3, cited per constant below) repeated to a real tool's
 size; hand-made only where no capture exists (said so). Per run on this node:
 
-=================  ===========================================  ======================
-tool (argv)        output                                       size
-=================  ===========================================  ======================
-ofed_info -s       DaoCloud-docs capture                        30 B
-modinfo (6 mods)   skyao capture, parm lines repeated           ~4 KB per module, 24 KB
-dkms status        hand-made from dkms's "name/version, kernel, arch: installed"   ~200 B
-mstflint/flint q   ironic-python-agent capture (NVIDIA's)       ~700 B per HCA
-mstconfig/mlxconfig -e q  nic-configuration-operator capture, rows repeated   ~20 KB per HCA
-devlink -j dev info       Jiri Pirko's capture, as JSON, per HCA   ~400 B per HCA
-devlink dev param show    mlx5.rst's healthy shape, 12 params per PF   ~1.3 KB per HCA
-devlink -j health show    tests/captures/devlink (hand-made, iproute2)
-lspci -vvv -s BDF  HCA: tests/fixtures/lspci CX-7 block (4.9 KB); bridge:
-                   tests/captures/lspci Matisse blocks (0.9-4.5 KB)   32 functions
-lscpu, numactl -H  Yu Zhao's capture                            1.3 KB, 260 B
-rdma link/resource show   Yi Zhang's / Chien Tin Tung's line, per port/HCA   ~70 B each
-ibdev2netdev -v    shared/fixtures/rdma_link -v line, per port  ~150 B each
-ip -d -s link show Kamal Heib's capture + ip -s counters        ~1 KB per netdev
-ip -d address show the same link lines + inet6 lines            ~600 B per netdev
-ethtool -i / -S    wenxu's capture; tests/fixtures/ethtool      300 B; 60 KB per netdev
-sminfo, saquery -s Open MPI list line; hand-made from saquery.c dump_portinfo_record
-nvidia-smi -q      gpud capture's GPU block repeated            ~9 KB per GPU, 72 KB
-nvidia-smi topo -m tests/fixtures/nvidia_smi_topo 8xH100 8xmlx5   3.3 KB
-perfquery, smpquery       tests/fixtures/perfquery, tests/captures/ibsim-partner
-ibstat, ibv_devinfo       tests/fixtures (8 of the 9-CA ibstat; the 2-PF ibv_devinfo)
-dmesg, journalctl  tests/fixtures/dmesg gpud H100 boot          12 KB
-mlxlink, mstlink   tests/captures/mlxlink NDR OSFP healthy (JSON)
-=================  ===========================================  ======================
+=========================  =========================================  ====================
+tool (argv)                output                                     size (this node)
+=========================  =========================================  ====================
+ofed_info -s               DaoCloud-docs capture                      31 B
+modinfo (6 modules)        skyao capture, its parm: lines repeated    ~4.2 KB a module, 25 KB
+dkms status                hand-made (dkms's status line format)      130 B
+mstflint/flint -d BDF q    ironic-python-agent capture (NVIDIA's)     560 B per HCA
+mstconfig/mlxconfig -e q   nic-configuration-operator rows repeated   20 KB per HCA
+devlink -j dev info        Jiri Pirko's capture as JSON, per PF       3.7 KB
+devlink dev param show     mlx5.rst's shape, 12 params per PF         1 KB per HCA, 8 KB
+devlink -j health show     tests/captures/devlink (hand-made)         0.9 KB
+lspci -vvv -s BDF          HCA: tests/fixtures/lspci CX-7 block       4.9 KB per HCA
+                           bridge: tests/captures/lspci Matisse       4.5 KB per bridge (24)
+lscpu, numactl --hardware  Yu Zhao's capture                          0.9 KB, 210 B
+rdma link / resource show  Yi Zhang's / Chien Tin Tung's line         ~60 B per port/HCA
+ibdev2netdev -v            shared/fixtures/rdma_link -v line          180 B per port
+ip -d -s link show         Kamal Heib's capture + ip -s counters      880 B per netdev, 7 KB
+ip -d address show         the same + inet/inet6 lines                1.1 KB per netdev
+ethtool -i / -S NETDEV     wenxu's capture / tests/fixtures/ethtool   250 B / 17 KB per netdev
+sminfo / saquery -s        Open MPI list line / hand-made (saquery.c) 95 B / 170 B per port
+nvidia-smi -q              gpud capture's GPU block repeated          ~10 KB per GPU, 83 KB
+nvidia-smi topo -m         tests/fixtures/nvidia_smi_topo 8xH100      3.3 KB
+perfquery, smpquery        tests/fixtures/perfquery, captures/ibsim-partner   1-2 KB per run
+ibstat, ibv_devinfo        tests/fixtures (8 of 9 CAs; the 2-PF one)  2.9 KB, ~2 KB
+dmesg, journalctl -k       tests/fixtures/dmesg gpud H100 boot        12 KB
+mlxlink, mstlink           tests/captures/mlxlink NDR OSFP (JSON)     2.3 KB per port
+=========================  =========================================  ====================
 
 ``SupportNode(root, delay=S)``: every stub sleeps S seconds before answering (the benchmark's
 ``--delay``); ``hang_all(mark)``, ``absent_all()``, ``floods(tool, mib)`` change every tool.
