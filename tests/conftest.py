@@ -176,6 +176,7 @@ SLOW_MODULES = frozenset(
         "test_slurm_cluster",
         "test_slurm_real",
         "test_store_slow",
+        "test_support_budget_slow",
         "test_watch",
         "test_watch_then_check",
     }
