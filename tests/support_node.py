@@ -97,24 +97,18 @@ MODINFO_PARMS = """parm:           num_of_groups:Eswitch offloads number of big 
 parm:           debug_mask:debug mask: 1 = dump cmd data, 2 = dump cmd exec time, 3 = both. Default=0 (uint)
 parm:           prof_sel:profile selector. Valid range 0 - 4 (uint)
 """  # noqa: E501
+SUPPORT_CAPTURES = os.path.join(S.TESTS_DIR, "captures", "support")  # with their SOURCES.md
+
+
+def _support_capture(folder: str, name: str) -> str:
+    with open(os.path.join(SUPPORT_CAPTURES, folder, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
 MODULES = ("mlx5_core", "mlx5_ib", "ib_core", "ib_uverbs", "ib_umad", "ib_ipoib")
 
 # §3.3: openstack/ironic-python-agent @ 119981a8 (Apache-2.0; NVIDIA's test data).
-MSTFLINT_Q = """Image type:            FS4
-FW Version:            20.35.1012
-FW Version(Running):   20.34.1002
-FW Release Date:       28.10.2022
-Product Version:       20.35.1012
-Rom Info:              type=UEFI version=14.28.15 cpu=AMD64,AARCH64
-                       type=PXE version=3.6.804 cpu=AMD64
-Description:           UID                GuidsNumber
-Base GUID:             043f720300f04c46        8
-Base MAC:              043f72f04c46            8
-Image VSD:             N/A
-Device VSD:            N/A
-PSID:                  MT_0000000228
-Security Attributes:   N/A
-"""
+MSTFLINT_Q = _support_capture("mstflint", "ironic-running-differs.txt")
 
 # §3.4: Mellanox/nic-configuration-operator @ 18d2933d pkg/nvconfig/utils_test.go (Apache-2.0).
 MSTCONFIG_HEAD = """Device #1:
@@ -249,44 +243,8 @@ NVSMI_GPU = """GPU {bdf}
 """
 
 # §3.17: Yu Zhao's lscpu and numactl -H (arm64 Neoverse-N1).
-LSCPU = """Architecture:           aarch64
-  CPU op-mode(s):       32-bit, 64-bit
-  Byte Order:           Little Endian
-CPU(s):                 128
-  On-line CPU(s) list:  0-127
-Vendor ID:              ARM
-  Model name:           Neoverse-N1
-    Model:              1
-    Thread(s) per core: 1
-    Core(s) per socket: 64
-    Socket(s):          2
-    Stepping:           r3p1
-    Frequency boost:    disabled
-    CPU max MHz:        2800.0000
-    CPU min MHz:        1000.0000
-    BogoMIPS:           50.00
-    Flags:              fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs
-Caches (sum of all):
-  L1d:                  8 MiB (128 instances)
-  L1i:                  8 MiB (128 instances)
-  L2:                   128 MiB (128 instances)
-NUMA:
-  NUMA node(s):         2
-  NUMA node0 CPU(s):    0-63
-  NUMA node1 CPU(s):    64-127
-"""  # noqa: E501
-NUMACTL_H = """available: 2 nodes (0-1)
-node 0 cpus: 0-63
-node 0 size: 257730 MB
-node 0 free: 1447 MB
-node 1 cpus: 64-127
-node 1 size: 256877 MB
-node 1 free: 256093 MB
-node distances:
-node   0   1
-  0:  10  20
-  1:  20  10
-"""
+LSCPU = _support_capture("lscpu", "yuzhao-neoverse-n1-lscpu.txt")
+NUMACTL_H = _support_capture("numactl", "yuzhao-two-nodes.txt")
 
 # Hand-made (dkms's own status line format; no capture recorded).
 DKMS_STATUS = """mlnx-ofed-kernel/24.10.OFED.24.10.2.1.8.1, 6.1.0-31-amd64, x86_64: installed

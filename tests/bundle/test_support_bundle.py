@@ -12,29 +12,12 @@ import pytest
 import stubs as S
 from standard_node import DEVLINK_HEALTHY, FW_SYNDROME_BDF, HEALTHY_BDF, Node
 
-# Real outputs (/work/research-26.md: ironic-python-agent's mstflint q, Apache-2.0; DaoCloud's
-# ofed_info -s), cut to what the parsers read.
-OFED_INFO = "MLNX_OFED_LINUX-23.07-0.5.1.2:\n"
-MSTFLINT_Q = """Image type:            FS4
-FW Version:            20.35.1012
-FW Version(Running):   20.34.1002
-FW Release Date:       28.10.2022
-Product Version:       20.35.1012
-Description:           UID                GuidsNumber
-Base GUID:             043f720300f04c46        8
-Base MAC:              043f72f04c46            8
-Image VSD:             N/A
-Device VSD:            N/A
-PSID:                  MT_0000000228
-Security Attributes:   N/A
-"""
-MODINFO = """filename:       /lib/modules/6.1.0-31-amd64/updates/dkms/mlx5_core.ko
-version:        24.10-2.1.8
-license:        Dual BSD/GPL
-srcversion:     78352976D87E8F24553D352
-name:           mlx5_core
-vermagic:       6.1.0-31-amd64 SMP preempt mod_unload modversions
-"""
+CAPTURES = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "captures", "support"
+)  # each folder's SOURCES.md says where each capture is from
+OFED_INFO = os.path.join(CAPTURES, "ofed_info", "daocloud-23.07-colon.txt")
+MODINFO = os.path.join(CAPTURES, "modinfo", "skyao-debian12-ofed-24.10-mlx5_core.txt")
+MSTFLINT_Q = os.path.join(CAPTURES, "mstflint", "ironic-running-differs.txt")
 DEV_INFO = json.dumps(
     {
         "info": {
@@ -57,11 +40,11 @@ def node(tmp_path, run_cli, monkeypatch):
     monkeypatch.setenv("PATH", made.stubs.path)
     monkeypatch.delenv("IBDIAG_DEBUG", raising=False)
     made.healthy_tools()
-    made.stubs.add("ofed_info", S.prints_text(OFED_INFO))
-    made.stubs.add("modinfo", S.prints_text(MODINFO))
+    made.stubs.add("ofed_info", S.prints(OFED_INFO))
+    made.stubs.add("modinfo", S.prints(MODINFO))
     made.stubs.add(
         "mstflint",
-        S.by_args({f"-d {FW_SYNDROME_BDF} q": S.prints_text(MSTFLINT_Q)}, S.fails("-E- no", 1)),
+        S.by_args({f"-d {FW_SYNDROME_BDF} q": S.prints(MSTFLINT_Q)}, S.fails("-E- no", 1)),
     )
     made.stubs.add(
         "devlink",
