@@ -50,50 +50,57 @@ _LIMIT_ITEMS = (
 )
 KEPT_USERS = {"root", "*"}
 
+# Where a labelled line starts, and a value ends, also inside a JSON string (report.json holds
+# every command's output as one: lines joined by \n, quotes escaped) and an HTML page (quotes
+# as &#34;): a value stops at a quote, a backslash, a tag or an entity.
+_BOL = r"(?:(?m:^)|(?<=\\n))(?:[ \t]|\\t)*"
+_Q = r"(?:\\?\"|&#34;|&quot;)"
+_REST = r"[^\r\n\"\\<&]{1,200}"
+
 # (kind, prefix, value): the labelled fields, in the order they are tried at one place.
 LABELLED: List[Tuple[str, str, str]] = [
     # devlink dev info (text)
     (
         "serials",
-        r"(?m:^[ \t]*(?:serial_number|board\.serial_number|function\.uid)[ \t]+)",
-        r"[^\s\"]{1,200}",
+        rf"{_BOL}(?:serial_number|board\.serial_number|function\.uid)[ \t]+",
+        r"[^\s\"\\<&]{1,200}",
     ),
     # devlink -j dev info, mlxlink --json, ibdiag's own facts
     (
         "serials",
-        r"\"(?:serial_number|board\.serial_number|function\.uid|board_serial|serial|"
-        r"Vendor Serial Number)\"[ \t]*:[ \t]*\"",
-        r"[^\"\\\r\n]{1,200}(?=\")",
+        rf"{_Q}(?:serial_number|board\.serial_number|function\.uid|board_serial|serial|"
+        rf"Vendor Serial Number){_Q}[ \t]*:[ \t]*{_Q}",
+        rf"[^\"\\<&\r\n]{{1,200}}(?={_Q})",
     ),
     # lspci VPD, nvidia-smi -q, ethtool -m, mlxlink (text)
     (
         "serials",
-        r"(?m:^[ \t]*(?:\[SN\][ \t]*Serial number|\[VU\][ \t]*Vendor specific|Serial Number|"
-        r"Vendor SN|Vendor Serial Number|GPU UUID)[ \t]*:[ \t]*)",
-        r"[^\r\n]{1,200}",
+        rf"{_BOL}(?:\[SN\][ \t]*Serial number|\[VU\][ \t]*Vendor specific|Serial Number|"
+        r"Vendor SN|Vendor Serial Number|GPU UUID)[ \t]*:[ \t]*",
+        _REST,
     ),
     # lspci VPD: a vendor-specific field that is a long hex number (a ConnectX's [V3] UUID)
     (
         "serials",
-        r"(?m:^[ \t]*\[V[0-9A-Z]\][ \t]*Vendor specific:[ \t]*)",
-        r"[0-9a-fA-F]{16,64}(?=[ \t]*(?:\r?\n|$))",
+        rf"{_BOL}\[V[0-9A-Z]\][ \t]*Vendor specific:[ \t]*",
+        r"[0-9a-fA-F]{16,64}(?=[ \t]*(?:\r?\n|\\n|$|[\"<]))",
     ),
     ("serials", r"(?<![\w-])(?:PART)?UUID=", r"[0-9a-fA-F]{4,}(?:-[0-9a-fA-F]{2,})*(?![\w-])"),
     ("serials", r"(?<![\w-])(?:GPU|MIG)-", rf"{UUID}(?![\w-])"),
     # mstflint / flint q: the base MAC, 12 bare hex digits (macs; guids: see Redactor)
-    ("base_mac", r"(?m:^[ \t]*Base MAC:[ \t]*)", r"[0-9a-fA-F]{12}(?![0-9a-zA-Z])"),
+    ("base_mac", rf"{_BOL}Base MAC:[ \t]*", r"[0-9a-fA-F]{12}(?![0-9a-zA-Z])"),
     ("users", r"(?<![\w.-])/(?:home|users|Users)/", r"[A-Za-z_][A-Za-z0-9_.-]{0,31}(?![\w.-])"),
     (
         "users",
-        r"(?m:^[ \t]*#?[ \t]*)",
+        rf"{_BOL}#?[ \t]*",
         r"[@%]?[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?"
-        rf"(?=[ \t]+(?:soft|hard|-)[ \t]+(?:{_LIMIT_ITEMS})\b)",
+        rf"(?=(?:[ \t]|\\t)+(?:soft|hard|-)(?:[ \t]|\\t)+(?:{_LIMIT_ITEMS})\b)",
     ),
 ]
 
 CMDLINE_LINE = re.compile(r"(?m)^.*(?:(?<![\w.-])BOOT_IMAGE=|(?<![\w.-])root=).*$")
 CMDLINE_ARG = re.compile(
-    r"(?<![^\s\"'])(?P<key>[A-Za-z_][\w.-]*)=(?:(?P<host>[A-Za-z0-9][\w.-]*):)?(?P<path>/[^\s\"',]*)"
+    r"(?<![^\s\"'])(?P<key>[A-Za-z_][\w.-]*)=(?:(?P<host>[A-Za-z0-9][\w.-]*):)?(?P<path>/[^\s\"',\\]*)"
 )
 _SYSTEM_DIRS = ("/dev/", "/sbin/", "/bin/", "/usr/", "/lib/", "/lib64/", "/proc/", "/sys/")
 _IMAGE = re.compile(r"(?:vmlinu[xz]|bzImage|zImage|Image|initrd|initramfs|uImage)[\w.+-]*")
@@ -114,9 +121,7 @@ def literal_ok(value: str) -> bool:
     be a counter elsewhere."""
     if len(value) < 6 or not value.isprintable():
         return False
-    if value.isdigit():
-        return len(value) >= 10
-    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+    return len(value) >= 8 if value.isdigit() else any(c.isdigit() for c in value)
 
 
 def uuid_parts(value: str) -> Optional[Tuple[str, str]]:
