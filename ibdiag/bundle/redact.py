@@ -20,7 +20,29 @@ original's shape, so the parsers that re-grade a redacted bundle still read it:
 - ``hostnames``: the names given to the constructor (case-insensitive) -> ``host-1``, their
   domain parts -> ``domain-1``, and any ``label.<known domain>`` (an FQDN becomes
   ``host-1.domain-1``).
-- ``macs`` (off by default): ``aa:bb:cc:dd:ee:ff`` / ``aa-bb-..`` -> ``02:ed:00:00:00:01``.
+- ``macs`` (off by default): ``aa:bb:cc:dd:ee:ff`` / ``aa-bb-..`` -> ``02:ed:00:00:00:01``, the
+  ``enx<12 hex>`` interface names systemd makes from a MAC, and mstflint's ``Base MAC:
+  043f72f04c46`` (bare, 12 digits). A ConnectX's Base MAC is its Base GUID's EUI
+  (``043f72`` ``0300`` ``f04c46``): with ``guids`` on and ``macs`` off, the Base MAC takes the
+  GUID's token in its own shape (``feed00000001`` beside ``feed000000000001``), so it cannot give
+  the GUID away; other MACs are the ``macs`` kind's (``all`` includes it).
+- ``serials`` (off by default): board, function, GPU and cable serials and UUIDs where a tool
+  labels them (``ibdiag.bundle.redact_fields``: devlink dev info and its JSON, lspci's VPD,
+  nvidia-smi -q, ethtool -m, mlxlink, ``UUID=``, ``GPU-<uuid>``) -> ``serial-1``; a UUID keeps its
+  shape (``GPU-00000000-0000-0000-0000-000000000001``, uuid-1). A serial learned from its label
+  is replaced wherever it appears (a report's table) when it is distinctive (6+ characters with
+  a digit and not only digits, or 8+ digits).
+- ``users`` (off by default): a home directory's user (``/home/alice/``, ``/users/alice/``), the
+  domain column of limits.conf (``alice`` -> ``user-1``, ``@physics`` -> ``@group-1``; ``*`` and
+  ``root`` kept) and the invoking users given to the constructor, wherever they appear as words.
+- ``paths`` (off by default): in a kernel command line (a line with ``BOOT_IMAGE=`` or
+  ``root=``), the values of ``key=/path`` and ``key=host:/path`` -> ``/path-1`` (the host is a
+  hostname: ``host-2.domain-1``), but not /dev nodes, the system's directories or the kernel and
+  initrd images (``BOOT_IMAGE=/vmlinuz-5.15.0-101-generic`` stays).
+
+``ALL_KINDS`` (``--redact all``) is every kind: each one keeps what ibdiag's parsers read.
+The labelled kinds find their labels in plain text, inside a JSON string (report.json holds each
+command's output as one) and in an escaped HTML page alike.
 
 The same value is recognised in every spelling (``0x0002c90300f9bfa1``, ``0002:c903:00f9:bfa1``
 and the GID ``fe80::2:c903:f9:bfa1`` share one token; an IPv4 and its ``::ffff:`` form too).

@@ -117,8 +117,8 @@ def identifying(value: str) -> bool:
 
 def literal_ok(value: str) -> bool:
     """Whether a learned serial is distinctive enough to be replaced wherever it appears (a
-    report's table cell), not only where a tool labels it: a short or plain-number value could
-    be a counter elsewhere."""
+    report's table cell), not only where a tool labels it: 6+ characters with a digit, or 8+
+    digits; a shorter value, or one without a digit, could be a counter or a word elsewhere."""
     if len(value) < 6 or not value.isprintable():
         return False
     return len(value) >= 8 if value.isdigit() else any(c.isdigit() for c in value)
