@@ -208,8 +208,9 @@ class Redactor:
         """kinds: which classes to redact (``KINDS``); hostnames: the node's own names (FQDNs
         or short names) to replace wherever they appear, with their domain parts (hostnames
         cannot be found by pattern alone); users: the invoking user's names (SUDO_USER, the
-        login name), replaced wherever they appear as a word (``root`` and names shorter than
-        3 characters are not: they would hit words)."""
+        login name), replaced wherever they appear as a word (``root``, service accounts such
+        as ``slurm`` or ``ubuntu`` and names shorter than 3 characters are not: they would hit
+        words and name no person)."""
         self.kinds = frozenset(kinds)
         unknown = self.kinds - set(KINDS)
         if unknown:
@@ -636,7 +637,7 @@ class Redactor:
     def _user_usable(self, name: str) -> bool:
         return (
             len(name) >= 3
-            and name not in fields.KEPT_USERS
+            and name.lower() not in fields.SERVICE_ACCOUNTS
             and name not in _UNUSABLE_NAMES
             and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*\$?", name) is not None
         )

@@ -49,6 +49,14 @@ _LIMIT_ITEMS = (
     "priority|locks|sigpending|msgqueue|nice|rtprio|chroot"
 )
 KEPT_USERS = {"root", "*"}
+# Accounts an image or a service makes, not a person: an invoking user of one of these names is
+# not replaced wherever it appears as a word (it would hit words: "slurm", "test", "core"), only
+# where a home directory or limits.conf labels it.
+SERVICE_ACCOUNTS = {
+    "root", "admin", "administrator", "user", "test", "guest", "ubuntu", "debian", "centos",
+    "rocky", "almalinux", "fedora", "ec2-user", "cloud-user", "azureuser", "opc", "core", "slurm",
+    "munge", "nobody", "daemon", "ansible", "ibdiag", "nvidia", "mellanox",
+}  # fmt: skip
 
 # Where a labelled line starts, and a value ends, also inside a JSON string (report.json holds
 # every command's output as one: lines joined by \n, quotes escaped) and an HTML page (quotes

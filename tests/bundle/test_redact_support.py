@@ -309,9 +309,11 @@ def test_limits_conf_users_and_groups_and_the_same_user_in_a_home_path():
 
 
 def test_the_invoking_user_is_replaced_wherever_it_appears_as_a_word():
-    red = Redactor(kinds=("users",), users=["alice", "root", "ab"])
-    out = redacted(red, "run by alice in /scratch/alice/job; malice; root; ab")
-    assert out == "run by user-1 in /scratch/user-1/job; malice; root; ab"
+    red = Redactor(kinds=("users",), users=["alice", "root", "ab", "slurm", "Ubuntu"])
+    out = redacted(red, "run by alice in /scratch/alice/job; malice; root; ab; slurm; Ubuntu")
+    assert out == "run by user-1 in /scratch/user-1/job; malice; root; ab; slurm; Ubuntu"
+    # a service account is still replaced where a home directory names it
+    assert red.text("/home/ubuntu/.bashrc") == "/home/user-2/.bashrc"
     assert Redactor(kinds=("hostnames",), users=["alice"]).text("alice") == "alice"
 
 
