@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import List
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ibdiag.bundle.redact import ALL_KINDS, DEFAULT_KINDS, KINDS, Redactor
 from ibdiag.families.module import parse_module
@@ -206,6 +208,35 @@ def test_an_output_inside_report_json_or_an_html_page_gets_the_same_tokens(name)
     assert json.loads(in_json)["s"] == plain
     in_html = redacted(Redactor(kinds=ALL_KINDS, hostnames=["gpu042"]), html.escape(raw))
     assert html.unescape(in_html) == plain
+
+
+SERIAL_LINES = [
+    "  board.serial_number {v}\n",
+    '{{"info": {{"pci/0000:1a:00.0": {{"board.serial_number": "{v}"}}}}}}\n',
+    "\t\t\t[SN] Serial number: {v}   \n",
+    "    Serial Number                         : {v}\n",
+    "\tVendor SN                                 : {v}\n",
+    '\t\t\t\t"Vendor Serial Number" : "{v}",\n',
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.from_regex(r"[A-Z][A-Z0-9]{5,19}", fullmatch=True).filter(
+        lambda v: any(c.isdigit() for c in v)
+    ),
+    st.sampled_from(SERIAL_LINES),
+    st.sampled_from(SERIAL_LINES),
+)
+def test_property_a_serial_is_gone_and_has_one_token_in_any_two_tools(value, first, second):
+    red = Redactor(kinds=("serials",))
+    one = red.text(first.format(v=value))
+    two = red.text(second.format(v=value))
+    assert value not in one and value not in two
+    tokens = set(re.findall(r"serial-\d+", one + two))
+    assert tokens == {"serial-1"}
+    assert red.text(one) == one and red.text(two) == two
+    assert red.text(f"<td>{value}</td>") == "<td>serial-1</td>"  # learned: replaced anywhere
 
 
 # -- GUIDs and MACs ------------------------------------------------------------------------
