@@ -20,7 +20,29 @@ original's shape, so the parsers that re-grade a redacted bundle still read it:
 - ``hostnames``: the names given to the constructor (case-insensitive) -> ``host-1``, their
   domain parts -> ``domain-1``, and any ``label.<known domain>`` (an FQDN becomes
   ``host-1.domain-1``).
-- ``macs`` (off by default): ``aa:bb:cc:dd:ee:ff`` / ``aa-bb-..`` -> ``02:ed:00:00:00:01``.
+- ``macs`` (off by default): ``aa:bb:cc:dd:ee:ff`` / ``aa-bb-..`` -> ``02:ed:00:00:00:01``, the
+  ``enx<12 hex>`` interface names systemd makes from a MAC, and mstflint's ``Base MAC:
+  043f72f04c46`` (bare, 12 digits). A ConnectX's Base MAC is its Base GUID's EUI
+  (``043f72`` ``0300`` ``f04c46``): with ``guids`` on and ``macs`` off, the Base MAC takes the
+  GUID's token in its own shape (``feed00000001`` beside ``feed000000000001``), so it cannot give
+  the GUID away; other MACs are the ``macs`` kind's (``all`` includes it).
+- ``serials`` (off by default): board, function, GPU and cable serials and UUIDs where a tool
+  labels them (``ibdiag.bundle.redact_fields``: devlink dev info and its JSON, lspci's VPD,
+  nvidia-smi -q, ethtool -m, mlxlink, ``UUID=``, ``GPU-<uuid>``) -> ``serial-1``; a UUID keeps its
+  shape (``GPU-00000000-0000-0000-0000-000000000001``, uuid-1). A serial learned from its label
+  is replaced wherever it appears (a report's table) when it is distinctive (6+ characters with
+  a digit and not only digits, or 8+ digits).
+- ``users`` (off by default): a home directory's user (``/home/alice/``, ``/users/alice/``), the
+  domain column of limits.conf (``alice`` -> ``user-1``, ``@physics`` -> ``@group-1``; ``*`` and
+  ``root`` kept) and the invoking users given to the constructor, wherever they appear as words.
+- ``paths`` (off by default): in a kernel command line (a line with ``BOOT_IMAGE=`` or
+  ``root=``), the values of ``key=/path`` and ``key=host:/path`` -> ``/path-1`` (the host is a
+  hostname: ``host-2.domain-1``), but not /dev nodes, the system's directories or the kernel and
+  initrd images (``BOOT_IMAGE=/vmlinuz-5.15.0-101-generic`` stays).
+
+``ALL_KINDS`` (``--redact all``) is every kind: each one keeps what ibdiag's parsers read.
+The labelled kinds find their labels in plain text, inside a JSON string (report.json holds each
+command's output as one) and in an escaped HTML page alike.
 
 The same value is recognised in every spelling (``0x0002c90300f9bfa1``, ``0002:c903:00f9:bfa1``
 and the GID ``fe80::2:c903:f9:bfa1`` share one token; an IPv4 and its ``::ffff:`` form too).
@@ -50,8 +72,12 @@ import ipaddress
 import re
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-KINDS = ("hostnames", "ips", "guids", "macs")
+from ibdiag.bundle import redact_fields as fields
+
+KINDS = ("hostnames", "ips", "guids", "macs", "serials", "users", "paths")
 DEFAULT_KINDS = ("hostnames", "ips", "guids")
+# ``--redact all``: every kind, each one safe to turn on (the tokens keep what the parsers read)
+ALL_KINDS = KINDS
 
 _V4_BASE = int(ipaddress.IPv4Address("198.18.0.0"))
 _V4_SPAN = 1 << 17  # 198.18.0.0/15
@@ -177,10 +203,14 @@ class Redactor:
         self,
         kinds: Iterable[str] = DEFAULT_KINDS,
         hostnames: Iterable[str] = (),
+        users: Iterable[str] = (),
     ) -> None:
-        """kinds: which classes to redact (``hostnames``, ``ips``, ``guids``, ``macs``);
-        hostnames: the node's own names (FQDNs or short names) to replace wherever they
-        appear, with their domain parts (hostnames cannot be found by pattern alone)."""
+        """kinds: which classes to redact (``KINDS``); hostnames: the node's own names (FQDNs
+        or short names) to replace wherever they appear, with their domain parts (hostnames
+        cannot be found by pattern alone); users: the invoking user's names (SUDO_USER, the
+        login name), replaced wherever they appear as a word (``root``, service accounts such
+        as ``slurm`` or ``ubuntu`` and names shorter than 3 characters are not: they would hit
+        words and name no person)."""
         self.kinds = frozenset(kinds)
         unknown = self.kinds - set(KINDS)
         if unknown:
@@ -198,19 +228,65 @@ class Redactor:
         self._names = names
         self._rx_text = self._build(names, domains, lax=False)
         self._rx_name = self._build(names, domains, lax=True)
+        # serials, users, paths: value -> token, learned where a tool labels the value
+        self._serials: Dict[str, str] = {}  # value -> token
+        self._uuids: Dict[str, str] = {}  # lower-case UUID -> token
+        self._users: Dict[str, str] = {}
+        self._groups: Dict[str, str] = {}
+        self._paths: Dict[str, str] = {}
+        self._tokens: Set[str] = set()  # every token handed out: never redacted again
+        self._derived_macs: Set[int] = set()  # Base MACs made from the GUID map (guids only)
+        self._literals: Dict[str, str] = {}  # original text -> token, replaced everywhere
+        self._literal_paths: Dict[str, str] = {}
+        self._rx_literal: Optional[re.Pattern] = None
+        self._literals_built = (0, 0)
+        self._labelled = [entry for entry in fields.LABELLED if self._labelled_on(entry[0])]
+        self._rx_labelled = (
+            re.compile(
+                "|".join(
+                    f"(?P<p{i}>{prefix})(?P<v{i}>{value})"
+                    for i, (_, prefix, value) in enumerate(self._labelled)
+                ),
+                re.IGNORECASE,
+            )
+            if self._labelled
+            else None
+        )
+        if "users" in self.kinds:
+            for user in users:
+                name = (user or "").strip()
+                if self._user_usable(name):
+                    self._literals[name] = self._user_token(name)
 
     # -- public API ---------------------------------------------------------------------
 
     def text(self, text: str) -> str:
-        """``text`` with every identifier of the enabled kinds replaced by its token."""
-        if self._rx_text is None or not text:
+        """``text`` with every identifier of the enabled kinds replaced by its token: first
+        the labelled values (a kernel command line's paths, serials, users; learned, so that
+        the same value elsewhere gets the same token), then those learned values wherever they
+        appear, then the patterns (addresses, GUIDs, MACs, host names)."""
+        if not text:
+            return text
+        text = self._labelled_pass(text)
+        text = self._literal_pass(text)
+        if self._rx_text is None:
             return text
         return self._rx_text.sub(self._replace, text)
+
+    def learn(self, text: str) -> None:
+        """Learn the labelled values in ``text`` (serials, users, a command line's paths)
+        without redacting anything yet, so that a value met unlabelled in a file redacted
+        earlier (a report's table) already has its token."""
+        if text:
+            self._labelled_pass(text)
 
     def name(self, value: str) -> str:
         """A file name or path, redacted with the same mapping (``/`` separators kept; an
         IPv4 next to ``-`` or ``_`` counts here, as in ``ping-10.1.2.3.txt``)."""
-        if self._rx_name is None or not value:
+        if not value:
+            return value
+        value = self._literal_pass(value)
+        if self._rx_name is None:
             return value
         return "/".join(self._rx_name.sub(self._replace, part) for part in value.split("/"))
 
@@ -236,6 +312,9 @@ class Redactor:
             "ips": len(self._v4.forward) + len(self._v6.forward),
             "guids": len(self._guid.forward),
             "macs": len(self._mac.forward),
+            "serials": len(self._serials) + len(self._uuids),
+            "users": len(self._users) + len(self._groups),
+            "paths": len(self._paths),
         }
         return {kind: counts[kind] for kind in KINDS if kind in self.kinds}
 
@@ -301,6 +380,8 @@ class Redactor:
             before, after = (r"[\d.]", r"\d|\.\d") if lax else (r"[\w.-]", r"[\w-]|\.\d")
             branches.append(rf"(?<!{before})(?P<ip4>{_DOTTED})(?!{after})")
         if "macs" in on:
+            # an interface named after its MAC (systemd's altname enx043f72f04c46)
+            branches.append(r"(?<![0-9a-z])enx(?P<enx>[0-9a-f]{12})(?![0-9a-z])")
             branches.append(
                 r"(?<![0-9a-z:-])(?P<mac>[0-9a-f]{2}(?P<macsep>[:-])(?:[0-9a-f]{2}(?P=macsep)){4}"
                 r"[0-9a-f]{2})(?![0-9a-z:-])"
@@ -342,17 +423,21 @@ class Redactor:
             replacement, kind = self._ip4_text(original), "ips"
         elif group == "mac":
             replacement, kind = self._mac_text(match.group("mac"), match.group("macsep")), "macs"
+        elif group == "enx":
+            replacement, kind = "enx" + self._mac_text(match.group("enx"), ""), "macs"
         else:
             replacement, kind = self._host_text(match), "hostnames"
         if replacement != original:
             self._remember(original, replacement, kind)
         return replacement
 
-    def _remember(self, original: str, replacement: str, kind: str) -> None:
+    def _remember(
+        self, original: str, replacement: str, kind: str, label: Optional[str] = None
+    ) -> None:
         if original in self._map:
             return
         self._map[original] = replacement
-        self._rows[original] = (kind, self._label(kind, replacement))
+        self._rows[original] = (kind, label or self._label(kind, replacement))
 
     def _label(self, kind: str, replacement: str) -> str:
         if kind == "hostnames":
@@ -463,6 +548,181 @@ class Redactor:
         token = self._mac.get(value)
         out = sep.join(f"{(token >> (40 - 8 * i)) & 0xFF:02x}" for i in range(6))
         return out.upper() if _has_upper(text) else out
+
+    # Labelled values: serials, users, paths, the base MAC --------------------------------
+
+    def _labelled_on(self, kind: str) -> bool:
+        if kind == "base_mac":  # the same EUI as the base GUID: see _base_mac
+            return bool(self.kinds & {"macs", "guids"})
+        return kind in self.kinds
+
+    def _labelled_pass(self, text: str) -> str:
+        if "paths" in self.kinds and ("BOOT_IMAGE=" in text or "root=" in text):
+            text = fields.CMDLINE_LINE.sub(self._cmdline_line, text)
+        if self._rx_labelled is None:
+            return text
+        return self._rx_labelled.sub(self._labelled_value, text)
+
+    def _labelled_value(self, match: re.Match) -> str:
+        index = int((match.lastgroup or "v0")[1:])
+        kind = self._labelled[index][0]
+        prefix, raw = match.group(f"p{index}"), match.group(f"v{index}")
+        value = raw.rstrip()
+        trail = raw[len(value) :]
+        if kind == "base_mac":
+            new = self._base_mac(value)
+        elif kind == "users":
+            new = self._user_text(value)
+        else:
+            new = self._serial_text(prefix, value)
+        return prefix + new + trail
+
+    def _serial_text(self, prefix: str, value: str) -> str:
+        if value in self._tokens or not fields.identifying(value):
+            return value
+        if "Vendor specific" in prefix and "[VU]" not in prefix.upper():
+            if not fields.hex_serial(value):  # [V0] PCIeGen5 x16, [VA] MLX:MN=...
+                return value
+        parts = fields.uuid_parts(value)
+        if parts is None and prefix.upper().endswith("UUID="):  # UUID=ABCD-1234 (vfat)
+            parts = ("", value)
+        if parts is not None:
+            head, uuid = parts
+            if uuid in self._tokens:
+                return value
+            token = self._uuids.get(uuid.lower())
+            if token is None:
+                token = self._new_token(
+                    self._uuids, uuid.lower(), lambda n: fields.shaped_number(uuid, n)
+                )
+                self._remember(uuid, token, "serials", f"uuid-{len(self._uuids)}")
+            self._literals.setdefault(uuid, token)
+            return head + token
+        token = self._serials.get(value)
+        if token is None:
+            token = self._new_token(self._serials, value, lambda n: f"serial-{n}")
+            self._remember(value, token, "serials", token)
+        if fields.literal_ok(value):
+            self._literals.setdefault(value, token)
+        return token
+
+    def _new_token(self, table: Dict[str, str], key: str, make: Callable[[int], str]) -> str:
+        token = make(len(table) + 1)
+        table[key] = token
+        self._tokens.add(token)
+        return token
+
+    def _base_mac(self, value: str) -> str:
+        """``Base MAC: 043f72f04c46``: with macs, the MAC's token; with guids alone, the token
+        of the GUID the MAC is the EUI-48 of (``043f720300f04c46``: a ConnectX's base GUID is
+        its base MAC with 03:00 in the middle), so that the MAC cannot give the GUID away."""
+        number = int(value, 16)
+        if number in (0, (1 << 48) - 1) or number in self._derived_macs:
+            return value
+        if "macs" in self.kinds:
+            return self._mac_text(value, "")
+        guid = (number >> 24) << 40 | 0x0300 << 24 | (number & 0xFFFFFF)
+        token = self._guid_value(guid)
+        if token == guid:
+            return value
+        mac = (token >> 40) << 24 | (token & 0xFFFFFF)
+        self._derived_macs.add(mac)
+        out = f"{mac:012x}"
+        out = out.upper() if _has_upper(value) else out
+        self._remember(value, out, "guids", self._guid.labels.get(token, "guids"))
+        return out
+
+    # users
+
+    def _user_usable(self, name: str) -> bool:
+        return (
+            len(name) >= 3
+            and name.lower() not in fields.SERVICE_ACCOUNTS
+            and name not in _UNUSABLE_NAMES
+            and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*\$?", name) is not None
+        )
+
+    def _user_token(self, name: str) -> str:
+        token = self._users.get(name)
+        if token is None:
+            token = self._new_token(self._users, name, lambda n: f"user-{n}")
+            self._remember(name, token, "users", token)
+        return token
+
+    def _user_text(self, value: str) -> str:
+        sigil = value[:1] if value[:1] in "@%" else ""
+        name = value[len(sigil) :]
+        if value in self._tokens or name in self._tokens or name in fields.KEPT_USERS:
+            return value
+        if not sigil:
+            return self._user_token(name)
+        token = self._groups.get(name)
+        if token is None:
+            token = self._new_token(self._groups, name, lambda n: f"group-{n}")
+            self._remember(value, sigil + token, "users", token)
+        return sigil + token
+
+    # paths (a kernel command line)
+
+    def _cmdline_line(self, match: re.Match) -> str:
+        return fields.CMDLINE_ARG.sub(self._cmdline_arg, match.group(0))
+
+    def _cmdline_arg(self, match: re.Match) -> str:
+        key, host, path = match["key"], match["host"], match["path"]
+        if path in self._tokens or fields.path_kept(key, path):
+            return match.group(0)
+        token = self._paths.get(path)
+        if token is None:
+            token = self._new_token(self._paths, path, lambda n: f"/path-{n}")
+            self._remember(path, token, "paths", token[1:])
+        if len(path) > 1:
+            self._literal_paths.setdefault(path, token)
+        if host and "hostnames" in self.kinds and not re.fullmatch(r"[\d.]+", host):
+            host = self._learned_host(host)
+        return f"{key}={host + ':' if host else ''}{token}"
+
+    def _learned_host(self, host: str) -> str:
+        """A server a command line names (``nfsroot=nfs01.example.com:/...``): a hostname
+        token, replaced wherever the name appears from now on."""
+        if host in self._tokens or host.lower() in self._hosts.values():
+            return host
+        first, _, domain = host.partition(".")
+        token = self._host_token(first)
+        if domain:
+            token = f"{token}.{self._domain_token(domain)}"
+        self._tokens.add(token)
+        self._literals.setdefault(host, token)
+        self._remember(host, token, "hostnames", token)
+        return token
+
+    # learned values, wherever they appear
+
+    def _literal_pass(self, text: str) -> str:
+        if not self._literals and not self._literal_paths:
+            return text
+        size = (len(self._literals), len(self._literal_paths))
+        if self._rx_literal is None or self._literals_built != size:
+            self._rx_literal = self._build_literals()
+            self._literals_built = size
+        return self._rx_literal.sub(self._literal_value, text)
+
+    def _build_literals(self) -> re.Pattern:
+        def alternation(values: Iterable[str]) -> str:
+            return "|".join(re.escape(v) for v in sorted(values, key=lambda v: (-len(v), v)))
+
+        branches = []
+        if self._literals:
+            words = alternation(self._literals)
+            branches.append(rf"(?<![A-Za-z0-9])(?P<word>{words})(?![A-Za-z0-9])")
+        if self._literal_paths:
+            paths = alternation(self._literal_paths)
+            branches.append(rf"(?<![\w/.-])(?P<path>{paths})(?![\w.-])")
+        return re.compile("|".join(branches))
+
+    def _literal_value(self, match: re.Match) -> str:
+        if match.lastgroup == "path":
+            return self._literal_paths[match.group(0)]
+        return self._literals[match.group(0)]
 
     # Hostnames -------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ report (``ibdiag.bundle``); optionally redacted, with the mapping kept beside it
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import click
 
@@ -39,8 +39,10 @@ from ibdiag.cli.output import status_line
 @click.option(
     "--redact",
     metavar="KINDS",
-    help="Replace hostnames, IP addresses and GUIDs consistently in every file "
-    "(hostnames,ips,guids or all); the mapping is written beside the bundle, not in it.",
+    help="Replace identifying values consistently in every file and file name: a comma list "
+    "of hostnames, ips, guids, macs, serials (board, GPU, cable serials, UUIDs), users (home "
+    "directories, limits.conf, the invoking user), paths (the kernel command line's), or all "
+    "(every one of them); the mapping is written beside the bundle, not in it.",
 )
 @click.option(
     "--baseline",
@@ -116,7 +118,10 @@ def collect_command(
 
         # and the other nodes a cross-node nccl-tests run names (argv, rank lines)
         peers = named_in_launcher_args(thresholds.nccl_launcher_args)
-        redactor = Redactor(kinds=redact_kinds, hostnames=[snapshot.host or "", *peers])
+        redactor = Redactor(
+            kinds=redact_kinds, hostnames=[snapshot.host or "", *peers], users=_invoking_users()
+        )
+        _learn(redactor, snapshot, recording)
     from ibdiag.write_files import remove_stale_temps
 
     remove_stale_temps(output_dir)  # what a SIGKILLed collect left here, once old enough
@@ -175,14 +180,16 @@ def _collect_baseline(baseline_path: Optional[str], state_path: Optional[str]):
     return loaded
 
 
-_REDACT_KINDS = ("hostnames", "ips", "guids", "macs")
+# ibdiag.bundle.redact.KINDS (not imported: redaction loads only when asked for); "all" is
+# every one of them, each safe to turn on (tests/bundle/test_redact_support.py holds them equal)
+_REDACT_KINDS = ("hostnames", "ips", "guids", "macs", "serials", "users", "paths")
 
 
 def _redact_kinds(value: Optional[str]) -> Tuple[str, ...]:
-    """--redact all|hostnames,ips,guids[,macs] -> the kinds (checked before collecting)."""
+    """--redact all|KIND[,KIND...] -> the kinds (checked before collecting)."""
     if not value:
         return ()
-    kinds = ("hostnames", "ips", "guids") if value == "all" else tuple(value.split(","))
+    kinds = _REDACT_KINDS if value == "all" else tuple(value.split(","))
     unknown = [kind for kind in kinds if kind not in _REDACT_KINDS]
     if unknown:
         raise click.BadParameter(
@@ -190,6 +197,32 @@ def _redact_kinds(value: Optional[str]) -> Tuple[str, ...]:
             param_hint="--redact",
         )
     return kinds
+
+
+def _invoking_users() -> List[str]:
+    """Who runs collect: sudo's invoking user and the login name (the Redactor skips root)."""
+    import getpass
+
+    names = [os.environ.get("SUDO_USER") or ""]
+    try:
+        names.append(getpass.getuser())
+    except (KeyError, OSError, ImportError):  # no name for this uid (a container)
+        pass
+    return [name for name in names if name]
+
+
+def _learn(redactor, snapshot, recording) -> None:
+    """Teach the redactor every labelled value (serials, users, the command line's paths) of
+    the raw files and command outputs before any file is written, so that a value the report
+    shows unlabelled gets its token whatever the order the bundle's files are written in."""
+    for data in recording.files.values():
+        try:
+            redactor.learn(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+    for run in snapshot.commands.values():
+        redactor.learn(run.stdout)
+        redactor.learn(run.stderr)
 
 
 def _write_redaction_map(bundle_path: str, redactor) -> None:
