@@ -175,6 +175,7 @@ SLOW_MODULES = frozenset(
         "test_serve_monitor",
         "test_slurm_cluster",
         "test_slurm_real",
+        "test_redact_support_slow",
         "test_store_slow",
         "test_support_budget_slow",
         "test_watch",

@@ -22,8 +22,9 @@ from ibdiag.cli.output import status_line
 @click.command("collect")
 @node_options
 @level_option(
-    "What to gather: standard adds perfquery, ethtool -S, the kernel log, ibstat, "
-    "nvidia-smi topo; full adds ib_write_bw loopback, nccl-tests and NCCL Inspector dumps.",
+    "What to gather: quick reads files only (sysfs, procfs, the catalogue's files); standard "
+    "adds perfquery, ethtool -S, the kernel log, ibstat, nvidia-smi topo and the catalogue's "
+    "commands (--list); full adds ib_write_bw loopback, nccl-tests and NCCL Inspector dumps.",
     default="standard",
 )
 @command_limits
