@@ -22,7 +22,6 @@ each HCA's firmware (running, stored, PSID). The catalogue's files are read with
 
 from __future__ import annotations
 
-import re
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 from ibdiag.facts.outcome import NoData, RunOutcome
@@ -40,6 +39,7 @@ from ibdiag.families.support.catalogue import Item, load
 from ibdiag.model import CommandRun, Snapshot
 from ibdiag.roles import Role
 from ibdiag.sources import names
+from ibdiag.sources.pcie import BDF
 
 SOURCE = "support"
 LEVEL = "standard"
@@ -47,7 +47,6 @@ ORDER = 90  # after the families whose runs its family rows count (they are all 
 FAMILY = "support"
 FALLBACK = "fallback"
 
-_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 _STATUS = {
     NoData.NOT_STARTED: ItemStatus.NOT_STARTED,
     NoData.NOT_INSTALLED: ItemStatus.ABSENT,
@@ -106,9 +105,13 @@ def targets(item: Item, snap: Snapshot) -> List[Target]:
         return [Target("", {})] if snap.gpus else []
     if per == "hca":
         return [
-            Target(dev.name, {"bdf": dev.pci.address, "hca": dev.name}, _hca_problem(dev.name))
+            Target(
+                dev.name,
+                {"bdf": dev.pci.address, "hca": dev.name},
+                names.device_name_problem(dev.name),
+            )
             for dev in snap.devices
-            if dev.pci is not None and _BDF.match(dev.pci.address)
+            if dev.pci is not None and BDF.fullmatch(dev.pci.address)
         ]
     if per == "pcie_path":
         return list(_pcie_targets(snap))
@@ -127,17 +130,13 @@ def targets(item: Item, snap: Snapshot) -> List[Target]:
             Target(
                 dev.target(port),
                 {"hca": dev.name, "port": str(port.number)},
-                _hca_problem(dev.name),
+                names.device_name_problem(dev.name),
             )
             for dev in snap.devices
             for port in dev.ports
             if port.is_infiniband and port.state == 4
         ]
     return []
-
-
-def _hca_problem(name: str) -> Optional[str]:
-    return names.device_name_problem(name)
 
 
 def _pcie_targets(snap: Snapshot) -> Iterator[Target]:
@@ -153,7 +152,7 @@ def _pcie_targets(snap: Snapshot) -> Iterator[Target]:
         if not bdfs and dev.pci is not None:
             bdfs = [dev.pci.address]
         for bdf in bdfs:
-            if bdf in seen or not _BDF.match(bdf):
+            if bdf in seen or not BDF.fullmatch(bdf):
                 continue
             seen.add(bdf)
             yield Target(bdf, {"bdf": bdf}, None, lspci.role(bdf) if bdf in theirs else None)
