@@ -27,8 +27,6 @@ ABSENT = "missing"
 _ZERO_GID = re.compile(r"^[0:]+$")
 _UID = re.compile(r"^Uid:\s+\d+\s+(?P<effective>\d{1,10})\b", re.M)
 _OS_RELEASE = re.compile(r"^(?P<key>[A-Z0-9_]{1,40})=(?P<value>.{0,200})$")
-_DMI = ("sys_vendor", "product_name", "product_version", "board_vendor", "board_name",
-        "bios_vendor", "bios_version", "bios_date")  # fmt: skip
 
 
 def read_support_files(readers: Mapping[str, Optional[SysfsReader]]) -> SupportFiles:
@@ -66,10 +64,10 @@ def read_support_files(readers: Mapping[str, Optional[SysfsReader]]) -> SupportF
         ),
         kernel_version=texts.get(("proc", "version")),
         cmdline=texts.get(("proc", "cmdline")),
-        platform={
-            key: texts[("sys", f"class/dmi/id/{key}")].strip()
-            for key in _DMI
-            if ("sys", f"class/dmi/id/{key}") in texts
+        platform={  # the DMI files the catalogue names, by file name (sys_vendor, bios_version)
+            rel.rpartition("/")[2]: text.strip()
+            for (tree, rel), text in texts.items()
+            if tree == "sys" and rel.startswith("class/dmi/id/")
         },
         module_parameters=_module_parameters(texts),
         collector_uid=_collector_uid(readers.get("proc")),

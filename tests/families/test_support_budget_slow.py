@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 import stubs as S
 from standard_node import COMMAND_TIMEOUT, DEADLINE, SLACK_SUBPROCESS
-from support_node import SupportNode
+from support_node import DMI, SupportNode
 
 from ibdiag.families.support.catalogue import load
 
@@ -108,6 +108,8 @@ def test_every_item_is_collected_on_every_target_when_every_tool_answers(node, t
     listed = {(r["item"], r["target"]): r["status"] for r in run.manifest["items"]}
     assert listed == {(r["item"], r["target"]): r["status"] for r in run.rows + run.file_rows}
     assert all(not c["timed_out"] and not c["not_found"] for c in run.manifest["commands"])
+    support_files = run.report["snapshot"]["facts"]["support_files"]
+    assert support_files["platform"] == DMI  # every DMI file the catalogue names, by its name
 
 
 def test_every_tool_hanging_ends_within_the_deadline_and_leaves_no_process(node, tmp_path):
