@@ -178,6 +178,7 @@ SLOW_MODULES = frozenset(
         "test_redact_support_slow",
         "test_store_slow",
         "test_support_budget_slow",
+        "test_support_fabric_slow",
         "test_watch",
         "test_watch_then_check",
     }
