@@ -130,3 +130,10 @@ def test_the_pipeline_adds_the_catalogue_for_collect_only():
     assert needs(level="standard", support=True) >= {"support", "support_files", "topology"}
     quick = needs(level="quick", support=True)
     assert "support_files" in quick and "support" not in quick  # level quick runs no command
+
+
+def test_a_rootfs_that_is_not_a_directory_is_one_line_and_exit_3(run_cli, tmp_path):
+    result = run_cli("collect", "--rootfs", str(tmp_path / "missing"), "-o", str(tmp_path))
+    assert result.exit_code == 3
+    assert "--rootfs" in result.stderr and "does not exist" in result.stderr
+    assert not list(tmp_path.glob("ibdiag-*"))
